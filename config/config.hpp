@@ -1,0 +1,57 @@
+#pragma once
+// usmc.toml: global knobs (the kernel's net.smc sysctls and netlink switch,
+// plus usmc's own) and [[policy]] rules. Every error names the file, the line
+// and the key; unknown keys and wrong types are errors, never ignored.
+#include "config/policy.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace usmc::config {
+
+enum class LogLevel : uint8_t { Error, Warn, Info, Debug };
+const char* log_level_name(LogLevel level);
+
+struct Config {
+    // Kernel knobs (net.smc.* sysctls / netlink), same names and defaults.
+    bool limit_smc_hs = false;
+    uint64_t rmem = 64 * 1024;
+    uint64_t wmem = 64 * 1024;
+    uint64_t autocorking_size = 64 * 1024;
+    // usmc's own.
+    ModeSet mode = kModeAuto;               // transports allowed when no policy rule matches
+    uint32_t clc_detect_timeout_ms = 50;    // server: wait this long for a CLC Proposal
+    uint32_t busy_poll_us = 0;              // bounded spin before sleeping; 0 = never spin
+    uint64_t max_dmb_memory = 256ull << 20; // per-process cap on DMB memory
+    uint32_t hs_workers = 2;                // server handshake workers per process
+    LogLevel log_level = LogLevel::Warn;
+    std::vector<uint32_t> trusted_uids; // registry entries of these users are believed too
+    std::vector<PolicyRule> policies;
+
+    std::string source = "<built-in defaults>"; // file the values came from
+};
+
+struct LoadError {
+    std::string message; // "FILE:LINE:COL: key 'x': what is wrong"
+};
+
+using LoadResult = std::variant<Config, LoadError>;
+
+// Parses TOML text; `source_name` is used in messages.
+LoadResult parse_config(std::string_view text, std::string_view source_name);
+// Reads and parses a file.
+LoadResult load_config_file(const std::string& path);
+
+// Where the configuration comes from: $USMC_CONFIG, else /etc/usmc/usmc.toml
+// if it exists, else "" (built-in defaults).
+std::string default_config_path();
+// Loads default_config_path(), or returns the defaults when there is none.
+LoadResult load_default_config();
+
+// The effective settings as TOML text (what `usmc config check` prints).
+std::string describe(const Config& cfg);
+
+} // namespace usmc::config

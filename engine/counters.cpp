@@ -1,0 +1,25 @@
+#include "engine/counters.hpp"
+
+namespace usmc::counters {
+
+namespace {
+constexpr const char* kNames[] = {
+#define USMC_COUNTER_NAME(name, text) #name,
+    USMC_COUNTERS(USMC_COUNTER_NAME)
+#undef USMC_COUNTER_NAME
+};
+constexpr const char* kTexts[] = {
+#define USMC_COUNTER_TEXT(name, text) text,
+    USMC_COUNTERS(USMC_COUNTER_TEXT)
+#undef USMC_COUNTER_TEXT
+};
+} // namespace
+
+const char* name_of(Id id) {
+    return id < kCount ? kNames[id] : "?";
+}
+const char* description_of(Id id) {
+    return id < kCount ? kTexts[id] : "?";
+}
+
+} // namespace usmc::counters

@@ -1,0 +1,39 @@
+#pragma once
+// The per-process counters published in the stats segment. `usmc stats`
+// sums them over live processes, like `smcd stats`.
+#include <cstdint>
+
+namespace usmc::counters {
+
+// X(name, description)
+#define USMC_COUNTERS(X)                                                                           \
+    X(sockets_tracked, "TCP sockets seen by the shim")                                             \
+    X(sockets_af_smc, "AF_SMC sockets created (mapped to TCP)")                                    \
+    X(listens, "listening sockets")                                                                \
+    X(client_connects, "connections initiated (connect)")                                          \
+    X(server_accepts, "connections accepted")                                                      \
+    X(conn_tcp, "connections using TCP")                                                           \
+    X(conn_smcd, "connections using SMC-D")                                                        \
+    X(conn_smcr, "connections using SMC-R")                                                        \
+    X(fallbacks, "connections that fell back to TCP")                                              \
+    X(handshake_errors, "SMC handshake errors")                                                    \
+    X(sol_smc_set, "setsockopt(SOL_SMC) calls")                                                    \
+    X(sol_smc_get, "getsockopt(SOL_SMC) calls")                                                    \
+    X(fd_untracked, "TCP sockets beyond the fd table")                                             \
+    X(forks, "fork children that re-created their stats")
+
+enum Id : uint8_t {
+#define USMC_COUNTER_ID(name, text) name,
+    USMC_COUNTERS(USMC_COUNTER_ID)
+#undef USMC_COUNTER_ID
+        kCount
+};
+
+// Room reserved in the segment, so later counters keep the layout stable.
+constexpr unsigned kSlots = 64;
+static_assert(kCount <= kSlots);
+
+const char* name_of(Id id);
+const char* description_of(Id id);
+
+} // namespace usmc::counters

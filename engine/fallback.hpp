@@ -1,0 +1,53 @@
+#pragma once
+// Why a connection runs as plain TCP: the kernel's decline/fallback codes
+// (SMC_CLC_DECL_*, as smcss and `smcd stats` show them) plus usmc's own
+// reasons in the 0x0a.. range, which the kernel does not use.
+#include <cstdint>
+#include <optional>
+
+namespace usmc::fallback {
+
+// X(name, code, description)
+#define USMC_FALLBACK_REASONS(X)                                                                   \
+    X(MEM, 0x01010000, "insufficient memory")                                                      \
+    X(TIMEOUT_CL, 0x02010000, "timeout waiting for CONFIRM_LINK")                                  \
+    X(TIMEOUT_AL, 0x02020000, "timeout waiting for ADD_LINK")                                      \
+    X(CNFERR, 0x03000000, "configuration error")                                                   \
+    X(PEERNOSMC, 0x03010000, "peer did not indicate SMC")                                          \
+    X(IPSEC, 0x03020000, "IPsec in use")                                                           \
+    X(NOSMCDEV, 0x03030000, "no SMC device found")                                                 \
+    X(NOSMCDDEV, 0x03030001, "no SMC-D device found")                                              \
+    X(NOSMCRDEV, 0x03030002, "no SMC-R device found")                                              \
+    X(MODEUNSUPP, 0x03040000, "SMC modes do not match")                                            \
+    X(RMBE_EC, 0x03050000, "peer requires RMBE eyecatcher")                                        \
+    X(OPTUNSUPP, 0x03060000, "TCP option not supported with SMC")                                  \
+    X(DIFFPREFIX, 0x03070000, "IP prefix mismatch")                                                \
+    X(VERSMISMAT, 0x030c0000, "SMC version mismatch")                                              \
+    X(MAX_DMB, 0x030d0000, "DMB limit exceeded")                                                   \
+    X(SYNCERR, 0x04000000, "synchronization error")                                                \
+    X(PEERDECL, 0x05000000, "peer declined during handshake")                                      \
+    X(INTERR, 0x09990000, "internal error")                                                        \
+    X(POLICY, 0x0a010000, "usmc: policy or launcher selects TCP")                                  \
+    X(CONFIG, 0x0a020000, "usmc: configuration error, running as TCP")                             \
+    X(FDTABLE, 0x0a030000, "usmc: fd beyond the shim's table")
+
+enum Index : uint8_t {
+#define USMC_FALLBACK_INDEX(name, code, text) k##name,
+    USMC_FALLBACK_REASONS(USMC_FALLBACK_INDEX)
+#undef USMC_FALLBACK_INDEX
+        kCount
+};
+
+enum Code : uint32_t {
+#define USMC_FALLBACK_CODE(name, code, text) name = code,
+    USMC_FALLBACK_REASONS(USMC_FALLBACK_CODE)
+#undef USMC_FALLBACK_CODE
+};
+
+// Index in the counter array of a code; nullopt for codes usmc does not count.
+std::optional<Index> index_of(uint32_t code);
+const char* name_of(uint32_t code);        // "PEERNOSMC", or "UNKNOWN"
+const char* description_of(uint32_t code); // human text
+uint32_t code_at(Index index);
+
+} // namespace usmc::fallback

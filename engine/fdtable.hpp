@@ -1,0 +1,70 @@
+#pragma once
+// The fd table: one 64-bit word per descriptor, indexed by fd, living in the
+// process's stats segment so `usmc ss` can read it. Lookups are one relaxed
+// atomic load; no locks, no allocation, safe in signal handlers and after
+// fork. A word packs everything the shim knows about a TCP socket.
+#include <atomic>
+#include <cstdint>
+
+namespace usmc {
+
+enum class SockKind : uint8_t { None = 0, Stream = 1 };
+enum class SockRole : uint8_t { None = 0, Client = 1, Server = 2, Listener = 3 };
+enum class SockMode : uint8_t { Tcp = 0, SmcD = 1, SmcR = 2 };
+
+enum SockFlags : uint8_t {
+    kFlagLimitHs = 1,     // SMC_LIMIT_HS is on for this socket
+    kFlagAfSmc = 2,       // created as socket(AF_SMC, ...)
+    kFlagAllowD = 4,      // policy allows SMC-D
+    kFlagAllowR = 8,      // policy allows SMC-R
+    kFlagDecided = 16,    // policy has been evaluated (listen/connect/accept)
+    kFlagIpprotoSmc = 32, // created as socket(AF_INET[6], SOCK_STREAM, IPPROTO_SMC)
+};
+
+struct SockInfo {
+    SockKind kind = SockKind::None;
+    uint8_t family = 0; // AF_INET / AF_INET6
+    SockRole role = SockRole::None;
+    SockMode mode = SockMode::Tcp;
+    uint8_t flags = 0;
+    uint32_t reason = 0; // fallback reason code when mode is Tcp and SMC was allowed or refused
+
+    bool tracked() const { return kind != SockKind::None; }
+    bool has(SockFlags f) const { return flags & f; }
+    uint64_t pack() const;
+    static SockInfo unpack(uint64_t word);
+};
+
+const char* role_name(SockRole role);
+const char* mode_name(SockMode mode);
+
+class FdTable {
+  public:
+    // Hands the table its storage (once, at runtime init; kept across fork).
+    void attach(std::atomic<uint64_t>* slots, uint32_t capacity, std::atomic<uint32_t>* high);
+
+    SockInfo get(int fd) const {
+        auto* slots = slots_.load(std::memory_order_acquire);
+        if (!slots || static_cast<unsigned>(fd) >= capacity_) return {};
+        return SockInfo::unpack(slots[fd].load(std::memory_order_relaxed));
+    }
+    // False when fd is outside the table (the socket then stays untracked).
+    bool set(int fd, const SockInfo& info);
+    void clear(int fd);
+    // dup/dup2/dup3/F_DUPFD: `to` now names the same socket as `from`.
+    void copy(int from, int to);
+    // close_range: forget [first, last].
+    void clear_range(unsigned first, unsigned last);
+
+    uint32_t capacity() const { return capacity_; }
+    bool attached() const { return slots_.load(std::memory_order_acquire) != nullptr; }
+
+  private:
+    std::atomic<std::atomic<uint64_t>*> slots_{nullptr};
+    uint32_t capacity_ = 0;
+    std::atomic<uint32_t>* high_ = nullptr; // one past the highest fd ever set
+};
+
+extern FdTable g_fds;
+
+} // namespace usmc

@@ -1,0 +1,187 @@
+#include "engine/runtime.hpp"
+
+#include "engine/fdtable.hpp"
+#include "engine/log.hpp"
+#include "engine/sys.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <variant>
+
+namespace usmc::runtime {
+
+namespace {
+
+// A function-local static: the library constructor uses the state before
+// this file's own dynamic initialisers may have run.
+State& storage() {
+    static State state;
+    return state;
+}
+std::atomic<int> g_init{0}; // 0 not yet, 1 in progress, 2 done
+
+constexpr uint32_t kMaxCapacity = 1u << 22; // 4M fds = 32 MiB of (sparse) table
+
+void copy_basename(char* dst, size_t len, const char* path) {
+    if (!path) return;
+    const char* slash = std::strrchr(path, '/');
+    const char* src = slash ? slash + 1 : path;
+    size_t i = 0;
+    for (; i + 1 < len && src[i]; ++i)
+        dst[i] = src[i];
+    dst[i] = 0;
+}
+
+uint32_t table_capacity() {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 65536;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? kMaxCapacity : rl.rlim_max;
+    if (want < rl.rlim_cur && rl.rlim_cur != RLIM_INFINITY) want = rl.rlim_cur;
+    if (want < 1024) want = 1024;
+    if (want > kMaxCapacity) want = kMaxCapacity;
+    return static_cast<uint32_t>(want);
+}
+
+void on_fork_child() {
+    State& s = storage();
+    if (!s.seg) return;
+    if (!statseg::recreate_in_child(s.seg, s.seg_path, sizeof s.seg_path)) return;
+    s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
+}
+
+void full_init() {
+    State& s = storage();
+    auto loaded = config::load_default_config();
+    if (auto* err = std::get_if<config::LoadError>(&loaded)) {
+        s.config_ok = false;
+        log::error("config error: {}; running every socket as plain TCP", err->message);
+    } else {
+        s.cfg = std::move(std::get<config::Config>(loaded));
+        log::set_level(s.opts.verbose && s.cfg.log_level < config::LogLevel::Info
+                           ? config::LogLevel::Info
+                           : s.cfg.log_level);
+    }
+    uint32_t capacity = table_capacity();
+    const char* program = s.exe_name[0] ? s.exe_name : s.argv0_name;
+    s.seg = statseg::create(program, capacity, s.seg_path, sizeof s.seg_path);
+    if (!s.seg) {
+        log::info("cannot create stats segment in {}; counters stay private", statseg::stats_dir());
+        s.seg = statseg::create_anonymous(program, capacity);
+    }
+    if (s.seg) g_fds.attach(statseg::slots_of(s.seg), capacity, &s.seg->fd_high);
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+    log::info("usmc active in {} (modes {}, config {})", program, config::mode_name(s.opts.modes),
+              s.cfg.source);
+}
+
+} // namespace
+
+Options parse_options(const char* modes, const char* limit_hs, const char* verbose, bool* ok) {
+    Options o;
+    *ok = true;
+    if (modes && *modes) {
+        std::string_view m(modes);
+        if (m == "smcd,smcr" || m == "smcr,smcd")
+            o.modes = config::kModeAuto;
+        else if (auto parsed = config::parse_mode(m))
+            o.modes = *parsed;
+        else {
+            o.modes = 0; // unknown: the safe choice is plain TCP
+            *ok = false;
+        }
+    }
+    if (limit_hs && *limit_hs) {
+        if (!std::strcmp(limit_hs, "1"))
+            o.limit_hs = 1;
+        else if (!std::strcmp(limit_hs, "0"))
+            o.limit_hs = 0;
+        else
+            *ok = false;
+    }
+    o.verbose = verbose && *verbose && std::strcmp(verbose, "0") != 0;
+    return o;
+}
+
+void early_init(int argc, char** argv) {
+    State& s = storage();
+    if (argc > 0 && argv && argv[0]) copy_basename(s.argv0_name, sizeof s.argv0_name, argv[0]);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        copy_basename(s.exe_name, sizeof s.exe_name, exe);
+    }
+    bool ok = true;
+    s.opts = parse_options(std::getenv("USMC_MODES"), std::getenv("USMC_LIMIT_HS"),
+                           std::getenv("USMC_VERBOSE"), &ok);
+    if (s.opts.verbose) log::set_level(config::LogLevel::Info);
+    if (!ok)
+        log::error("bad USMC_MODES/USMC_LIMIT_HS in the environment (USMC_MODES='{}', "
+                   "USMC_LIMIT_HS='{}'); running every socket as plain TCP",
+                   std::getenv("USMC_MODES") ? std::getenv("USMC_MODES") : "",
+                   std::getenv("USMC_LIMIT_HS") ? std::getenv("USMC_LIMIT_HS") : "");
+}
+
+State& get() {
+    if (g_init.load(std::memory_order_acquire) == 2) return storage();
+    int expected = 0;
+    if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+        full_init();
+        g_init.store(2, std::memory_order_release);
+    } else {
+        while (g_init.load(std::memory_order_acquire) != 2)
+            sched_yield();
+    }
+    return storage();
+}
+
+bool initialised() {
+    return g_init.load(std::memory_order_acquire) == 2;
+}
+
+void count(counters::Id id, uint64_t n) {
+    if (auto* seg = storage().seg) seg->counters[id].fetch_add(n, std::memory_order_relaxed);
+}
+
+void count_fallback(uint32_t reason) {
+    auto* seg = storage().seg;
+    if (!seg) return;
+    seg->counters[counters::fallbacks].fetch_add(1, std::memory_order_relaxed);
+    if (auto i = fallback::index_of(reason))
+        seg->fallbacks[*i].fetch_add(1, std::memory_order_relaxed);
+}
+
+bool default_limit_hs() {
+    State& s = get();
+    if (s.opts.limit_hs >= 0) return s.opts.limit_hs == 1;
+    return s.cfg.limit_smc_hs;
+}
+
+config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, uint32_t* reason) {
+    State& s = get();
+    if (!s.config_ok) {
+        *reason = fallback::CONFIG;
+        return 0;
+    }
+    config::MatchInput in;
+    in.exe_name = s.exe_name;
+    in.argv0_name = s.argv0_name;
+    in.role = role;
+    in.endpoint = config::Endpoint::from_sockaddr(addr, len);
+    config::ModeSet modes = config::match_policy(s.cfg.policies, in, s.cfg.mode) & s.opts.modes;
+    *reason = modes ? 0u : uint32_t{fallback::POLICY};
+    return modes;
+}
+
+void shutdown() {
+    State& s = storage();
+    if (s.seg_path[0] && s.seg && s.seg->pid == getpid()) unlink(s.seg_path);
+}
+
+} // namespace usmc::runtime

@@ -1,0 +1,57 @@
+#pragma once
+// Process-wide state of the shim: the configuration, the launcher's options,
+// the stats segment and the fd table. Cheap parts are set up when the
+// library loads; the rest on first use by a TCP socket.
+#include "config/config.hpp"
+#include "engine/counters.hpp"
+#include "engine/fallback.hpp"
+#include "engine/statseg.hpp"
+
+#include <climits>
+#include <sys/socket.h>
+
+namespace usmc::runtime {
+
+// What usmc-run passed through the environment.
+struct Options {
+    config::ModeSet modes = config::kModeAuto; // USMC_MODES: auto|smcd|smcr|tcp
+    int limit_hs = -1;                         // USMC_LIMIT_HS: 0/1, -1 = use the config
+    bool verbose = false;                      // USMC_VERBOSE
+};
+
+struct State {
+    config::Config cfg;
+    bool config_ok = true;
+    Options opts;
+    char exe_name[64] = {};
+    char argv0_name[64] = {};
+    statseg::Header* seg = nullptr;
+    char seg_path[PATH_MAX] = {};
+};
+
+// Called from the library constructor: copies argv[0], reads the environment.
+void early_init(int argc, char** argv);
+
+// Parses the launcher's environment (exposed for tests).
+Options parse_options(const char* modes, const char* limit_hs, const char* verbose, bool* ok);
+
+// The fully initialised state (config loaded, segment mapped); initialises on
+// first call. Safe to call from several threads.
+State& get();
+bool initialised();
+
+void count(counters::Id id, uint64_t n = 1);
+void count_fallback(uint32_t reason);
+
+// limit_smc_hs default for new sockets: the launcher's flag, else the config.
+bool default_limit_hs();
+
+// The transports policy allows for a socket in `role` at `addr` (local
+// address for listeners, peer address for clients). When the result is
+// empty, `reason` says why (POLICY or CONFIG).
+config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, uint32_t* reason);
+
+// Removes this process's segment file (library destructor).
+void shutdown();
+
+} // namespace usmc::runtime

@@ -1,0 +1,82 @@
+#pragma once
+// The real libc: one table of function pointers, resolved once with
+// dlsym(RTLD_NEXT). Everything in usmc that needs the kernel calls through
+// this table, so the engine never re-enters the interposed functions.
+#include <atomic>
+#include <csignal>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+namespace usmc::sys {
+
+// X(name, return type, parameter list)
+#define USMC_SYS_FUNCTIONS(X)                                                                      \
+    X(socket, int, (int, int, int))                                                                \
+    X(socketpair, int, (int, int, int, int*))                                                      \
+    X(bind, int, (int, const sockaddr*, socklen_t))                                                \
+    X(listen, int, (int, int))                                                                     \
+    X(accept, int, (int, sockaddr*, socklen_t*))                                                   \
+    X(accept4, int, (int, sockaddr*, socklen_t*, int))                                             \
+    X(connect, int, (int, const sockaddr*, socklen_t))                                             \
+    X(close, int, (int))                                                                           \
+    X(close_range, int, (unsigned, unsigned, int))                                                 \
+    X(shutdown, int, (int, int))                                                                   \
+    X(read, ssize_t, (int, void*, size_t))                                                         \
+    X(readv, ssize_t, (int, const iovec*, int))                                                    \
+    X(write, ssize_t, (int, const void*, size_t))                                                  \
+    X(writev, ssize_t, (int, const iovec*, int))                                                   \
+    X(recv, ssize_t, (int, void*, size_t, int))                                                    \
+    X(recvfrom, ssize_t, (int, void*, size_t, int, sockaddr*, socklen_t*))                         \
+    X(recvmsg, ssize_t, (int, msghdr*, int))                                                       \
+    X(recvmmsg, int, (int, mmsghdr*, unsigned, int, timespec*))                                    \
+    X(send, ssize_t, (int, const void*, size_t, int))                                              \
+    X(sendto, ssize_t, (int, const void*, size_t, int, const sockaddr*, socklen_t))                \
+    X(sendmsg, ssize_t, (int, const msghdr*, int))                                                 \
+    X(sendmmsg, int, (int, mmsghdr*, unsigned, int))                                               \
+    X(sendfile, ssize_t, (int, int, off_t*, size_t))                                               \
+    X(getsockopt, int, (int, int, int, void*, socklen_t*))                                         \
+    X(setsockopt, int, (int, int, int, const void*, socklen_t))                                    \
+    X(getsockname, int, (int, sockaddr*, socklen_t*))                                              \
+    X(getpeername, int, (int, sockaddr*, socklen_t*))                                              \
+    X(fcntl, int, (int, int, ...))                                                                 \
+    X(ioctl, int, (int, unsigned long, ...))                                                       \
+    X(poll, int, (pollfd*, nfds_t, int))                                                           \
+    X(ppoll, int, (pollfd*, nfds_t, const timespec*, const sigset_t*))                             \
+    X(select, int, (int, fd_set*, fd_set*, fd_set*, timeval*))                                     \
+    X(pselect, int, (int, fd_set*, fd_set*, fd_set*, const timespec*, const sigset_t*))            \
+    X(epoll_create, int, (int))                                                                    \
+    X(epoll_create1, int, (int))                                                                   \
+    X(epoll_ctl, int, (int, int, int, epoll_event*))                                               \
+    X(epoll_wait, int, (int, epoll_event*, int, int))                                              \
+    X(epoll_pwait, int, (int, epoll_event*, int, int, const sigset_t*))                            \
+    X(epoll_pwait2, int, (int, epoll_event*, int, const timespec*, const sigset_t*))               \
+    X(dup, int, (int))                                                                             \
+    X(dup2, int, (int, int))                                                                       \
+    X(dup3, int, (int, int, int))                                                                  \
+    X(fork, pid_t, (void))                                                                         \
+    X(daemon, int, (int, int))
+
+struct Table {
+#define USMC_SYS_FIELD(name, ret, params) ret(*name) params;
+    USMC_SYS_FUNCTIONS(USMC_SYS_FIELD)
+#undef USMC_SYS_FIELD
+};
+
+extern Table g_table;
+extern std::atomic<int> g_state; // 0 unresolved, 1 resolving, 2 ready
+
+// Resolves every entry; idempotent and safe to call from several threads.
+// An entry the running libc lacks stays null (callers answer ENOSYS).
+void resolve();
+
+inline const Table& real() {
+    if (__builtin_expect(g_state.load(std::memory_order_acquire) != 2, 0)) resolve();
+    return g_table;
+}
+
+} // namespace usmc::sys

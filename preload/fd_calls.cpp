@@ -1,0 +1,68 @@
+// Calls that end or duplicate descriptors: they keep the fd table true to the
+// kernel's, so a recycled fd number never inherits an old socket's record.
+#include "preload/shim.hpp"
+
+#include <cstdarg>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+using namespace usmc;
+
+USMC_EXPORT int close(int fd) {
+    g_fds.clear(fd);
+    return sys::real().close(fd);
+}
+
+USMC_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
+    auto fn = sys::real().close_range;
+    if (!fn) return shim::fail(ENOSYS);
+    int rc = fn(first, last, flags);
+    if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) g_fds.clear_range(first, last);
+    return rc;
+}
+
+USMC_EXPORT int dup(int fd) noexcept {
+    int nfd = sys::real().dup(fd);
+    if (nfd >= 0) g_fds.copy(fd, nfd);
+    return nfd;
+}
+
+USMC_EXPORT int dup2(int fd, int fd2) noexcept {
+    int rc = sys::real().dup2(fd, fd2);
+    if (rc >= 0 && fd != fd2) g_fds.copy(fd, fd2);
+    return rc;
+}
+
+USMC_EXPORT int dup3(int fd, int fd2, int flags) noexcept {
+    int rc = sys::real().dup3(fd, fd2, flags);
+    if (rc >= 0) g_fds.copy(fd, fd2);
+    return rc;
+}
+
+// fcntl's third argument is an int or a pointer depending on cmd; on the
+// supported ABIs both travel in one register, so it is forwarded as a
+// pointer-sized value.
+USMC_EXPORT int fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    int rc = sys::real().fcntl(fd, cmd, arg);
+    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) g_fds.copy(fd, rc);
+    return rc;
+}
+
+USMC_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
+    va_list ap;
+    va_start(ap, request);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    return sys::real().ioctl(fd, request, arg);
+}
+
+USMC_EXPORT int fcntl64(int, int, ...) __attribute__((alias("fcntl")));
+USMC_EXPORT int __fcntl(int, int, ...) __attribute__((alias("fcntl")));
+USMC_EXPORT int __close(int) __attribute__((alias("close")));
+USMC_EXPORT int __dup2(int, int) noexcept __attribute__((alias("dup2")));

@@ -1,0 +1,225 @@
+// Socket lifecycle and options: where usmc learns about TCP sockets, applies
+// policy, and answers SOL_SMC.
+#include "config/policy.hpp"
+#include "engine/runtime.hpp"
+#include "engine/sockopt.hpp"
+#include "preload/shim.hpp"
+
+#include <netinet/in.h>
+
+using namespace usmc;
+
+namespace {
+
+constexpr int kIpprotoSmc = 256; // IPPROTO_SMC, Linux 6.11
+
+bool is_tcp_request(int domain, int base_type, int protocol) {
+    return (domain == AF_INET || domain == AF_INET6) && base_type == SOCK_STREAM &&
+           (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+uint8_t allow_flags(config::ModeSet modes) {
+    return static_cast<uint8_t>(((modes & config::kModeSmcD) ? kFlagAllowD : 0) |
+                                ((modes & config::kModeSmcR) ? kFlagAllowR : 0));
+}
+
+} // namespace
+
+namespace usmc::shim {
+
+void track_new_socket(int fd, int family, uint8_t flags) {
+    ErrnoGuard keep;
+    runtime::get();
+    SockInfo s;
+    s.kind = SockKind::Stream;
+    s.family = static_cast<uint8_t>(family);
+    s.flags = static_cast<uint8_t>(flags | (runtime::default_limit_hs() ? kFlagLimitHs : 0));
+    if (g_fds.set(fd, s))
+        runtime::count(counters::sockets_tracked);
+    else
+        runtime::count(counters::fd_untracked);
+}
+
+void track_accepted(int listener, int fd) {
+    ErrnoGuard keep;
+    SockInfo l = g_fds.get(listener);
+    if (!l.tracked()) {
+        g_fds.clear(fd); // a recycled number must not keep an old socket's record
+        return;
+    }
+    SockInfo s;
+    s.kind = SockKind::Stream;
+    s.family = l.family;
+    s.role = SockRole::Server;
+    // Accepted sockets follow their listener's policy decision. SMC_LIMIT_HS
+    // starts from the global default, as the kernel's smc_sk_init() does for
+    // every new smc_sock, accepted ones included.
+    s.flags = static_cast<uint8_t>(
+        (l.flags & (kFlagAfSmc | kFlagIpprotoSmc | kFlagAllowD | kFlagAllowR | kFlagDecided)) |
+        (runtime::default_limit_hs() ? kFlagLimitHs : 0));
+    s.reason = l.reason;
+    if (!g_fds.set(fd, s)) {
+        runtime::count(counters::fd_untracked);
+        return;
+    }
+    runtime::count(counters::server_accepts);
+    runtime::count(counters::conn_tcp);
+    if (s.reason) runtime::count_fallback(s.reason);
+}
+
+} // namespace usmc::shim
+
+USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
+    const auto& real = sys::real();
+    int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (domain == sockopt::kAfSmc) {
+        // Programs written for AF_SMC get a TCP socket that usmc treats as
+        // SMC, so they run on kernels without the smc module. The checks
+        // mirror the kernel's smc_create().
+        if (base != SOCK_STREAM) return shim::fail(ESOCKTNOSUPPORT);
+        if (protocol != sockopt::kSmcProto && protocol != sockopt::kSmcProto6)
+            return shim::fail(EPROTONOSUPPORT);
+        int family = protocol == sockopt::kSmcProto6 ? AF_INET6 : AF_INET;
+        int fd = real.socket(family, type, IPPROTO_TCP);
+        if (fd >= 0) {
+            shim::track_new_socket(fd, family, kFlagAfSmc);
+            runtime::count(counters::sockets_af_smc);
+        }
+        return fd;
+    }
+    bool ipproto_smc =
+        (domain == AF_INET || domain == AF_INET6) && base == SOCK_STREAM && protocol == kIpprotoSmc;
+    int fd = real.socket(domain, type, ipproto_smc ? IPPROTO_TCP : protocol);
+    if (fd < 0) return fd;
+    if (ipproto_smc) {
+        shim::track_new_socket(fd, domain, kFlagIpprotoSmc);
+        runtime::count(counters::sockets_af_smc);
+    } else if (is_tcp_request(domain, base, protocol)) {
+        shim::track_new_socket(fd, domain, 0);
+    } else {
+        g_fds.clear(fd);
+    }
+    return fd;
+}
+
+USMC_EXPORT int socketpair(int domain, int type, int protocol, int sv[2]) noexcept {
+    int rc = sys::real().socketpair(domain, type, protocol, sv);
+    if (rc == 0) {
+        g_fds.clear(sv[0]);
+        g_fds.clear(sv[1]);
+    }
+    return rc;
+}
+
+USMC_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
+    return sys::real().bind(fd, addr, len);
+}
+
+USMC_EXPORT int listen(int fd, int backlog) noexcept {
+    int rc = sys::real().listen(fd, backlog);
+    if (rc != 0) return rc;
+    SockInfo s = g_fds.get(fd);
+    if (!s.tracked() || s.role == SockRole::Listener) return rc; // listen() again: new backlog only
+    shim::ErrnoGuard keep;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) len = 0;
+    uint32_t reason = 0;
+    config::ModeSet modes =
+        runtime::decide(config::Role::Server, reinterpret_cast<sockaddr*>(&local), len, &reason);
+    s.role = SockRole::Listener;
+    s.flags = static_cast<uint8_t>((s.flags & ~(kFlagAllowD | kFlagAllowR)) | allow_flags(modes) |
+                                   kFlagDecided);
+    s.reason = reason;
+    g_fds.set(fd, s);
+    runtime::count(counters::listens);
+    return rc;
+}
+
+USMC_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {
+    int nfd = sys::real().accept(fd, addr, len);
+    if (nfd >= 0) shim::track_accepted(fd, nfd);
+    return nfd;
+}
+
+USMC_EXPORT int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+    int nfd = sys::real().accept4(fd, addr, len, flags);
+    if (nfd >= 0) shim::track_accepted(fd, nfd);
+    return nfd;
+}
+
+USMC_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
+    int rc = sys::real().connect(fd, addr, len);
+    if (rc != 0 && errno != EINPROGRESS) return rc;
+    SockInfo s = g_fds.get(fd);
+    if (!s.tracked() || s.has(kFlagDecided) || !addr ||
+        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+        return rc;
+    shim::ErrnoGuard keep;
+    uint32_t reason = 0;
+    config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);
+    s.role = SockRole::Client;
+    s.flags = static_cast<uint8_t>(s.flags | allow_flags(modes) | kFlagDecided);
+    s.reason = reason;
+    g_fds.set(fd, s);
+    runtime::count(counters::client_connects);
+    runtime::count(counters::conn_tcp);
+    if (reason) runtime::count_fallback(reason);
+    return rc;
+}
+
+USMC_EXPORT int shutdown(int fd, int how) noexcept {
+    return sys::real().shutdown(fd, how);
+}
+
+USMC_EXPORT int getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept {
+    return sys::real().getsockname(fd, addr, len);
+}
+
+USMC_EXPORT int getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
+    return sys::real().getpeername(fd, addr, len);
+}
+
+USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
+                           socklen_t* optlen) noexcept {
+    if (level == sockopt::kSolSmc || level == SOL_SOCKET) {
+        SockInfo s = g_fds.get(fd);
+        if (s.tracked() && level == sockopt::kSolSmc) {
+            runtime::count(counters::sol_smc_get);
+            int err = sockopt::get(optname, optval, optlen, s.has(kFlagLimitHs));
+            return err ? shim::fail(err) : 0;
+        }
+        // Sockets created as AF_SMC / IPPROTO_SMC report what the program asked for.
+        if (s.tracked() && (optname == SO_DOMAIN || optname == SO_PROTOCOL) &&
+            s.has(static_cast<SockFlags>(kFlagAfSmc | kFlagIpprotoSmc))) {
+            int val;
+            if (s.has(kFlagAfSmc))
+                val = optname == SO_DOMAIN
+                          ? sockopt::kAfSmc
+                          : (s.family == AF_INET6 ? sockopt::kSmcProto6 : sockopt::kSmcProto);
+            else
+                val = optname == SO_DOMAIN ? s.family : 256;
+            int err = sockopt::put_int(val, optval, optlen);
+            return err ? shim::fail(err) : 0;
+        }
+    }
+    return sys::real().getsockopt(fd, level, optname, optval, optlen);
+}
+
+USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
+                           socklen_t optlen) noexcept {
+    if (level == sockopt::kSolSmc) {
+        SockInfo s = g_fds.get(fd);
+        if (s.tracked()) {
+            runtime::count(counters::sol_smc_set);
+            bool limit_hs = s.has(kFlagLimitHs);
+            int err = sockopt::set(optname, optval, optlen, limit_hs);
+            if (err) return shim::fail(err);
+            s.flags = static_cast<uint8_t>(limit_hs ? (s.flags | kFlagLimitHs)
+                                                    : (s.flags & ~kFlagLimitHs));
+            g_fds.set(fd, s);
+            return 0;
+        }
+    }
+    return sys::real().setsockopt(fd, level, optname, optval, optlen);
+}

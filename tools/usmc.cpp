@@ -1,0 +1,156 @@
+// usmc: look at and steer usmc from the outside.
+//   usmc stats        counters summed over live processes (like `smcd stats`)
+//   usmc ss           sockets with their mode and fallback reason (like `smcss`)
+//   usmc config check validate a usmc.toml and print the effective settings
+#include "config/config.hpp"
+#include "engine/counters.hpp"
+#include "engine/fallback.hpp"
+#include "engine/fdtable.hpp"
+#include "engine/statseg.hpp"
+#include "tools/procnet.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <variant>
+
+using namespace usmc;
+
+namespace {
+
+struct Totals {
+    uint64_t counters[counters::kCount] = {};
+    uint64_t fallbacks[fallback::kCount] = {};
+    size_t processes = 0;
+};
+
+Totals sum(const std::vector<statseg::View>& views) {
+    Totals t;
+    for (const auto& v : views) {
+        ++t.processes;
+        for (unsigned i = 0; i < counters::kCount; ++i)
+            t.counters[i] += v.header->counters[i].load(std::memory_order_relaxed);
+        for (unsigned i = 0; i < fallback::kCount; ++i)
+            t.fallbacks[i] += v.header->fallbacks[i].load(std::memory_order_relaxed);
+    }
+    return t;
+}
+
+int cmd_stats(const std::string& dir, bool json) {
+    auto views = statseg::open_all(dir, true);
+    Totals t = sum(views);
+    statseg::close_all(views);
+    using namespace counters;
+    uint64_t smc = t.counters[conn_smcd] + t.counters[conn_smcr];
+    uint64_t total = smc + t.counters[conn_tcp] + t.counters[handshake_errors];
+    if (json) {
+        fmt::print("{{\"processes\":{},\"total_connections\":{}", t.processes, total);
+        for (unsigned i = 0; i < kCount; ++i)
+            fmt::print(",\"{}\":{}", name_of(static_cast<Id>(i)), t.counters[i]);
+        fmt::print(",\"fallback_reasons\":{{");
+        bool first = true;
+        for (unsigned i = 0; i < fallback::kCount; ++i) {
+            if (!t.fallbacks[i]) continue;
+            uint32_t code = fallback::code_at(static_cast<fallback::Index>(i));
+            fmt::print("{}\"{}\":{}", first ? "" : ",", fallback::name_of(code), t.fallbacks[i]);
+            first = false;
+        }
+        fmt::print("}}}}\n");
+        return 0;
+    }
+    fmt::print("usmc statistics: {} live process{} (segments in {})\n\n", t.processes,
+               t.processes == 1 ? "" : "es", dir);
+    fmt::print("Connections Summary\n");
+    fmt::print("  {:<34}{:>12}\n", "Total connections handled", total);
+    fmt::print("  {:<34}{:>12}\n", "SMC-D connections", t.counters[conn_smcd]);
+    fmt::print("  {:<34}{:>12}\n", "SMC-R connections", t.counters[conn_smcr]);
+    fmt::print("  {:<34}{:>12}\n", "TCP connections", t.counters[conn_tcp]);
+    fmt::print("    {:<32}{:>12}\n", "client (connect)", t.counters[client_connects]);
+    fmt::print("    {:<32}{:>12}\n", "server (accept)", t.counters[server_accepts]);
+    fmt::print("  {:<34}{:>12}\n", "Handshake errors", t.counters[handshake_errors]);
+    fmt::print("  {:<34}{:>12}\n", "TCP fallback (with a reason)", t.counters[fallbacks]);
+    for (unsigned i = 0; i < fallback::kCount; ++i) {
+        if (!t.fallbacks[i]) continue;
+        uint32_t code = fallback::code_at(static_cast<fallback::Index>(i));
+        fmt::print("    {:<12} 0x{:08x} {:>10}  {}\n", fallback::name_of(code), code,
+                   t.fallbacks[i], fallback::description_of(code));
+    }
+    fmt::print("\nCounters\n");
+    for (unsigned i = 0; i < kCount; ++i)
+        fmt::print("  {:<20}{:>12}  {}\n", name_of(static_cast<Id>(i)), t.counters[i],
+                   description_of(static_cast<Id>(i)));
+    return 0;
+}
+
+int cmd_ss(const std::string& dir, bool all, bool listening) {
+    auto views = statseg::open_all(dir, true);
+    fmt::print("{:<8} {:<14} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}\n", "PID", "Program", "Fd",
+               "State", "Local Address", "Peer Address", "Role", "Mode", "Fallback");
+    for (const auto& v : views) {
+        pid_t pid = v.header->pid;
+        auto table = tools::read_tcp_table(pid);
+        uint32_t high = v.header->fd_high.load(std::memory_order_relaxed);
+        if (high > v.header->fd_capacity) high = v.header->fd_capacity;
+        for (uint32_t fd = 0; fd < high; ++fd) {
+            SockInfo s = SockInfo::unpack(v.slots()[fd].load(std::memory_order_relaxed));
+            if (!s.tracked()) continue;
+            bool is_listener = s.role == SockRole::Listener;
+            if (!all && listening != is_listener) continue;
+            uint64_t inode = tools::socket_inode(pid, static_cast<int>(fd));
+            auto it = inode ? table.find(inode) : table.end();
+            tools::TcpEntry e = it != table.end()
+                                    ? it->second
+                                    : tools::TcpEntry{"-", "-", inode ? "UNCONN" : "gone"};
+            std::string reason =
+                s.reason ? fmt::format("{} 0x{:08x}", fallback::name_of(s.reason), s.reason) : "-";
+            fmt::print("{:<8} {:<14.14} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}{}\n", pid,
+                       v.header->program, fd, e.state, e.local, e.peer, role_name(s.role),
+                       mode_name(s.mode), reason, s.has(kFlagLimitHs) ? " limit_hs" : "");
+        }
+    }
+    statseg::close_all(views);
+    return 0;
+}
+
+int cmd_config_check(const std::string& file) {
+    auto loaded = file.empty() ? config::load_default_config() : config::load_config_file(file);
+    if (auto* err = std::get_if<config::LoadError>(&loaded)) {
+        fmt::print(stderr, "usmc: {}\n", err->message);
+        return 1;
+    }
+    fmt::print("{}", config::describe(std::get<config::Config>(loaded)));
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"usmc: inspect and control the usmc SMC runtime", "usmc"};
+    app.require_subcommand(1);
+    std::string dir = statseg::stats_dir();
+    app.add_option("--stats-dir", dir,
+                   "where processes publish their stats (default $USMC_STATS_DIR or /dev/shm)");
+
+    auto* stats =
+        app.add_subcommand("stats", "connection and fallback counters of all live usmc processes");
+    bool json = false;
+    stats->add_flag("-j,--json", json, "print JSON");
+
+    auto* ss = app.add_subcommand("ss", "list sockets of usmc processes (connections by default)");
+    bool all = false, listening = false;
+    ss->add_flag("-a,--all", all, "connections and listeners");
+    ss->add_flag("-l,--listening", listening, "listeners only");
+
+    auto* cfg = app.add_subcommand("config", "configuration");
+    cfg->require_subcommand(1);
+    auto* check =
+        cfg->add_subcommand("check", "validate a usmc.toml and print the effective settings");
+    std::string file;
+    check->add_option("FILE", file, "file to check (default: $USMC_CONFIG or /etc/usmc/usmc.toml)");
+
+    CLI11_PARSE(app, argc, argv);
+    if (stats->parsed()) return cmd_stats(dir, json);
+    if (ss->parsed()) return cmd_ss(dir, all, listening);
+    if (check->parsed()) return cmd_config_check(file);
+    return 1;
+}
