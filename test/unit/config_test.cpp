@@ -1,0 +1,216 @@
+#include "config/config.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+using namespace usmc::config;
+
+namespace {
+
+Config parse_ok(const std::string& text) {
+    auto r = parse_config(text, "test.toml");
+    if (auto* e = std::get_if<LoadError>(&r)) FAIL("unexpected error: " << e->message);
+    return std::get<Config>(r);
+}
+
+std::string parse_err(const std::string& text) {
+    auto r = parse_config(text, "test.toml");
+    auto* e = std::get_if<LoadError>(&r);
+    REQUIRE(e != nullptr);
+    return e->message;
+}
+
+} // namespace
+
+TEST_CASE("an empty file gives the kernel's defaults") {
+    Config c = parse_ok("");
+    CHECK_FALSE(c.limit_smc_hs);
+    CHECK(c.rmem == 65536);
+    CHECK(c.wmem == 65536);
+    CHECK(c.autocorking_size == 65536);
+    CHECK(c.mode == kModeAuto);
+    CHECK(c.policies.empty());
+    CHECK(c.source == "test.toml");
+}
+
+TEST_CASE("every global key is read") {
+    Config c = parse_ok(R"(
+limit_smc_hs = true
+rmem = "128K"
+wmem = 32768
+autocorking_size = 0
+mode = "smcd"
+clc_detect_timeout_ms = 20
+busy_poll_us = 50
+max_dmb_memory = "1G"
+hs_workers = 4
+log_level = "debug"
+trusted_uids = [33, 1000]
+)");
+    CHECK(c.limit_smc_hs);
+    CHECK(c.rmem == 128 * 1024);
+    CHECK(c.wmem == 32768);
+    CHECK(c.autocorking_size == 0);
+    CHECK(c.mode == kModeSmcD);
+    CHECK(c.clc_detect_timeout_ms == 20);
+    CHECK(c.busy_poll_us == 50);
+    CHECK(c.max_dmb_memory == (1ull << 30));
+    CHECK(c.hs_workers == 4);
+    CHECK(c.log_level == LogLevel::Debug);
+    CHECK(c.trusted_uids == std::vector<uint32_t>{33, 1000});
+}
+
+TEST_CASE("policies are read in order with all their keys") {
+    Config c = parse_ok(R"(
+[[policy]]
+program = "redis-*"
+role = "server"
+address = "127.0.0.0/8"
+port = "6379-6380"
+mode = "smcd"
+
+[[policy]]
+port = 22
+mode = "tcp"
+)");
+    REQUIRE(c.policies.size() == 2);
+    const auto& a = c.policies[0];
+    CHECK(a.program == "redis-*");
+    CHECK(a.role == Role::Server);
+    REQUIRE(a.address);
+    CHECK(a.address->to_string() == "127.0.0.0/8");
+    REQUIRE(a.port);
+    CHECK(a.port->low == 6379);
+    CHECK(a.port->high == 6380);
+    CHECK(a.modes == kModeSmcD);
+    CHECK(a.line == 2);
+    const auto& b = c.policies[1];
+    CHECK(b.modes == 0);
+    CHECK(b.port->low == 22);
+    CHECK(b.port->high == 22);
+    CHECK(b.line == 9);
+}
+
+TEST_CASE("errors name the file, the line and the key") {
+    SECTION("syntax error") {
+        auto m = parse_err("rmem = \n");
+        CHECK(m.rfind("test.toml:1:", 0) == 0);
+        CHECK(m.find("syntax error") != std::string::npos);
+    }
+    SECTION("unknown key") {
+        auto m = parse_err("\n\nrmme = 5\n");
+        CHECK(m.rfind("test.toml:3:", 0) == 0);
+        CHECK(m.find("key 'rmme'") != std::string::npos);
+        CHECK(m.find("unknown key") != std::string::npos);
+    }
+    SECTION("wrong type") {
+        auto m = parse_err("limit_smc_hs = 1\n");
+        CHECK(m.find("test.toml:1:") == 0);
+        CHECK(m.find("key 'limit_smc_hs'") != std::string::npos);
+        CHECK(m.find("expected a boolean") != std::string::npos);
+    }
+    SECTION("size below the kernel's minimum") {
+        auto m = parse_err("rmem = 1000\n");
+        CHECK(m.find("key 'rmem'") != std::string::npos);
+        CHECK(m.find("between 16KiB and 1MiB") != std::string::npos);
+    }
+    SECTION("size above the SMC-D maximum") { CHECK(parse_err("wmem = \"2M\"").find("key 'wmem'") != std::string::npos); }
+    SECTION("size that is not a size") {
+        CHECK(parse_err("rmem = \"lots\"").find("'lots' is not a size") != std::string::npos);
+    }
+    SECTION("size of the wrong type") { CHECK(parse_err("rmem = 1.5").find("expected a size") != std::string::npos); }
+    SECTION("negative size") { CHECK(parse_err("autocorking_size = -1").find("must not be negative") != std::string::npos); }
+    SECTION("integer out of range") {
+        CHECK(parse_err("hs_workers = 0").find("between 1 and 64") != std::string::npos);
+        CHECK(parse_err("busy_poll_us = 1000000").find("key 'busy_poll_us'") != std::string::npos);
+        CHECK(parse_err("clc_detect_timeout_ms = -5").find("key 'clc_detect_timeout_ms'") != std::string::npos);
+    }
+    SECTION("bad enumerations") {
+        CHECK(parse_err("mode = \"fast\"").find("auto, smcd, smcr, tcp") != std::string::npos);
+        CHECK(parse_err("log_level = \"loud\"").find("error, warn, info, debug") != std::string::npos);
+    }
+    SECTION("trusted_uids") {
+        CHECK(parse_err("trusted_uids = 5").find("expected an array") != std::string::npos);
+        CHECK(parse_err("trusted_uids = [\"www\"]").find("expected an integer") != std::string::npos);
+        CHECK(parse_err("trusted_uids = [-1]").find("key 'trusted_uids'") != std::string::npos);
+    }
+}
+
+TEST_CASE("policy errors") {
+    SECTION("missing mode") {
+        auto m = parse_err("\n[[policy]]\nport = 80\n");
+        CHECK(m.rfind("test.toml:2:", 0) == 0);
+        CHECK(m.find("key 'policy.mode'") != std::string::npos);
+    }
+    SECTION("unknown key") {
+        auto m = parse_err("[[policy]]\nmode = \"tcp\"\nprogramme = \"x\"\n");
+        CHECK(m.rfind("test.toml:3:", 0) == 0);
+        CHECK(m.find("key 'policy.programme'") != std::string::npos);
+    }
+    SECTION("bad values") {
+        CHECK(parse_err("[[policy]]\nmode = \"quick\"").find("key 'policy.mode'") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nrole = \"both\"").find("server, client, any") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"1.2.3\"").find("'1.2.3' is not") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"10.0.0.0/33\"").find("key 'policy.address'") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"10.0.0.0/\"").find("key 'policy.address'") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = 70000").find("between 0 and 65535") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"90-80\"").find("port range") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"80-90x\"").find("port range") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"80-70000\"").find("port range") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = true").find("expected a port") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nprogram = \"\"").find("must not be empty") != std::string::npos);
+    }
+    SECTION("policy written as a plain table") {
+        CHECK(parse_err("[policy]\nmode = \"tcp\"\n").find("[[policy]]") != std::string::npos);
+    }
+}
+
+TEST_CASE("describe() prints settings that parse back to the same values") {
+    Config c = parse_ok(R"(
+limit_smc_hs = true
+rmem = "256K"
+mode = "smcr"
+trusted_uids = [7]
+[[policy]]
+program = "nginx"
+role = "server"
+address = "::1"
+port = "80-81"
+mode = "smcd"
+)");
+    Config again = parse_ok(describe(c));
+    CHECK(again.limit_smc_hs == c.limit_smc_hs);
+    CHECK(again.rmem == c.rmem);
+    CHECK(again.mode == c.mode);
+    CHECK(again.trusted_uids == c.trusted_uids);
+    REQUIRE(again.policies.size() == 1);
+    CHECK(again.policies[0].program == "nginx");
+    CHECK(again.policies[0].role == Role::Server);
+    CHECK(again.policies[0].address->to_string() == "::1/128");
+    CHECK(again.policies[0].port->to_string() == "80-81");
+    CHECK(again.policies[0].modes == kModeSmcD);
+}
+
+TEST_CASE("files: missing file and the USMC_CONFIG variable") {
+    auto missing = load_config_file("/nonexistent/usmc.toml");
+    REQUIRE(std::holds_alternative<LoadError>(missing));
+    CHECK(std::get<LoadError>(missing).message.find("/nonexistent/usmc.toml: cannot open") == 0);
+
+    char path[] = "/tmp/usmc-config-test-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    std::ofstream(path) << "rmem = \"32K\"\n";
+    setenv("USMC_CONFIG", path, 1);
+    CHECK(default_config_path() == path);
+    auto loaded = load_default_config();
+    REQUIRE(std::holds_alternative<Config>(loaded));
+    CHECK(std::get<Config>(loaded).rmem == 32768);
+    CHECK(std::get<Config>(loaded).source == path);
+    unsetenv("USMC_CONFIG");
+    unlink(path);
+}

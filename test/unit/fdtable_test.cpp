@@ -1,0 +1,65 @@
+#include "engine/fdtable.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+using namespace usmc;
+
+TEST_CASE("SockInfo packs into one word and back") {
+    SockInfo s;
+    s.kind = SockKind::Stream;
+    s.family = 10;
+    s.role = SockRole::Listener;
+    s.mode = SockMode::SmcR;
+    s.flags = kFlagLimitHs | kFlagAfSmc | kFlagDecided;
+    s.reason = 0x0a010000;
+    SockInfo t = SockInfo::unpack(s.pack());
+    CHECK(t.kind == s.kind);
+    CHECK(t.family == s.family);
+    CHECK(t.role == s.role);
+    CHECK(t.mode == s.mode);
+    CHECK(t.flags == s.flags);
+    CHECK(t.reason == s.reason);
+    CHECK(SockInfo{}.pack() == 0);
+    CHECK_FALSE(SockInfo::unpack(0).tracked());
+}
+
+TEST_CASE("fd table: set, get, copy, clear, ranges, bounds") {
+    FdTable table;
+    CHECK_FALSE(table.get(3).tracked()); // not attached yet: everything untracked
+    SockInfo s;
+    s.kind = SockKind::Stream;
+    s.family = 2;
+    CHECK_FALSE(table.set(3, s));
+
+    auto slots = std::make_unique<std::atomic<uint64_t>[]>(64);
+    std::atomic<uint32_t> high{0};
+    table.attach(slots.get(), 64, &high);
+    CHECK(table.set(3, s));
+    CHECK(high.load() == 4);
+    CHECK(table.get(3).tracked());
+    CHECK(table.get(3).family == 2);
+    CHECK_FALSE(table.get(4).tracked());
+
+    table.copy(3, 10); // dup
+    CHECK(table.get(10).tracked());
+    CHECK(high.load() == 11);
+    table.copy(5, 10); // dup2 of an untracked fd over a tracked one
+    CHECK_FALSE(table.get(10).tracked());
+
+    CHECK_FALSE(table.set(64, s)); // beyond capacity
+    CHECK_FALSE(table.set(-1, s));
+    CHECK_FALSE(table.get(-1).tracked());
+    CHECK_FALSE(table.get(1 << 30).tracked());
+    table.clear(-5); // harmless
+
+    for (int fd = 20; fd < 30; ++fd) table.set(fd, s);
+    table.clear_range(22, ~0u); // close_range(22, ~0U)
+    CHECK(table.get(21).tracked());
+    CHECK_FALSE(table.get(22).tracked());
+    CHECK_FALSE(table.get(29).tracked());
+    CHECK(table.get(3).tracked());
+    table.clear(3);
+    CHECK_FALSE(table.get(3).tracked());
+}

@@ -1,0 +1,2 @@
+/* A statically linked program: usmc-run must warn that usmc cannot act on it. */
+int main(void) { return 0; }

@@ -1,0 +1,122 @@
+#include "engine/fdtable.hpp"
+#include "engine/statseg.hpp"
+#include "tools/procnet.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace usmc;
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/usmc-statseg-XXXXXX";
+        path = mkdtemp(tmpl);
+        setenv("USMC_STATS_DIR", path.c_str(), 1);
+    }
+    ~TempDir() {
+        unsetenv("USMC_STATS_DIR");
+        std::string cmd = "rm -rf " + path;
+        CHECK(std::system(cmd.c_str()) == 0);
+    }
+};
+
+} // namespace
+
+TEST_CASE("a segment is created, found alive, and removed") {
+    TempDir dir;
+    char path[PATH_MAX];
+    statseg::Header* h = statseg::create("unit-test", 1024, path, sizeof path);
+    REQUIRE(h != nullptr);
+    CHECK(std::string(path) == dir.path + "/usmc." + std::to_string(getuid()) + "." + std::to_string(getpid()));
+    CHECK(h->pid == getpid());
+    CHECK(h->start_time == statseg::process_start_time(getpid()));
+    CHECK(h->start_time != 0);
+    h->counters[counters::conn_tcp].store(7);
+    statseg::slots_of(h)[5].store(0x0201);
+    h->fd_high.store(6);
+
+    auto views = statseg::open_all(dir.path, true);
+    REQUIRE(views.size() == 1);
+    CHECK(views[0].alive);
+    CHECK(std::string(views[0].header->program) == "unit-test");
+    CHECK(views[0].header->counters[counters::conn_tcp].load() == 7);
+    CHECK(views[0].slots()[5].load() == 0x0201);
+    statseg::close_all(views);
+
+    // A second create in the same process replaces the file (an exec'd image).
+    char path2[PATH_MAX];
+    statseg::Header* h2 = statseg::create("unit-test-2", 1024, path2, sizeof path2);
+    REQUIRE(h2 != nullptr);
+    CHECK(std::string(path2) == path);
+    munmap(h, statseg::segment_bytes(1024));
+    munmap(h2, statseg::segment_bytes(1024));
+    unlink(path2);
+}
+
+TEST_CASE("segments of dead processes are ignored and cleaned up") {
+    TempDir dir;
+    pid_t child = fork();
+    if (child == 0) {
+        char p[PATH_MAX];
+        _exit(statseg::create("short-lived", 1024, p, sizeof p) ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WEXITSTATUS(status) == 0);
+    std::string stale = dir.path + "/usmc." + std::to_string(getuid()) + "." + std::to_string(child);
+    REQUIRE(access(stale.c_str(), F_OK) == 0);
+    auto views = statseg::open_all(dir.path, false);
+    CHECK(views.empty());
+    CHECK(access(stale.c_str(), F_OK) == 0); // kept when not asked to clean
+    views = statseg::open_all(dir.path, true);
+    CHECK(views.empty());
+    CHECK(access(stale.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("a forked child gets its own segment with the fd table and zeroed counters") {
+    TempDir dir;
+    char path[PATH_MAX];
+    statseg::Header* h = statseg::create("parent", 1024, path, sizeof path);
+    REQUIRE(h != nullptr);
+    h->counters[counters::conn_tcp].store(3);
+    statseg::slots_of(h)[7].store(0x0201);
+    h->fd_high.store(8);
+    std::string parent_path = path;
+
+    pid_t child = fork();
+    if (child == 0) {
+        int bad = 0;
+        if (!statseg::recreate_in_child(h, path, sizeof path)) _exit(10);
+        if (parent_path == path) bad |= 1;
+        if (h->pid != getpid()) bad |= 2;
+        if (h->counters[counters::conn_tcp].load() != 0) bad |= 4;
+        if (statseg::slots_of(h)[7].load() != 0x0201) bad |= 8;
+        statseg::slots_of(h)[9].store(0x0201); // must not reach the parent
+        unlink(path);
+        _exit(bad);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(statseg::slots_of(h)[9].load() == 0);
+    CHECK(h->counters[counters::conn_tcp].load() == 3);
+    munmap(h, statseg::segment_bytes(1024));
+    unlink(parent_path.c_str());
+}
+
+TEST_CASE("/proc/net/tcp addresses decode") {
+    CHECK(tools::decode_proc_address("0100007F:1F90") == "127.0.0.1:8080");
+    CHECK(tools::decode_proc_address("00000000:0000") == "0.0.0.0:0");
+    CHECK(tools::decode_proc_address("00000000000000000000000001000000:0050") == "[::1]:80");
+    CHECK(tools::decode_proc_address("0000000000000000FFFF00000100007F:0016") == "[::ffff:127.0.0.1]:22");
+}
