@@ -181,7 +181,11 @@ config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, u
 
 void shutdown() {
     State& s = storage();
-    if (s.seg_path[0] && s.seg && s.seg->pid == getpid()) unlink(s.seg_path);
+    if (!s.seg || s.seg->pid != getpid()) return;
+    if (s.seg_path[0]) {
+        statseg::retire(s.seg);
+        unlink(s.seg_path);
+    }
 }
 
 } // namespace usmc::runtime

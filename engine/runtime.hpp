@@ -51,7 +51,8 @@ bool default_limit_hs();
 // empty, `reason` says why (POLICY or CONFIG).
 config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, uint32_t* reason);
 
-// Removes this process's segment file (library destructor).
+// Adds this process's counters to the retired totals and removes its
+// segment file (library destructor).
 void shutdown();
 
 } // namespace usmc::runtime

@@ -2,6 +2,7 @@
 
 #include "engine/sys.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +57,7 @@ static void fill_header(Header* h, const char* program, uint32_t capacity) {
 // the same process (exec) or a dead process of ours with the same pid.
 static int open_fresh(char* path, size_t path_len) {
     std::string dir = stats_dir();
-    std::snprintf(path, path_len, "%s/usmc.%u.%d", dir.c_str(), getuid(), getpid());
+    std::snprintf(path, path_len, "%s/usmc-live.%u.%d", dir.c_str(), getuid(), getpid());
     for (int attempt = 0; attempt < 2; ++attempt) {
         int fd = ::open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
@@ -154,37 +155,138 @@ static bool header_valid(const Header* h, size_t bytes) {
            segment_bytes(h->fd_capacity) <= bytes;
 }
 
-std::vector<View> open_all(const std::string& dir, bool remove_stale) {
+static Header* map_retired_file(const std::string& path, bool create) {
+    int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd < 0) return nullptr;
+    struct stat st;
+    void* p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+        (st.st_size == off_t(kHeaderBytes) || ftruncate(fd, off_t(kHeaderBytes)) == 0))
+        p = mmap(nullptr, kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    sys::real().close(fd);
+    if (p == MAP_FAILED) return nullptr;
+    auto* h = static_cast<Header*>(p);
+    if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) {
+        // New file (all zero): give it a header. Concurrent creators write
+        // the same bytes.
+        h->version = kVersion;
+        h->header_bytes = kHeaderBytes;
+        h->uid = geteuid();
+        std::memcpy(h->program, "(exited processes)", 19);
+        std::memcpy(h->magic, kMagic, sizeof kMagic);
+    }
+    return h;
+}
+
+static void add_counters(Header* into, const Header* from) {
+    for (unsigned i = 0; i < counters::kSlots; ++i)
+        if (uint64_t v = from->counters[i].load(std::memory_order_relaxed))
+            into->counters[i].fetch_add(v, std::memory_order_relaxed);
+    for (unsigned i = 0; i < kReasonSlots; ++i)
+        if (uint64_t v = from->fallbacks[i].load(std::memory_order_relaxed))
+            into->fallbacks[i].fetch_add(v, std::memory_order_relaxed);
+}
+
+static std::string retired_path(const std::string& dir) {
+    return dir + "/usmc-retired." + std::to_string(geteuid());
+}
+
+void retire(Header* h) {
+    uint32_t expected = 0;
+    if (!h->retired.compare_exchange_strong(expected, 1)) return;
+    if (Header* totals = map_retired_file(retired_path(stats_dir()), true)) {
+        add_counters(totals, h);
+        munmap(totals, kHeaderBytes);
+    }
+}
+
+static bool map_view(const std::string& path, View& v) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    void* p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= off_t(kHeaderBytes))
+        p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    sys::real().close(fd);
+    if (p == MAP_FAILED) return false;
+    v.path = path;
+    v.header = static_cast<const Header*>(p);
+    v.bytes = static_cast<size_t>(st.st_size);
+    if (!header_valid(v.header, v.bytes)) {
+        munmap(p, v.bytes);
+        return false;
+    }
+    return true;
+}
+
+// A dead process's segment: claim it by renaming (only one reader wins),
+// add its counters to our retired file, remove it.
+static void retire_dead(const std::string& dir, const std::string& path, const Header* h) {
+    std::string claim =
+        dir + "/usmc-claim." + std::to_string(getpid()) + "." + std::to_string(h->pid);
+    if (rename(path.c_str(), claim.c_str()) != 0) return;
+    if (!h->retired.load(std::memory_order_relaxed)) {
+        if (Header* totals = map_retired_file(retired_path(dir), true)) {
+            add_counters(totals, h);
+            munmap(totals, kHeaderBytes);
+        }
+    }
+    unlink(claim.c_str());
+}
+
+std::vector<View> open_all(const std::string& dir, bool clean) {
     std::vector<View> views;
     DIR* d = opendir(dir.c_str());
     if (!d) return views;
+    std::vector<std::string> live, retired;
     while (dirent* e = readdir(d)) {
-        if (std::strncmp(e->d_name, "usmc.", 5) != 0) continue;
-        std::string path = dir + "/" + e->d_name;
-        int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) continue;
-        struct stat st;
-        void* p = MAP_FAILED;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= off_t(kHeaderBytes))
-            p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-        sys::real().close(fd);
-        if (p == MAP_FAILED) continue;
-        View v{path, static_cast<const Header*>(p), static_cast<size_t>(st.st_size), false};
-        if (!header_valid(v.header, v.bytes)) {
-            munmap(p, v.bytes);
-            continue;
-        }
+        if (!std::strncmp(e->d_name, "usmc-live.", 10))
+            live.push_back(dir + "/" + e->d_name);
+        else if (!std::strncmp(e->d_name, "usmc-retired.", 13))
+            retired.push_back(dir + "/" + e->d_name);
+    }
+    closedir(d);
+    for (const auto& path : live) {
+        View v;
+        if (!map_view(path, v)) continue;
         v.alive = (kill(v.header->pid, 0) == 0 || errno == EPERM) &&
                   process_start_time(v.header->pid) == v.header->start_time;
-        if (!v.alive) {
-            if (remove_stale) unlink(path.c_str());
-            munmap(p, v.bytes);
+        if (v.header->retired.load(std::memory_order_relaxed)) {
+            // Counted in a retired file already (the process is exiting or
+            // exited but could not remove its file, e.g. after setuid).
+            if (!v.alive && clean) unlink(path.c_str());
+            munmap(const_cast<Header*>(v.header), v.bytes);
+            continue;
+        }
+        if (!v.alive && clean) {
+            retire_dead(dir, path, v.header); // its counters move to our retired file, read below
+            munmap(const_cast<Header*>(v.header), v.bytes);
             continue;
         }
         views.push_back(v);
     }
-    closedir(d);
+    if (clean && std::find(retired.begin(), retired.end(), retired_path(dir)) == retired.end() &&
+        access(retired_path(dir).c_str(), F_OK) == 0)
+        retired.push_back(retired_path(dir)); // created by retire_dead above
+    for (const auto& path : retired) {
+        View v;
+        if (!map_view(path, v)) continue;
+        v.totals = true;
+        views.push_back(v);
+    }
     return views;
+}
+
+int reset_retired(const std::string& dir) {
+    int removed = 0;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return 0;
+    while (dirent* e = readdir(d))
+        if (!std::strncmp(e->d_name, "usmc-retired.", 13) &&
+            unlink((dir + "/" + e->d_name).c_str()) == 0)
+            ++removed;
+    closedir(d);
+    return removed;
 }
 
 void close_all(std::vector<View>& views) {

@@ -1,9 +1,14 @@
 #pragma once
 // The per-process stats segment: a file in the stats directory (default
-// /dev/shm) named usmc.<uid>.<pid>, mapped shared. Page 0 holds the header
-// and counters, the pages after it the fd table. The shim creates it lazily
-// (processes that never touch TCP leave no trace) and removes it at exit;
-// `usmc stats` / `usmc ss` read it and clean up after crashed processes.
+// /dev/shm) named usmc-live.<uid>.<pid>, mapped shared. Page 0 holds the
+// header and counters, the pages after it the fd table. The shim creates it
+// lazily (processes that never touch TCP leave no trace).
+//
+// Counters outlive their process: at exit the shim adds them to the user's
+// usmc-retired.<uid> file (same header layout, no fd table) and removes its
+// segment; `usmc stats` does the same for processes that died without
+// exiting cleanly. So `usmc stats` after a wrk run still shows wrk's
+// connections, as `smcd stats` would.
 #include "engine/counters.hpp"
 #include "engine/fallback.hpp"
 
@@ -30,6 +35,7 @@ struct Header {
     char program[64];
     uint32_t fd_capacity;
     std::atomic<uint32_t> fd_high;
+    std::atomic<uint32_t> retired; // 1 once the counters were added to a retired file
     std::atomic<uint64_t> counters[counters::kSlots];
     std::atomic<uint64_t> fallbacks[kReasonSlots]; // indexed by fallback::Index
 };
@@ -63,17 +69,27 @@ bool recreate_in_child(Header* h, char* path_inout, size_t path_len);
 // Anonymous private storage with the same layout, for when no file can be made.
 Header* create_anonymous(const char* program, uint32_t capacity);
 
+// Adds the segment's counters to this user's retired file and marks the
+// segment retired (library destructor). Idempotent.
+void retire(Header* h);
+
 // Reader side, for the usmc CLI.
 struct View {
     std::string path;
     const Header* header = nullptr;
     size_t bytes = 0;
-    bool alive = false;
+    bool alive = false;  // a live process's segment
+    bool totals = false; // a retired-counters file (no process, no fd table)
     const std::atomic<uint64_t>* slots() const { return slots_of(const_cast<Header*>(header)); }
 };
-// Maps every segment in `dir` read-only; removes those of dead processes
-// when `remove_stale` (and the caller may).
-std::vector<View> open_all(const std::string& dir, bool remove_stale);
+// Maps every live segment and every retired-counters file in `dir`
+// read-only. Segments of processes that died without retiring are retired
+// first (claimed by rename, so two readers never count one twice) when
+// `clean` is set, and counted as they are otherwise.
+std::vector<View> open_all(const std::string& dir, bool clean);
 void close_all(std::vector<View>& views);
+
+// Removes the retired-counters files the caller may remove (`usmc stats reset`).
+int reset_retired(const std::string& dir);
 
 } // namespace usmc::statseg

@@ -21,13 +21,14 @@ namespace {
 struct Totals {
     uint64_t counters[counters::kCount] = {};
     uint64_t fallbacks[fallback::kCount] = {};
-    size_t processes = 0;
+    size_t processes = 0; // live ones
 };
 
-Totals sum(const std::vector<statseg::View>& views) {
+Totals sum(const std::vector<statseg::View>& views, bool live_only) {
     Totals t;
     for (const auto& v : views) {
-        ++t.processes;
+        if (live_only && !v.alive) continue;
+        if (v.alive) ++t.processes;
         for (unsigned i = 0; i < counters::kCount; ++i)
             t.counters[i] += v.header->counters[i].load(std::memory_order_relaxed);
         for (unsigned i = 0; i < fallback::kCount; ++i)
@@ -36,9 +37,9 @@ Totals sum(const std::vector<statseg::View>& views) {
     return t;
 }
 
-int cmd_stats(const std::string& dir, bool json) {
+int cmd_stats(const std::string& dir, bool json, bool live_only) {
     auto views = statseg::open_all(dir, true);
-    Totals t = sum(views);
+    Totals t = sum(views, live_only);
     statseg::close_all(views);
     using namespace counters;
     uint64_t smc = t.counters[conn_smcd] + t.counters[conn_smcr];
@@ -58,8 +59,9 @@ int cmd_stats(const std::string& dir, bool json) {
         fmt::print("}}}}\n");
         return 0;
     }
-    fmt::print("usmc statistics: {} live process{} (segments in {})\n\n", t.processes,
-               t.processes == 1 ? "" : "es", dir);
+    fmt::print("usmc statistics: {} live process{}{} (segments in {})\n\n", t.processes,
+               t.processes == 1 ? "" : "es",
+               live_only ? "" : " and exited ones since the last reset", dir);
     fmt::print("Connections Summary\n");
     fmt::print("  {:<34}{:>12}\n", "Total connections handled", total);
     fmt::print("  {:<34}{:>12}\n", "SMC-D connections", t.counters[conn_smcd]);
@@ -87,6 +89,7 @@ int cmd_ss(const std::string& dir, bool all, bool listening) {
     fmt::print("{:<8} {:<14} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}\n", "PID", "Program", "Fd",
                "State", "Local Address", "Peer Address", "Role", "Mode", "Fallback");
     for (const auto& v : views) {
+        if (!v.alive) continue;
         pid_t pid = v.header->pid;
         auto table = tools::read_tcp_table(pid);
         uint32_t high = v.header->fd_high.load(std::memory_order_relaxed);
@@ -131,10 +134,11 @@ int main(int argc, char** argv) {
     app.add_option("--stats-dir", dir,
                    "where processes publish their stats (default $USMC_STATS_DIR or /dev/shm)");
 
-    auto* stats =
-        app.add_subcommand("stats", "connection and fallback counters of all live usmc processes");
-    bool json = false;
+    auto* stats = app.add_subcommand("stats", "connection and fallback counters of usmc processes");
+    bool json = false, live_only = false;
     stats->add_flag("-j,--json", json, "print JSON");
+    stats->add_flag("--live", live_only, "live processes only (default: exited ones too)");
+    auto* reset = stats->add_subcommand("reset", "forget the counters of exited processes");
 
     auto* ss = app.add_subcommand("ss", "list sockets of usmc processes (connections by default)");
     bool all = false, listening = false;
@@ -149,7 +153,12 @@ int main(int argc, char** argv) {
     check->add_option("FILE", file, "file to check (default: $USMC_CONFIG or /etc/usmc/usmc.toml)");
 
     CLI11_PARSE(app, argc, argv);
-    if (stats->parsed()) return cmd_stats(dir, json);
+    if (reset->parsed()) {
+        fmt::print("removed {} retired-counter file(s) from {}\n", statseg::reset_retired(dir),
+                   dir);
+        return 0;
+    }
+    if (stats->parsed()) return cmd_stats(dir, json, live_only);
     if (ss->parsed()) return cmd_ss(dir, all, listening);
     if (check->parsed()) return cmd_config_check(file);
     return 1;

@@ -118,24 +118,33 @@ TEST_CASE("errors name the file, the line and the key") {
         CHECK(m.find("key 'rmem'") != std::string::npos);
         CHECK(m.find("between 16KiB and 1MiB") != std::string::npos);
     }
-    SECTION("size above the SMC-D maximum") { CHECK(parse_err("wmem = \"2M\"").find("key 'wmem'") != std::string::npos); }
+    SECTION("size above the SMC-D maximum") {
+        CHECK(parse_err("wmem = \"2M\"").find("key 'wmem'") != std::string::npos);
+    }
     SECTION("size that is not a size") {
         CHECK(parse_err("rmem = \"lots\"").find("'lots' is not a size") != std::string::npos);
     }
-    SECTION("size of the wrong type") { CHECK(parse_err("rmem = 1.5").find("expected a size") != std::string::npos); }
-    SECTION("negative size") { CHECK(parse_err("autocorking_size = -1").find("must not be negative") != std::string::npos); }
+    SECTION("size of the wrong type") {
+        CHECK(parse_err("rmem = 1.5").find("expected a size") != std::string::npos);
+    }
+    SECTION("negative size") {
+        CHECK(parse_err("autocorking_size = -1").find("must not be negative") != std::string::npos);
+    }
     SECTION("integer out of range") {
         CHECK(parse_err("hs_workers = 0").find("between 1 and 64") != std::string::npos);
         CHECK(parse_err("busy_poll_us = 1000000").find("key 'busy_poll_us'") != std::string::npos);
-        CHECK(parse_err("clc_detect_timeout_ms = -5").find("key 'clc_detect_timeout_ms'") != std::string::npos);
+        CHECK(parse_err("clc_detect_timeout_ms = -5").find("key 'clc_detect_timeout_ms'") !=
+              std::string::npos);
     }
     SECTION("bad enumerations") {
         CHECK(parse_err("mode = \"fast\"").find("auto, smcd, smcr, tcp") != std::string::npos);
-        CHECK(parse_err("log_level = \"loud\"").find("error, warn, info, debug") != std::string::npos);
+        CHECK(parse_err("log_level = \"loud\"").find("error, warn, info, debug") !=
+              std::string::npos);
     }
     SECTION("trusted_uids") {
         CHECK(parse_err("trusted_uids = 5").find("expected an array") != std::string::npos);
-        CHECK(parse_err("trusted_uids = [\"www\"]").find("expected an integer") != std::string::npos);
+        CHECK(parse_err("trusted_uids = [\"www\"]").find("expected an integer") !=
+              std::string::npos);
         CHECK(parse_err("trusted_uids = [-1]").find("key 'trusted_uids'") != std::string::npos);
     }
 }
@@ -152,17 +161,29 @@ TEST_CASE("policy errors") {
         CHECK(m.find("key 'policy.programme'") != std::string::npos);
     }
     SECTION("bad values") {
-        CHECK(parse_err("[[policy]]\nmode = \"quick\"").find("key 'policy.mode'") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nrole = \"both\"").find("server, client, any") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"1.2.3\"").find("'1.2.3' is not") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"10.0.0.0/33\"").find("key 'policy.address'") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"10.0.0.0/\"").find("key 'policy.address'") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = 70000").find("between 0 and 65535") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"90-80\"").find("port range") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"80-90x\"").find("port range") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"80-70000\"").find("port range") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = true").find("expected a port") != std::string::npos);
-        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nprogram = \"\"").find("must not be empty") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"quick\"").find("key 'policy.mode'") !=
+              std::string::npos);
+        CHECK(
+            parse_err("[[policy]]\nmode = \"tcp\"\nrole = \"both\"").find("server, client, any") !=
+            std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"1.2.3\"").find("'1.2.3' is not") !=
+              std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"10.0.0.0/33\"")
+                  .find("key 'policy.address'") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\naddress = \"10.0.0.0/\"")
+                  .find("key 'policy.address'") != std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = 70000").find("between 0 and 65535") !=
+              std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"90-80\"").find("port range") !=
+              std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"80-90x\"").find("port range") !=
+              std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = \"80-70000\"").find("port range") !=
+              std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nport = true").find("expected a port") !=
+              std::string::npos);
+        CHECK(parse_err("[[policy]]\nmode = \"tcp\"\nprogram = \"\"").find("must not be empty") !=
+              std::string::npos);
     }
     SECTION("policy written as a plain table") {
         CHECK(parse_err("[policy]\nmode = \"tcp\"\n").find("[[policy]]") != std::string::npos);

@@ -54,7 +54,8 @@ TEST_CASE("fd table: set, get, copy, clear, ranges, bounds") {
     CHECK_FALSE(table.get(1 << 30).tracked());
     table.clear(-5); // harmless
 
-    for (int fd = 20; fd < 30; ++fd) table.set(fd, s);
+    for (int fd = 20; fd < 30; ++fd)
+        table.set(fd, s);
     table.clear_range(22, ~0u); // close_range(22, ~0U)
     CHECK(table.get(21).tracked());
     CHECK_FALSE(table.get(22).tracked());

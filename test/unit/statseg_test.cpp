@@ -37,7 +37,8 @@ TEST_CASE("a segment is created, found alive, and removed") {
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("unit-test", 1024, path, sizeof path);
     REQUIRE(h != nullptr);
-    CHECK(std::string(path) == dir.path + "/usmc." + std::to_string(getuid()) + "." + std::to_string(getpid()));
+    CHECK(std::string(path) ==
+          dir.path + "/usmc-live." + std::to_string(getuid()) + "." + std::to_string(getpid()));
     CHECK(h->pid == getpid());
     CHECK(h->start_time == statseg::process_start_time(getpid()));
     CHECK(h->start_time != 0);
@@ -63,24 +64,59 @@ TEST_CASE("a segment is created, found alive, and removed") {
     unlink(path2);
 }
 
-TEST_CASE("segments of dead processes are ignored and cleaned up") {
+TEST_CASE("counters of dead processes move to the retired totals, once") {
     TempDir dir;
     pid_t child = fork();
     if (child == 0) {
         char p[PATH_MAX];
-        _exit(statseg::create("short-lived", 1024, p, sizeof p) ? 0 : 1);
+        statseg::Header* h = statseg::create("short-lived", 1024, p, sizeof p);
+        if (!h) _exit(1);
+        h->counters[counters::conn_tcp].store(5);
+        _exit(0); // no destructor: as if it crashed
     }
     int status = 0;
     REQUIRE(waitpid(child, &status, 0) == child);
     REQUIRE(WEXITSTATUS(status) == 0);
-    std::string stale = dir.path + "/usmc." + std::to_string(getuid()) + "." + std::to_string(child);
+    std::string stale =
+        dir.path + "/usmc-live." + std::to_string(getuid()) + "." + std::to_string(child);
     REQUIRE(access(stale.c_str(), F_OK) == 0);
-    auto views = statseg::open_all(dir.path, false);
-    CHECK(views.empty());
-    CHECK(access(stale.c_str(), F_OK) == 0); // kept when not asked to clean
+
+    auto views = statseg::open_all(dir.path, false); // look, do not touch
+    REQUIRE(views.size() == 1);
+    CHECK_FALSE(views[0].alive);
+    CHECK(views[0].header->counters[counters::conn_tcp].load() == 5);
+    statseg::close_all(views);
+    CHECK(access(stale.c_str(), F_OK) == 0);
+
+    for (int round = 0; round < 2; ++round) { // cleaning twice must not count twice
+        views = statseg::open_all(dir.path, true);
+        REQUIRE(views.size() == 1);
+        CHECK(views[0].totals);
+        CHECK(views[0].header->counters[counters::conn_tcp].load() == 5);
+        statseg::close_all(views);
+        CHECK(access(stale.c_str(), F_OK) != 0);
+    }
+
+    // A process that exits cleanly retires its own counters.
+    char path[PATH_MAX];
+    statseg::Header* h = statseg::create("clean-exit", 1024, path, sizeof path);
+    REQUIRE(h != nullptr);
+    h->counters[counters::conn_tcp].store(2);
+    statseg::retire(h);
+    statseg::retire(h); // idempotent
+    views = statseg::open_all(dir.path, true);
+    uint64_t live = 0, retired = 0;
+    for (auto& v : views)
+        (v.totals ? retired : live) += v.header->counters[counters::conn_tcp].load();
+    CHECK(retired == 7);
+    CHECK(live == 0); // a retired segment is not counted again while it lingers
+    statseg::close_all(views);
+    munmap(h, statseg::segment_bytes(1024));
+    unlink(path);
+
+    CHECK(statseg::reset_retired(dir.path) == 1);
     views = statseg::open_all(dir.path, true);
     CHECK(views.empty());
-    CHECK(access(stale.c_str(), F_OK) != 0);
 }
 
 TEST_CASE("a forked child gets its own segment with the fd table and zeroed counters") {
@@ -118,5 +154,6 @@ TEST_CASE("/proc/net/tcp addresses decode") {
     CHECK(tools::decode_proc_address("0100007F:1F90") == "127.0.0.1:8080");
     CHECK(tools::decode_proc_address("00000000:0000") == "0.0.0.0:0");
     CHECK(tools::decode_proc_address("00000000000000000000000001000000:0050") == "[::1]:80");
-    CHECK(tools::decode_proc_address("0000000000000000FFFF00000100007F:0016") == "[::ffff:127.0.0.1]:22");
+    CHECK(tools::decode_proc_address("0000000000000000FFFF00000100007F:0016") ==
+          "[::ffff:127.0.0.1]:22");
 }

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what usmc needs to build, test and demo, from Debian packages.
+# Idempotent: does nothing (and needs no network) when all are present.
+set -euo pipefail
+
+packages=(
+  # build
+  g++ cmake make pkg-config clang-format
+  # libraries (README: why each one)
+  libibverbs-dev libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
+  catch2 libfmt-dev libtomlplusplus-dev libcli11-dev libbenchmark-dev
+  # the real programs the tests, demo and benchmarks wrap
+  nginx wrk curl redis-server redis-tools python3 iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+# Services (nginx, redis) must not start on install: the tests start their
+# own instances on loopback ports of their choosing.
+created_policy=0
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod 755 /usr/sbin/policy-rc.d
+  created_policy=1
+fi
+trap '[[ $created_policy -eq 1 ]] && $sudo rm -f /usr/sbin/policy-rc.d' EXIT
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,124 @@
+"""Shared helpers of the integration tests: paths, free ports, processes that
+are always stopped by PID, bounded waits, and usmc's own counters."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("USMC_BUILD_DIR") or os.path.join(HERE, "..", "..", "build")
+BIN = os.path.join(BUILD, "bin")
+USMC_RUN = os.path.join(BIN, "usmc-run")
+USMC = os.path.join(BIN, "usmc")
+PYTHON = "/usr/bin/python3"  # not a version-manager shim: tests wrap the real interpreter
+APPS = os.path.join(HERE, "apps")
+
+failures = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"  ok   {what}", flush=True)
+    else:
+        print(f"  FAIL {what}", flush=True)
+        failures.append(what)
+    return cond
+
+
+def finish():
+    if failures:
+        print(f"{len(failures)} check(s) failed:", *failures, sep="\n  ")
+        sys.exit(1)
+    print("all checks passed")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10.0, host="127.0.0.1"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+class Env:
+    """A private stats directory (so counters are this test's alone) and the
+    environment to run programs with."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="usmc-it-")
+        self.stats_dir = os.path.join(self.dir, "stats")
+        os.mkdir(self.stats_dir)
+        self.env = dict(os.environ)
+        self.env["USMC_STATS_DIR"] = self.stats_dir
+        self.env.pop("LD_PRELOAD", None)
+        self.env.pop("USMC_CONFIG", None)
+        self.procs = []
+
+    def wrap(self, cmd, *opts):
+        return [USMC_RUN, *opts, "--", *cmd]
+
+    def start(self, cmd, **kw):
+        p = subprocess.Popen(cmd, env=kw.pop("env", self.env), stdout=kw.pop("stdout", subprocess.PIPE),
+                             stderr=kw.pop("stderr", subprocess.PIPE), text=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, cmd, timeout=120, env=None, **kw):
+        return subprocess.run(cmd, env=env or self.env, capture_output=True, text=True, timeout=timeout, **kw)
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=10):
+        if p.poll() is None:
+            try:
+                p.send_signal(sig)
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=timeout)
+        return p.returncode
+
+    def stats(self):
+        r = self.run([USMC, "--stats-dir", self.stats_dir, "stats", "--json"], timeout=30)
+        return json.loads(r.stdout)
+
+    def ss(self, *flags):
+        return self.run([USMC, "--stats-dir", self.stats_dir, "ss", *flags], timeout=30).stdout
+
+    def close(self):
+        for p in self.procs:
+            self.stop(p, timeout=5)
+            for f in (p.stdout, p.stderr):
+                if f:
+                    f.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_ready(p, timeout=15.0):
+    """Waits for an echo_app server's 'READY <port>' line."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if line.startswith("READY"):
+            return int(line.split()[1])
+        if not line and p.poll() is not None:
+            break
+    raise RuntimeError(f"server did not become ready: {p.stderr.read() if p.poll() is not None else ''}")
