@@ -47,19 +47,44 @@ const char* mode_name(SockMode mode) {
     }
 }
 
-void FdTable::attach(std::atomic<uint64_t>* slots, uint32_t capacity, std::atomic<uint32_t>* high) {
+void FdTable::attach(std::atomic<uint64_t>* slots, uint32_t capacity, std::atomic<uint64_t>* mirror,
+                     std::atomic<uint32_t>* mirror_high) {
     capacity_ = capacity;
-    high_ = high;
+    mirror_ = mirror;
+    mirror_high_ = mirror_high;
     slots_.store(slots, std::memory_order_release);
 }
 
-bool FdTable::set(int fd, const SockInfo& info) {
+void FdTable::remirror(std::atomic<uint64_t>* mirror, std::atomic<uint32_t>* mirror_high) {
+    mirror_ = mirror;
+    mirror_high_ = mirror_high;
     auto* slots = slots_.load(std::memory_order_acquire);
-    if (!slots || static_cast<unsigned>(fd) >= capacity_) return false;
-    slots[fd].store(info.pack(), std::memory_order_relaxed);
+    if (!slots || !mirror) return;
+    uint32_t high = high_.load(std::memory_order_relaxed);
+    for (uint32_t fd = 0; fd < high; ++fd)
+        mirror[fd].store(slots[fd].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    mirror_high->store(high, std::memory_order_relaxed);
+}
+
+void FdTable::store(int fd, uint64_t word) {
+    auto* slots = slots_.load(std::memory_order_acquire);
+    slots[fd].store(word, std::memory_order_relaxed);
+    if (mirror_) mirror_[fd].store(word, std::memory_order_relaxed);
+}
+
+bool FdTable::set(int fd, const SockInfo& info) {
+    if (!slots_.load(std::memory_order_acquire) || static_cast<unsigned>(fd) >= capacity_)
+        return false;
+    store(fd, info.pack());
     uint32_t want = static_cast<uint32_t>(fd) + 1;
-    uint32_t cur = high_->load(std::memory_order_relaxed);
-    while (cur < want && !high_->compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
+    uint32_t cur = high_.load(std::memory_order_relaxed);
+    while (cur < want && !high_.compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
+    }
+    if (mirror_high_) {
+        cur = mirror_high_->load(std::memory_order_relaxed);
+        while (cur < want &&
+               !mirror_high_->compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
+        }
     }
     return true;
 }
@@ -67,10 +92,9 @@ bool FdTable::set(int fd, const SockInfo& info) {
 void FdTable::clear(int fd) {
     auto* slots = slots_.load(std::memory_order_acquire);
     if (!slots || static_cast<unsigned>(fd) >= capacity_) return;
-    // Most closes are of fds the shim never tracked: skip the store (and the
-    // page it would dirty) when the slot is already empty.
-    if (slots[fd].load(std::memory_order_relaxed) != 0)
-        slots[fd].store(0, std::memory_order_relaxed);
+    // Most closes are of fds the shim never tracked: skip the stores (and the
+    // pages they would dirty) when the slot is already empty.
+    if (slots[fd].load(std::memory_order_relaxed) != 0) store(fd, 0);
 }
 
 void FdTable::copy(int from, int to) {
@@ -82,11 +106,10 @@ void FdTable::copy(int from, int to) {
 }
 
 void FdTable::clear_range(unsigned first, unsigned last) {
-    auto* slots = slots_.load(std::memory_order_acquire);
-    if (!slots) return;
-    uint32_t high = high_->load(std::memory_order_relaxed);
-    if (last >= high) last = high ? high - 1 : 0;
-    for (unsigned fd = first; fd <= last && fd < capacity_; ++fd)
+    uint32_t high = high_.load(std::memory_order_relaxed);
+    if (high == 0) return;
+    if (last >= high) last = high - 1;
+    for (unsigned fd = first; fd <= last; ++fd)
         clear(static_cast<int>(fd));
 }
 

@@ -1,8 +1,14 @@
 #pragma once
-// The fd table: one 64-bit word per descriptor, indexed by fd, living in the
-// process's stats segment so `usmc ss` can read it. Lookups are one relaxed
+// The fd table: one 64-bit word per descriptor, indexed by fd. A word packs
+// everything the shim knows about a TCP socket. Lookups are one relaxed
 // atomic load; no locks, no allocation, safe in signal handlers and after
-// fork. A word packs everything the shim knows about a TCP socket.
+// fork.
+//
+// The table itself is private anonymous memory, so fork() hands the child an
+// exact copy-on-write snapshot taken at the instant of the fork. Every change
+// is also written to a mirror in the stats segment, which `usmc ss` reads.
+// (A shared table alone would let the parent's later close() leak into a
+// child that has not yet re-created its segment.)
 #include <atomic>
 #include <cstdint>
 
@@ -40,8 +46,13 @@ const char* mode_name(SockMode mode);
 
 class FdTable {
   public:
-    // Hands the table its storage (once, at runtime init; kept across fork).
-    void attach(std::atomic<uint64_t>* slots, uint32_t capacity, std::atomic<uint32_t>* high);
+    // Hands the table its storage (once, at runtime init). `mirror` and
+    // `mirror_high` may be null (no stats segment).
+    void attach(std::atomic<uint64_t>* slots, uint32_t capacity, std::atomic<uint64_t>* mirror,
+                std::atomic<uint32_t>* mirror_high);
+    // A forked child's new stats segment: the mirror moves there and is
+    // rebuilt from the (exact) private table.
+    void remirror(std::atomic<uint64_t>* mirror, std::atomic<uint32_t>* mirror_high);
 
     SockInfo get(int fd) const {
         auto* slots = slots_.load(std::memory_order_acquire);
@@ -57,12 +68,16 @@ class FdTable {
     void clear_range(unsigned first, unsigned last);
 
     uint32_t capacity() const { return capacity_; }
-    bool attached() const { return slots_.load(std::memory_order_acquire) != nullptr; }
+    uint32_t high() const { return high_.load(std::memory_order_relaxed); }
 
   private:
+    void store(int fd, uint64_t word);
+
     std::atomic<std::atomic<uint64_t>*> slots_{nullptr};
     uint32_t capacity_ = 0;
-    std::atomic<uint32_t>* high_ = nullptr; // one past the highest fd ever set
+    std::atomic<uint32_t> high_{0}; // one past the highest fd ever set
+    std::atomic<uint64_t>* mirror_ = nullptr;
+    std::atomic<uint32_t>* mirror_high_ = nullptr;
 };
 
 extern FdTable g_fds;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <variant>
@@ -52,6 +53,7 @@ void on_fork_child() {
     State& s = storage();
     if (!s.seg) return;
     if (!statseg::recreate_in_child(s.seg, s.seg_path, sizeof s.seg_path)) return;
+    g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high);
     s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
 }
 
@@ -74,7 +76,18 @@ void full_init() {
         log::info("cannot create stats segment in {}; counters stay private", statseg::stats_dir());
         s.seg = statseg::create_anonymous(program, capacity);
     }
-    if (s.seg) g_fds.attach(statseg::slots_of(s.seg), capacity, &s.seg->fd_high);
+    // The private table: copy-on-write across fork, see fdtable.hpp.
+    void* table = mmap(nullptr, size_t{capacity} * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (table == MAP_FAILED) {
+        log::error("cannot map the fd table ({} entries); every socket runs as plain TCP",
+                   capacity);
+    } else if (s.seg) {
+        g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, statseg::slots_of(s.seg),
+                     &s.seg->fd_high);
+    } else {
+        g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, nullptr, nullptr);
+    }
     pthread_atfork(nullptr, nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, config {})", program, config::mode_name(s.opts.modes),
               s.cfg.source);

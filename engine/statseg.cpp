@@ -106,43 +106,33 @@ static void zero_counters(Header* h) {
 }
 
 bool recreate_in_child(Header* h, char* path, size_t path_len) {
-    uint32_t capacity = h->fd_capacity;
-    size_t bytes = segment_bytes(capacity);
-    if (path[0] == 0) { // anonymous (MAP_PRIVATE): already private to the child
-        zero_counters(h);
-        h->pid = getpid();
-        return true;
-    }
-    int fd = open_fresh(path, path_len);
-    bool ok = fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0;
-    if (ok) {
-        // Copy the header page and the used part of the fd table; the rest
-        // stays a hole.
-        size_t used = segment_bytes(h->fd_high.load(std::memory_order_relaxed));
-        const char* src = reinterpret_cast<const char*>(h);
-        for (size_t off = 0; ok && off < used;) {
-            ssize_t n = pwrite(fd, src + off, used - off, static_cast<off_t>(off));
-            if (n <= 0)
-                ok = false;
-            else
-                off += static_cast<size_t>(n);
+    size_t bytes = segment_bytes(h->fd_capacity);
+    if (path[0]) {
+        // Copy the header page to a file of our own and map it over the
+        // parent's segment at the same address; the fd-table mirror starts as
+        // holes and is rebuilt by FdTable::remirror from the private table.
+        int fd = open_fresh(path, path_len);
+        bool ok = fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
+                  pwrite(fd, h, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
+        void* p = MAP_FAILED;
+        if (ok) p = mmap(h, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+        if (fd >= 0) sys::real().close(fd);
+        if (p == MAP_FAILED) {
+            // Stop sharing with the parent at least: private zeroed memory
+            // with a copy of the header.
+            if (path[0]) unlink(path);
+            path[0] = 0;
+            char header[kHeaderBytes];
+            std::memcpy(header, static_cast<void*>(h), kHeaderBytes);
+            if (mmap(h, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+                return false;
+            std::memcpy(static_cast<void*>(h), header, kHeaderBytes);
         }
     }
-    void* p = MAP_FAILED;
-    if (ok) p = mmap(h, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-    if (fd >= 0) sys::real().close(fd);
-    if (p == MAP_FAILED) {
-        // Keep the table but stop sharing it with the parent: a private copy.
-        if (path[0]) unlink(path);
-        void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (copy == MAP_FAILED) return false;
-        std::memcpy(copy, h, segment_bytes(h->fd_high.load(std::memory_order_relaxed)));
-        if (mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, h) == MAP_FAILED)
-            return false;
-        path[0] = 0;
-    }
     zero_counters(h);
+    h->retired.store(0, std::memory_order_relaxed);
+    h->fd_high.store(0, std::memory_order_relaxed);
     h->pid = getpid();
     h->uid = getuid();
     h->start_time = process_start_time(h->pid);
@@ -192,12 +182,15 @@ static std::string retired_path(const std::string& dir) {
 }
 
 void retire(Header* h) {
+    if (h->retired.load(std::memory_order_relaxed)) return;
+    // If the totals file cannot be written (say, the process dropped
+    // privileges), the segment stays unretired and `usmc stats` retires it
+    // once the process is gone.
+    Header* totals = map_retired_file(retired_path(stats_dir()), true);
+    if (!totals) return;
     uint32_t expected = 0;
-    if (!h->retired.compare_exchange_strong(expected, 1)) return;
-    if (Header* totals = map_retired_file(retired_path(stats_dir()), true)) {
-        add_counters(totals, h);
-        munmap(totals, kHeaderBytes);
-    }
+    if (h->retired.compare_exchange_strong(expected, 1)) add_counters(totals, h);
+    munmap(totals, kHeaderBytes);
 }
 
 static bool map_view(const std::string& path, View& v) {

@@ -62,8 +62,8 @@ uint64_t process_start_time(pid_t pid);
 Header* create(const char* program, uint32_t capacity, char* path_out, size_t path_len);
 
 // A forked child: re-create the segment under the child's pid at the same
-// address, keeping the fd table (the child inherits the fds) and zeroing
-// the counters. Uses only system calls (runs in the atfork child handler).
+// address with zeroed counters and an empty fd-table mirror (the caller
+// rebuilds it). Uses only system calls (runs in the atfork child handler).
 bool recreate_in_child(Header* h, char* path_inout, size_t path_len);
 
 // Anonymous private storage with the same layout, for when no file can be made.

@@ -75,7 +75,10 @@ int main(int argc, char** argv) {
         if (limit_hs && no_limit_hs)
             throw CLI::ValidationError("--limit-hs", "cannot be combined with --no-limit-hs");
         command = app.remaining();
-        if (!command.empty() && command.front() == "--") command.erase(command.begin());
+        if (!command.empty() && command.front() == "--")
+            command.erase(command.begin());
+        else if (!command.empty() && command.front().size() > 1 && command.front()[0] == '-')
+            throw CLI::ExtrasError({command.front()});
         if (command.empty()) throw CLI::RequiredError("PROGRAM");
     } catch (const CLI::ParseError& e) {
         int rc = app.exit(e);

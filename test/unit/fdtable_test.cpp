@@ -34,10 +34,13 @@ TEST_CASE("fd table: set, get, copy, clear, ranges, bounds") {
     CHECK_FALSE(table.set(3, s));
 
     auto slots = std::make_unique<std::atomic<uint64_t>[]>(64);
+    auto mirror = std::make_unique<std::atomic<uint64_t>[]>(64);
     std::atomic<uint32_t> high{0};
-    table.attach(slots.get(), 64, &high);
+    table.attach(slots.get(), 64, mirror.get(), &high);
     CHECK(table.set(3, s));
     CHECK(high.load() == 4);
+    CHECK(table.high() == 4);
+    CHECK(mirror[3].load() == s.pack()); // written through to the mirror
     CHECK(table.get(3).tracked());
     CHECK(table.get(3).family == 2);
     CHECK_FALSE(table.get(4).tracked());
@@ -63,4 +66,13 @@ TEST_CASE("fd table: set, get, copy, clear, ranges, bounds") {
     CHECK(table.get(3).tracked());
     table.clear(3);
     CHECK_FALSE(table.get(3).tracked());
+    CHECK(mirror[3].load() == 0);
+
+    // A forked child's new mirror is rebuilt from the private table.
+    auto fresh = std::make_unique<std::atomic<uint64_t>[]>(64);
+    std::atomic<uint32_t> fresh_high{0};
+    table.remirror(fresh.get(), &fresh_high);
+    CHECK(fresh_high.load() == table.high());
+    CHECK(fresh[21].load() == s.pack());
+    CHECK(fresh[22].load() == 0);
 }
