@@ -77,8 +77,8 @@ class Env:
         self.procs.append(p)
         return p
 
-    def run(self, cmd, timeout=120, env=None, **kw):
-        return subprocess.run(cmd, env=env or self.env, capture_output=True, text=True, timeout=timeout, **kw)
+    def run(self, cmd, timeout=120, env=None, text=True, **kw):
+        return subprocess.run(cmd, env=env or self.env, capture_output=True, text=text, timeout=timeout, **kw)
 
     def stop(self, p, sig=signal.SIGTERM, timeout=10):
         if p.poll() is None:
