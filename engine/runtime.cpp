@@ -70,7 +70,9 @@ void full_init() {
                            : s.cfg.log_level);
     }
     uint32_t capacity = table_capacity();
-    const char* program = s.exe_name[0] ? s.exe_name : s.argv0_name;
+    // The name the program was started by (redis-server is a symlink to
+    // redis-check-rdb): what users recognise in usmc ss.
+    const char* program = s.argv0_name[0] ? s.argv0_name : s.exe_name;
     s.seg = statseg::create(program, capacity, s.seg_path, sizeof s.seg_path);
     if (!s.seg) {
         log::info("cannot create stats segment in {}; counters stay private", statseg::stats_dir());

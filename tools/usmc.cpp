@@ -86,7 +86,7 @@ int cmd_stats(const std::string& dir, bool json, bool live_only) {
 
 int cmd_ss(const std::string& dir, bool all, bool listening) {
     auto views = statseg::open_all(dir, true);
-    fmt::print("{:<8} {:<14} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}\n", "PID", "Program", "Fd",
+    fmt::print("{:<8} {:<16} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}\n", "PID", "Program", "Fd",
                "State", "Local Address", "Peer Address", "Role", "Mode", "Fallback");
     for (const auto& v : views) {
         if (!v.alive) continue;
@@ -106,7 +106,7 @@ int cmd_ss(const std::string& dir, bool all, bool listening) {
                                     : tools::TcpEntry{"-", "-", inode ? "UNCONN" : "gone"};
             std::string reason =
                 s.reason ? fmt::format("{} 0x{:08x}", fallback::name_of(s.reason), s.reason) : "-";
-            fmt::print("{:<8} {:<14.14} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}{}\n", pid,
+            fmt::print("{:<8} {:<16.16} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} {}{}\n", pid,
                        v.header->program, fd, e.state, e.local, e.peer, role_name(s.role),
                        mode_name(s.mode), reason, s.has(kFlagLimitHs) ? " limit_hs" : "");
         }

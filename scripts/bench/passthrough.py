@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Cost of the shim in pass-through: nginx + wrk, keep-alive and
+'Connection: close', plain TCP against both ends under `usmc-run -t`
+(every socket call intercepted, every connection TCP), in the same run,
+alternating, median of N runs, printed as ratios."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from apps import make_nginx, parse_wrk  # noqa: E402
+from harness import USMC_RUN, free_port, wait_port  # noqa: E402
+
+
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    p.add_argument("--connections", type=int, default=50)
+    args = p.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    os.chmod(tmp, 0o755)  # nginx workers run as nobody
+    stats_dir = os.path.join(tmp, "stats")
+    os.mkdir(stats_dir)
+    os.chmod(stats_dir, 0o1777)
+    env = dict(os.environ, USMC_STATS_DIR=stats_dir)
+    env.pop("LD_PRELOAD", None)
+    procs = {}
+    try:
+        for variant in ("tcp", "usmc"):
+            d = os.path.join(tmp, variant)
+            os.mkdir(d)
+            port = free_port()
+            cmd = make_nginx(d, port, workers=1)
+            if variant == "usmc":
+                cmd = [USMC_RUN, "-t", "--", *cmd]
+            # One core each for server and client: less noise on a 2-core VM.
+            cmd = ["taskset", "-c", "0", *cmd]
+            procs[variant] = (subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
+            if not wait_port(port):
+                raise SystemExit(f"nginx ({variant}) did not start")
+        results = {}
+        for workload, extra in (("keep-alive", []), ("Connection: close", ["-H", "Connection: close"])):
+            for rnd in range(args.runs):
+                for variant in ("tcp", "usmc"):
+                    proc, port = procs[variant]
+                    wrk = ["wrk", "-t", "1", "-c", str(args.connections), "-d", f"{args.duration}s", *extra,
+                           f"http://127.0.0.1:{port}/index.html"]
+                    if variant == "usmc":
+                        wrk = [USMC_RUN, "-t", "--", *wrk]
+                    wrk = ["taskset", "-c", "1", *wrk]
+                    r = subprocess.run(wrk, env=env, capture_output=True, text=True, timeout=args.duration + 60)
+                    w = parse_wrk(r.stdout)
+                    if r.returncode != 0 or w["errors"] or w["non2xx"]:
+                        raise SystemExit(f"wrk failed ({variant}, {workload}): {r.stdout} {r.stderr}")
+                    results.setdefault((workload, variant), []).append(w["rps"])
+                    print(f"  run {rnd + 1} {workload:18} {variant:5} {w['rps']:10.0f} req/s", flush=True)
+        print()
+        print(f"nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1, c={args.connections}, {args.duration}s), "
+              f"median of {args.runs}")
+        print(f"{'workload':20} {'TCP req/s':>12} {'usmc -t req/s':>14} {'ratio':>7}")
+        for workload in ("keep-alive", "Connection: close"):
+            tcp = statistics.median(results[(workload, "tcp")])
+            usmc = statistics.median(results[(workload, "usmc")])
+            print(f"{workload:20} {tcp:12.0f} {usmc:14.0f} {usmc / tcp:7.3f}")
+    finally:
+        for proc, _ in procs.values():
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()

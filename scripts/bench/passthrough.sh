@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Pass-through cost of the shim: nginx + wrk, plain TCP vs usmc-run -t.
+# Usage: scripts/bench/passthrough.sh [--runs N] [--duration S] [--connections C]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scripts/install-deps.sh
+scripts/build.sh >/dev/null
+exec /usr/bin/python3 scripts/bench/passthrough.py "$@"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Per-call cost of the shim in pass-through (Google Benchmark, plain vs usmc-run -t).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scripts/install-deps.sh
+scripts/build.sh >/dev/null
+exec /usr/bin/python3 scripts/bench/shim_calls.py "$@"
