@@ -1,0 +1,92 @@
+#pragma once
+// CDC: connection data control for SMC-D, as usmc lays it out in shared
+// memory. Every DMB starts with one 64-byte control line, written only by the
+// peer (the side that produces into this DMB) and read by the owner:
+//
+//   0   type 0xFE, 7 reserved            the SMC-D CDC (SMC-REFERENCE §4.3),
+//   8   producer cursor  wrap:16 count:32     host byte order, each 8-byte
+//   16  consumer cursor  wrap:16 count:32     half read and written atomically
+//       + producer flags:8 + connection flags:8
+//   24  reserved (kernel)
+//   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace), set by the
+//       waiter, taken by the notifier with one atomic RMW: exactly one
+//       wake-up per wait
+//   40..63 reserved
+//   64  the data ring (DMB size - 64 bytes)
+//
+// The kernel's SMC-D ring starts at 32; usmc keeps the cursors in a cache
+// line of their own so data writes never invalidate them.
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+namespace usmc::cdc {
+
+struct Cursor {
+    uint16_t wrap = 0;
+    uint32_t count = 0; // offset in the ring, < ring size
+    bool operator==(const Cursor&) const = default;
+};
+
+// Cursor arithmetic on a ring of `size` bytes.
+Cursor advance(Cursor c, uint32_t n, uint32_t size); // n <= size
+// Bytes from `older` to `newer`, or nullopt when `newer` is behind `older` or
+// more than one ring ahead: what a bounds check on a peer's cursor needs.
+std::optional<uint32_t> distance(Cursor older, Cursor newer, uint32_t size);
+bool valid(Cursor c, uint32_t size); // count inside the ring
+
+// max(ring_size / 10, SOCK_MIN_SNDBUF / 2): consumer-cursor announcements
+// wait for this much consumption (seed: RMB window update fix).
+uint32_t update_limit(uint32_t ring_size);
+
+enum ProdFlags : uint8_t {
+    kWriteBlocked = 0x80,
+    kUrgPending = 0x40,
+    kUrgPresent = 0x20,
+    kConsUpdateReq = 0x10,
+};
+enum ConnFlags : uint8_t {
+    kPeerDoneWriting = 0x80, // shutdown(SHUT_WR)
+    kPeerConnClosed = 0x40,  // orderly close
+    kPeerConnAbort = 0x20,   // abnormal close
+};
+enum WaitFlags : uint64_t {
+    kWaitData = 1,  // the peer sleeps until data arrives in its DMB
+    kWaitSpace = 2, // the peer sleeps until space frees in this DMB
+};
+
+constexpr uint8_t kCdcType = 0xFE;
+constexpr uint32_t kControlBytes = 64;
+
+struct alignas(64) Control {
+    uint8_t type;
+    uint8_t reserved0[7];
+    std::atomic<uint64_t> prod;
+    std::atomic<uint64_t> cons;
+    uint64_t reserved1;
+    std::atomic<uint64_t> waiting;
+    uint64_t reserved2[3];
+};
+static_assert(sizeof(Control) == kControlBytes);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+inline uint64_t pack_prod(Cursor c) {
+    return uint64_t(c.wrap) | uint64_t(c.count) << 16;
+}
+inline Cursor unpack_prod(uint64_t w) {
+    return {uint16_t(w), uint32_t(w >> 16)};
+}
+inline uint64_t pack_cons(Cursor c, uint8_t prod_flags, uint8_t conn_flags) {
+    return pack_prod(c) | uint64_t(prod_flags) << 48 | uint64_t(conn_flags) << 56;
+}
+inline Cursor unpack_cons(uint64_t w) {
+    return unpack_prod(w & 0xffffffffffffull);
+}
+inline uint8_t prod_flags_of(uint64_t cons_word) {
+    return uint8_t(cons_word >> 48);
+}
+inline uint8_t conn_flags_of(uint64_t cons_word) {
+    return uint8_t(cons_word >> 56);
+}
+
+} // namespace usmc::cdc

@@ -1,0 +1,55 @@
+// Closing an SMC-D connection: the connection flags in our control line in
+// the peer's DMB say what happened (done writing, closed, aborted), and a
+// sleeping peer is woken to see them.
+#include "engine/conn.hpp"
+#include "engine/sys.hpp"
+
+#include <sys/eventfd.h>
+
+namespace usmc {
+
+namespace {
+void tell_peer(SmcConn& c, uint8_t flag) {
+    c.conn_flags.fetch_or(flag, std::memory_order_acq_rel);
+    c.publish_flags();
+    // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
+    auto& w = c.rx.control()->waiting;
+    uint64_t was = w.exchange(0, std::memory_order_seq_cst);
+    uint64_t v = 1;
+    if (was & cdc::kWaitData) {
+        ssize_t rc = sys::real().write(c.peer_rx_event, &v, sizeof v);
+        (void)rc;
+    }
+    if (was & cdc::kWaitSpace) {
+        ssize_t rc = sys::real().read(c.peer_tx_event, &v, sizeof v);
+        (void)rc;
+    }
+    // Our own threads blocked in send (now EPIPE) must wake too: make our
+    // tx_event writable. After close, a blocked recv must wake as well.
+    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+    if (flag != cdc::kPeerDoneWriting) {
+        v = 1;
+        rc = sys::real().write(c.rx_event, &v, sizeof v);
+    }
+    (void)rc;
+}
+} // namespace
+
+bool smc_conn_init_events(SmcConn& c) {
+    c.rx_event = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c.tx_event = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c.tx_prod = c.rx_cons = c.rx_cons_announced = cdc::Cursor{};
+    return c.rx_event >= 0 && c.tx_event >= 0;
+}
+
+// Neither takes the rx/tx locks: a thread blocked in recv or send must not
+// keep another from shutting the connection down (that is how it gets woken).
+void smc_shutdown_write(SmcConn& c) {
+    tell_peer(c, cdc::kPeerDoneWriting);
+}
+
+void smc_close(SmcConn& c, bool abort) {
+    tell_peer(c, abort ? cdc::kPeerConnAbort : cdc::kPeerConnClosed);
+}
+
+} // namespace usmc

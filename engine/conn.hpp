@@ -1,0 +1,92 @@
+#pragma once
+// One side of an SMC-D connection's data path: our DMB (the peer produces
+// into it), the peer's DMB (we produce into it), the cursors only this side
+// writes, and the eventfds that carry wake-ups.
+//
+// Wake-ups cost a system call, so they are sent only to a peer that said it
+// is waiting (cdc::WaitFlags, set by the waiter in the peer's control line
+// and taken by the notifier with one atomic RMW), and at most one per call.
+// Both sides use seq_cst for "publish cursor, then look at the wait flag" and
+// "set wait flag, then look at the cursor again", so a wake-up is never lost.
+//
+//   rx_event  readable when data or EOF may be waiting. The peer writes 1 to
+//             it; we drain it when we find the ring empty.
+//   tx_event  writable when space may be free. We saturate it (counter
+//             0xfffffffffffffffe) when the peer's ring is full; the peer
+//             drains it (making it writable) when it frees space. So an epoll
+//             set can watch it for EPOLLOUT directly.
+//
+// Every cursor read from shared memory is checked against the ring and our
+// own cursors; a bad one marks the connection broken (ECONNRESET), nothing
+// else.
+#include "engine/cdc.hpp"
+#include "engine/ism.hpp"
+
+#include <atomic>
+#include <mutex>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace usmc {
+
+struct SmcConn {
+    ism::Dmb rx;            // ours: the peer writes data and its control line here
+    ism::Dmb tx;            // the peer's: we write data and our control line there
+    int rx_event = -1;      // ours
+    int tx_event = -1;      // ours
+    int peer_rx_event = -1; // the peer's rx_event (we write to wake it)
+    int peer_tx_event = -1; // the peer's tx_event (we drain it to wake it)
+    int tcp_fd = -1;        // the TCP connection: a dead peer shows up here
+    uint32_t busy_poll_us = 0;
+
+    // Written only by this side.
+    cdc::Cursor tx_prod;                // bytes produced into the peer's ring
+    cdc::Cursor rx_cons;                // bytes consumed from our ring
+    cdc::Cursor rx_cons_announced;      // what the peer has been told (receiver thread only)
+    std::atomic<uint8_t> conn_flags{0}; // cdc::ConnFlags we sent
+    std::atomic<bool> broken{false};
+    std::atomic<bool> peer_gone{false}; // TCP connection closed under us
+    std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
+
+    std::mutex tx_mu; // one sender at a time
+    std::mutex rx_mu; // one receiver at a time
+
+    // Announce our consumer cursor (receiver, under rx_mu) or our connection
+    // flags (any thread: shutdown/close must not wait for a blocked reader)
+    // in the peer's control line. A short spin lock keeps the word monotonic.
+    void publish_cons();
+    void publish_flags();
+
+  private:
+    std::atomic_flag pub_lock_ = ATOMIC_FLAG_INIT;
+    uint64_t announced_ = 0; // packed cursor last published, under pub_lock_
+    void store_cons_word();
+};
+
+// Wires up the eventfds of a new connection (both nonblocking) and zeroes
+// the local cursors. Returns false if the eventfds cannot be made.
+bool smc_conn_init_events(SmcConn& c);
+
+// send/recv with socket semantics. Return bytes or -errno: -EAGAIN when
+// `nonblock` and nothing could be done, -EPIPE after shutdown/peer close,
+// -ECONNRESET on abort or a broken peer, -ETIMEDOUT/-EAGAIN after
+// `timeout_ms` (>= 0; -1 waits forever), -EINTR when a signal interrupts.
+// recv flags: MSG_PEEK, MSG_WAITALL. Returns 0 at EOF.
+ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms);
+ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
+                 int timeout_ms);
+
+// Bytes ready to read (FIONREAD/SIOCINQ) and bytes sent but not yet
+// consumed by the peer (SIOCOUTQ).
+uint32_t smc_rx_available(const SmcConn& c);
+uint32_t smc_tx_unconsumed(const SmcConn& c);
+
+// Readiness as poll() bits, computed from the cursors (for poll/select).
+short smc_poll_events(const SmcConn& c);
+
+// shutdown(SHUT_WR) / close / abort: tell the peer through the control line
+// and wake it if it waits.
+void smc_shutdown_write(SmcConn& c);
+void smc_close(SmcConn& c, bool abort);
+
+} // namespace usmc

@@ -1,0 +1,111 @@
+#include "engine/ism.hpp"
+
+#include "engine/sys.hpp"
+
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace usmc::ism {
+
+namespace {
+constexpr size_t kMaxFreeDmbs = 64;
+constexpr uint32_t kMinDmb = 16 << 10;
+constexpr uint32_t kMaxDmb = 1 << 20;
+
+void init_control(Dmb& d) {
+    auto* c = d.control();
+    std::memset(static_cast<void*>(c), 0, sizeof *c);
+    c->type = cdc::kCdcType;
+}
+} // namespace
+
+uint64_t random64() {
+    uint64_t v = 0;
+    while (getrandom(&v, sizeof v, 0) != sizeof v) {
+    }
+    return v;
+}
+
+std::optional<Dmb> create_dmb(uint32_t size) {
+    if (size < kMinDmb || size > kMaxDmb) return std::nullopt;
+    int fd = memfd_create("usmc-dmb", MFD_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    if (ftruncate(fd, size) != 0) {
+        sys::real().close(fd);
+        return std::nullopt;
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        sys::real().close(fd);
+        return std::nullopt;
+    }
+    Dmb d{fd, static_cast<uint8_t*>(p), size, random64()};
+    init_control(d);
+    return d;
+}
+
+std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
+    struct stat st;
+    if (size < kMinDmb || size > kMaxDmb || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size != static_cast<off_t>(size))
+        return std::nullopt;
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return std::nullopt;
+    return Dmb{fd, static_cast<uint8_t*>(p), size, 0};
+}
+
+void unmap(Dmb& d) {
+    if (d.base) munmap(d.base, d.size);
+    if (d.fd >= 0) sys::real().close(d.fd);
+    d = Dmb{};
+}
+
+Device::Device(uint64_t max_memory) : gid_(random64()), max_memory_(max_memory) {}
+
+std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < free_.size(); ++i) {
+        if (free_[i].dmb.size == size && free_[i].last_peer == peer_uid) {
+            Dmb d = free_[i].dmb;
+            free_.erase(free_.begin() + static_cast<long>(i));
+            // Zero it: the new peer must not see the old connection's bytes.
+            if (fallocate(d.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, d.size) != 0)
+                std::memset(d.base, 0, d.size);
+            d.token = random64();
+            init_control(d);
+            return d;
+        }
+    }
+    // Free DMBs of other sizes/peers count against the cap: drop them first.
+    while (in_use_ + size > max_memory_ && !free_.empty()) {
+        in_use_ -= free_.back().dmb.size;
+        unmap(free_.back().dmb);
+        free_.pop_back();
+    }
+    if (in_use_ + size > max_memory_) return std::nullopt;
+    auto d = create_dmb(size);
+    if (d) in_use_ += size;
+    return d;
+}
+
+void Device::release(Dmb dmb, uid_t peer_uid) {
+    if (!dmb.valid()) return;
+    std::lock_guard lock(mu_);
+    if (free_.size() < kMaxFreeDmbs) {
+        free_.push_back({dmb, peer_uid});
+        return;
+    }
+    in_use_ -= dmb.size;
+    unmap(dmb);
+}
+
+uint64_t Device::memory_in_use() const {
+    std::lock_guard lock(mu_);
+    return in_use_;
+}
+
+} // namespace usmc::ism

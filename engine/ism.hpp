@@ -1,0 +1,65 @@
+#pragma once
+// The user-space ISM device (as the kernel's loopback-ism): a random GID per
+// engine and DMBs in shared memory. A DMB is a memfd (never reachable by
+// name) mapped shared; it travels to the peer of a completed handshake as a
+// descriptor (SCM_RIGHTS), together with the owner's eventfds.
+//
+// Reuse: a freed DMB is kept for a later connection only to a peer of the
+// same uid as its last peer (same-uid processes can read each other's memory
+// anyway; another user's process might still have the old mapping). Reused
+// DMBs are zeroed (pages punched out of the memfd).
+#include "engine/cdc.hpp"
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <sys/types.h>
+#include <vector>
+
+namespace usmc::ism {
+
+struct Dmb {
+    int fd = -1;
+    uint8_t* base = nullptr;
+    uint32_t size = 0; // control line + ring
+    uint64_t token = 0;
+
+    bool valid() const { return base != nullptr; }
+    cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }
+    uint8_t* ring() const { return base + cdc::kControlBytes; }
+    uint32_t ring_size() const { return size - cdc::kControlBytes; }
+};
+
+uint64_t random64(); // getrandom(): GIDs and tokens
+
+// A new DMB of `size` bytes (16 KiB .. 1 MiB).
+std::optional<Dmb> create_dmb(uint32_t size);
+// Maps a DMB descriptor received from a peer, after checking with fstat()
+// that it really is `size` bytes (a short file would fault on access).
+std::optional<Dmb> map_peer_dmb(int fd, uint32_t size);
+void unmap(Dmb& dmb); // unmaps and closes
+
+class Device {
+  public:
+    explicit Device(uint64_t max_memory);
+
+    uint64_t gid() const { return gid_; }
+    // A DMB for a connection to a peer of `peer_uid`; nullopt past the memory
+    // cap (the connection then declines with MAX_DMB / MEM and runs as TCP).
+    std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid);
+    void release(Dmb dmb, uid_t peer_uid);
+    uint64_t memory_in_use() const;
+
+  private:
+    struct Free {
+        Dmb dmb;
+        uid_t last_peer;
+    };
+    uint64_t gid_;
+    uint64_t max_memory_;
+    uint64_t in_use_ = 0;
+    std::vector<Free> free_;
+    mutable std::mutex mu_;
+};
+
+} // namespace usmc::ism

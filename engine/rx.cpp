@@ -1,0 +1,179 @@
+// Receiving on an SMC-D connection: copy out of our own DMB ring, then tell
+// the peer how far we have consumed — but only past the window update limit,
+// when the ring runs empty, or when the peer sleeps waiting for space.
+#include "engine/conn.hpp"
+#include "engine/sys.hpp"
+#include "engine/wait.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+namespace usmc {
+
+namespace {
+
+// Bytes the peer has produced into our ring and we have not consumed.
+// nullopt: the peer's producer cursor is impossible.
+std::optional<uint32_t> available(const SmcConn& c) {
+    cdc::Cursor prod = cdc::unpack_prod(c.rx.control()->prod.load(std::memory_order_seq_cst));
+    return cdc::distance(c.rx_cons, prod, c.rx.ring_size());
+}
+
+uint8_t peer_conn_flags(const SmcConn& c) {
+    return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+}
+
+// Copies up to `max` bytes from our consumer cursor into the iovecs, starting
+// `skip` bytes into them (MSG_WAITALL fills them over several rounds).
+uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
+    uint32_t ring = c.rx.ring_size();
+    uint32_t pos = c.rx_cons.count;
+    uint32_t done = 0;
+    size_t iov_skip = skip;
+    for (int i = 0; i < iovcnt && done < max; ++i) {
+        size_t len = iov[i].iov_len;
+        if (iov_skip >= len) {
+            iov_skip -= len;
+            continue;
+        }
+        uint8_t* dst = static_cast<uint8_t*>(iov[i].iov_base) + iov_skip;
+        size_t n = std::min<size_t>(len - iov_skip, max - done);
+        iov_skip = 0;
+        while (n > 0) {
+            uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
+            std::memcpy(dst, c.rx.ring() + pos, chunk);
+            dst += chunk;
+            n -= chunk;
+            done += chunk;
+            pos = pos + chunk == ring ? 0 : pos + chunk;
+        }
+    }
+    return done;
+}
+
+// After consuming: announce the consumer cursor when it matters, and wake a
+// writer that sleeps for space.
+void after_consume(SmcConn& c, bool ring_empty) {
+    auto to_confirm = cdc::distance(c.rx_cons_announced, c.rx_cons, c.rx.ring_size()).value_or(0);
+    auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
+    bool writer_waits = w.load(std::memory_order_seq_cst) & cdc::kWaitSpace;
+    if (to_confirm == 0) return;
+    if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits)) return;
+    c.publish_cons();
+    if (w.fetch_and(~uint64_t{cdc::kWaitSpace}, std::memory_order_seq_cst) & cdc::kWaitSpace) {
+        uint64_t v;
+        ssize_t rc =
+            sys::real().read(c.peer_tx_event, &v, sizeof v); // drained = writable for the peer
+        (void)rc;
+        c.notifications.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+} // namespace
+
+void SmcConn::store_cons_word() {
+    uint64_t flags = conn_flags.load(std::memory_order_acquire);
+    tx.control()->cons.store(announced_ | flags << 56, std::memory_order_seq_cst);
+}
+
+void SmcConn::publish_cons() {
+    while (pub_lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    announced_ = cdc::pack_prod(rx_cons);
+    store_cons_word();
+    pub_lock_.clear(std::memory_order_release);
+    rx_cons_announced = rx_cons;
+    cursor_updates.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SmcConn::publish_flags() {
+    while (pub_lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    store_cons_word();
+    pub_lock_.clear(std::memory_order_release);
+}
+
+ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
+                 int timeout_ms) {
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; ++i)
+        total += iov[i].iov_len;
+    std::lock_guard lock(c.rx_mu);
+    bool peek = flags & MSG_PEEK;
+    bool waitall = (flags & MSG_WAITALL) && !peek && !nonblock;
+    timespec start{};
+    if (timeout_ms >= 0) clock_gettime(CLOCK_MONOTONIC, &start);
+    size_t got = 0;
+    while (true) {
+        if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
+        auto avail = available(c);
+        if (!avail) {
+            c.broken.store(true, std::memory_order_release);
+            continue;
+        }
+        if (*avail > 0 && total > 0) {
+            uint32_t n = copy_out(c, iov, iovcnt, got,
+                                  static_cast<uint32_t>(std::min<size_t>(*avail, total - got)));
+            if (peek) return n;
+            c.rx_cons = cdc::advance(c.rx_cons, n, c.rx.ring_size());
+            got += n;
+            after_consume(c, n == *avail);
+            if (got == total || !waitall) return ssize_t(got);
+            continue;
+        }
+        if (total == 0) return 0;
+        // Nothing to read: EOF, reset, or wait.
+        uint8_t pf = peer_conn_flags(c);
+        if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
+        if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
+        if (c.peer_gone.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
+        if (got > 0 && !waitall) return ssize_t(got);
+        if (!nonblock && wait::spin(c.busy_poll_us, [&] {
+                auto a = available(c);
+                return !a || *a > 0 || peer_conn_flags(c);
+            }))
+            continue;
+        // Arm: drain our eventfd, ask the peer to wake us, look once more.
+        uint64_t drained;
+        ssize_t rc = sys::real().read(c.rx_event, &drained, sizeof drained);
+        (void)rc;
+        c.tx.control()->waiting.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+        avail = available(c);
+        if (!avail || *avail > 0 || peer_conn_flags(c)) continue;
+        if (nonblock) return got ? ssize_t(got) : -EAGAIN;
+        int left = -1;
+        if (timeout_ms >= 0) {
+            timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            int64_t spent =
+                (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+            if (spent >= timeout_ms) return got ? ssize_t(got) : -EAGAIN;
+            left = static_cast<int>(timeout_ms - spent);
+        }
+        int w = wait::sleep(c, c.rx_event, POLLIN, left);
+        if (w == -EINTR) return got ? ssize_t(got) : -EINTR;
+        if (w == -ETIMEDOUT) return got ? ssize_t(got) : -EAGAIN;
+    }
+}
+
+uint32_t smc_rx_available(const SmcConn& c) {
+    return available(c).value_or(0);
+}
+
+short smc_poll_events(const SmcConn& c) {
+    short ev = 0;
+    auto avail = available(c);
+    uint8_t pf = peer_conn_flags(c);
+    if (!avail || c.broken.load()) return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    if (*avail > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
+    if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) ev |= POLLRDHUP;
+    if (pf & cdc::kPeerConnAbort || c.peer_gone.load()) ev |= POLLIN | POLLERR | POLLHUP;
+    if (smc_tx_unconsumed(c) < c.tx.ring_size() && !(c.conn_flags.load() & cdc::kPeerDoneWriting))
+        ev |= POLLOUT;
+    return ev;
+}
+
+} // namespace usmc

@@ -1,0 +1,48 @@
+#include "engine/wait.hpp"
+
+#include "engine/sys.hpp"
+
+#include <cerrno>
+#include <poll.h>
+#include <time.h>
+
+namespace usmc::wait {
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+} // namespace
+
+bool spin(uint32_t us, const std::function<bool()>& ready) {
+    if (us == 0) return ready();
+    uint64_t until = now_ns() + uint64_t{us} * 1000;
+    do {
+        if (ready()) return true;
+        for (int i = 0; i < 64; ++i)
+            cpu_relax();
+    } while (now_ns() < until);
+    return ready();
+}
+
+int sleep(SmcConn& c, int fd, short events, int timeout_ms) {
+    pollfd p[2] = {{fd, events, 0}, {c.tcp_fd, POLLRDHUP, 0}};
+    int n = sys::real().poll(p, c.tcp_fd >= 0 ? 2 : 1, timeout_ms);
+    if (n < 0) return -errno;
+    if (n == 0) return -ETIMEDOUT;
+    if (c.tcp_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        c.peer_gone.store(true, std::memory_order_release);
+    return 0;
+}
+
+} // namespace usmc::wait

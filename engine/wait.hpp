@@ -1,0 +1,18 @@
+#pragma once
+// Blocking waits of the data path: optional bounded busy-polling, then
+// poll() on one eventfd and the TCP connection (a dead peer closes it).
+#include "engine/conn.hpp"
+
+#include <functional>
+
+namespace usmc::wait {
+
+// Spins up to `us` microseconds while `ready()` is false. True if it became ready.
+bool spin(uint32_t us, const std::function<bool()>& ready);
+
+// Sleeps until `fd` reports `events`, the TCP fd closes, or `timeout_ms`
+// passes (-1: forever). Returns 0, or -ETIMEDOUT / -EINTR. Marks
+// c.peer_gone when the TCP connection has ended.
+int sleep(SmcConn& c, int fd, short events, int timeout_ms);
+
+} // namespace usmc::wait

@@ -1,0 +1,411 @@
+#include "engine/conn.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace usmc;
+
+namespace {
+
+// Two ends of one SMC-D connection inside one process: a's DMB is b's tx
+// ring and the other way round, as after a real handshake and attach.
+struct Pair {
+    SmcConn a, b;
+    ism::Dmb da, db;
+    int tcp[2] = {-1, -1};
+    explicit Pair(uint32_t size = 64 * 1024) {
+        da = *ism::create_dmb(size);
+        db = *ism::create_dmb(size);
+        REQUIRE(smc_conn_init_events(a));
+        REQUIRE(smc_conn_init_events(b));
+        a.rx = da;
+        a.tx = db;
+        b.rx = db;
+        b.tx = da;
+        a.peer_rx_event = b.rx_event;
+        a.peer_tx_event = b.tx_event;
+        b.peer_rx_event = a.rx_event;
+        b.peer_tx_event = a.tx_event;
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, tcp) == 0); // stands in for the TCP connection
+        a.tcp_fd = tcp[0];
+        b.tcp_fd = tcp[1];
+    }
+    ~Pair() {
+        for (int fd : {a.rx_event, a.tx_event, b.rx_event, b.tx_event, tcp[0], tcp[1]})
+            if (fd >= 0) close(fd);
+        ism::unmap(da);
+        ism::unmap(db);
+    }
+};
+
+ssize_t send_buf(SmcConn& c, const void* p, size_t n, bool nonblock = false, int timeout = -1) {
+    iovec iov{const_cast<void*>(p), n};
+    return smc_send(c, &iov, 1, nonblock, timeout);
+}
+
+ssize_t recv_buf(SmcConn& c, void* p, size_t n, int flags = 0, bool nonblock = false,
+                 int timeout = -1) {
+    iovec iov{p, n};
+    return smc_recv(c, &iov, 1, flags, nonblock, timeout);
+}
+
+bool writable(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+}
+
+bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    uint32_t x = seed * 2654435761u + 1;
+    for (auto& b : v) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        b = uint8_t(x);
+    }
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("cursor arithmetic across the wrap and the window update limit") {
+    using cdc::Cursor;
+    CHECK(cdc::advance({0, 100}, 50, 1000) == Cursor{0, 150});
+    CHECK(cdc::advance({0, 990}, 10, 1000) == Cursor{1, 0});
+    CHECK(cdc::advance({7, 990}, 20, 1000) == Cursor{8, 10});
+    CHECK(cdc::advance({0xffff, 999}, 1, 1000) == Cursor{0, 0}); // wrap counter wraps too
+    CHECK(cdc::distance({0, 100}, {0, 150}, 1000) == 50u);
+    CHECK(cdc::distance({3, 900}, {4, 100}, 1000) == 200u);
+    CHECK(cdc::distance({3, 900}, {4, 900}, 1000) == 1000u); // exactly one full ring
+    CHECK(cdc::distance({0xffff, 900}, {0, 10}, 1000) == 110u);
+    CHECK_FALSE(cdc::distance({0, 150}, {0, 100}, 1000)); // backwards
+    CHECK_FALSE(cdc::distance({3, 900}, {4, 901}, 1000)); // more than one ring ahead
+    CHECK_FALSE(cdc::distance({3, 100}, {5, 0}, 1000));   // two wraps ahead
+    CHECK_FALSE(cdc::distance({0, 0}, {0, 1000}, 1000));  // count outside the ring
+    CHECK(cdc::update_limit(65536 - 64) == 6547);
+    CHECK(cdc::update_limit(16384 - 64) == 2304);
+    CHECK(cdc::unpack_cons(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == Cursor{5, 12345});
+    CHECK(cdc::conn_flags_of(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == 0x40);
+    CHECK(cdc::prod_flags_of(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == 0x80);
+}
+
+TEST_CASE("send and recv through the DMBs; no wake-up when nobody waits") {
+    Pair p;
+    CHECK(send_buf(p.a, "hello", 5) == 5);
+    char buf[16] = {};
+    CHECK(smc_rx_available(p.b) == 5);
+    CHECK(recv_buf(p.b, buf, sizeof buf, MSG_PEEK) == 5);
+    CHECK(smc_rx_available(p.b) == 5); // peek consumes nothing
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 5);
+    CHECK(std::memcmp(buf, "hello", 5) == 0);
+    CHECK(p.a.notifications.load() == 0);
+    CHECK(p.a.notifications_suppressed.load() == 1);
+    // The ring ran empty: the consumer cursor was announced at once.
+    CHECK(smc_tx_unconsumed(p.a) == 0);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
+    // b found the ring empty and said it waits: the next send wakes it, once.
+    CHECK_FALSE(readable(p.b.rx_event));
+    CHECK(send_buf(p.a, "again", 5) == 5);
+    CHECK(readable(p.b.rx_event));
+    CHECK(p.a.notifications.load() == 1);
+    CHECK(send_buf(p.a, "more", 4) == 4);
+    CHECK(p.a.notifications.load() == 1); // already woken: no second system call
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 9);
+}
+
+TEST_CASE("a full ring: EAGAIN, tx_event unwritable, then space frees and it is writable again") {
+    Pair p(16 * 1024);
+    uint32_t ring = p.a.tx.ring_size();
+    auto data = pattern(ring + 100, 1);
+    CHECK(writable(p.a.tx_event));
+    CHECK(send_buf(p.a, data.data(), data.size(), true) == ssize_t(ring)); // partial write
+    CHECK(send_buf(p.a, data.data(), 10, true) == -EAGAIN);
+    CHECK_FALSE(writable(p.a.tx_event));
+    CHECK((smc_poll_events(p.a) & POLLOUT) == 0);
+    std::vector<uint8_t> got(ring);
+    CHECK(recv_buf(p.b, got.data(), 100) == 100);
+    // 100 bytes consumed is below the update limit, but the writer waits: announced and woken.
+    CHECK(writable(p.a.tx_event));
+    CHECK(send_buf(p.a, data.data() + ring, 100, true) == 100);
+    got.resize(ring + 100);
+    CHECK(recv_buf(p.b, got.data() + 100, ring) == ssize_t(ring));
+    CHECK(std::equal(got.begin(), got.end(), data.begin()));
+    CHECK(recv_buf(p.b, got.data(), 10, 0, true) == -EAGAIN);
+}
+
+TEST_CASE("data survives the ring's wrap, with many iovecs per call") {
+    Pair p(16 * 1024);
+    auto data = pattern(200000, 2);
+    std::vector<uint8_t> out(data.size());
+    size_t sent = 0, got = 0;
+    while (got < data.size()) {
+        if (sent < data.size()) {
+            size_t n = std::min<size_t>(7777, data.size() - sent);
+            iovec iov[3] = {{data.data() + sent, n / 3},
+                            {data.data() + sent + n / 3, n / 3},
+                            {data.data() + sent + 2 * (n / 3), n - 2 * (n / 3)}};
+            ssize_t r = smc_send(p.a, iov, 3, true, -1);
+            if (r > 0) sent += size_t(r);
+        }
+        iovec in[2] = {{out.data() + got, 1000}, {out.data() + got + 1000, 4000}};
+        size_t room = data.size() - got;
+        in[0].iov_len = std::min<size_t>(1000, room);
+        in[1].iov_len = std::min<size_t>(4000, room - in[0].iov_len);
+        ssize_t r = smc_recv(p.b, in, 2, 0, true, -1);
+        if (r > 0) got += size_t(r);
+    }
+    CHECK(out == data);
+}
+
+TEST_CASE("64 MiB each way between two threads, blocking, checksummed") {
+    Pair p;
+    const size_t total = 64u << 20;
+    auto run = [&](SmcConn& tx, SmcConn& rx, uint32_t seed, bool& ok) {
+        ssize_t send_error = 0;
+        std::thread sender([&] {
+            auto chunk = pattern(100000, seed);
+            size_t sent = 0;
+            while (sent < total) {
+                size_t n = std::min(chunk.size(), total - sent);
+                size_t off = 0; // keep the byte stream aligned with the pattern
+                while (off < n) {
+                    ssize_t r = send_buf(tx, chunk.data() + off, n - off);
+                    if (r <= 0) {
+                        send_error = r;
+                        smc_close(tx, true); // wake the reader instead of leaving it hanging
+                        return;
+                    }
+                    off += size_t(r);
+                }
+                sent += n;
+            }
+        });
+        auto chunk = pattern(100000, seed);
+        std::vector<uint8_t> buf(65536);
+        size_t got = 0;
+        ok = true;
+        while (got < total) {
+            ssize_t r = recv_buf(rx, buf.data(), buf.size());
+            if (r <= 0) {
+                ok = false;
+                break;
+            }
+            for (ssize_t i = 0; i < r; ++i)
+                if (buf[size_t(i)] != chunk[(got + size_t(i)) % chunk.size()]) ok = false;
+            got += size_t(r);
+        }
+        sender.join();
+        CHECK(send_error == 0);
+    };
+    bool ok1 = false, ok2 = false;
+    std::thread t([&] { run(p.a, p.b, 3, ok1); });
+    run(p.b, p.a, 4, ok2);
+    t.join();
+    CHECK(ok1);
+    CHECK(ok2);
+    // Sleeping readers and writers were woken, but far fewer times than calls.
+    INFO("notifications " << p.a.notifications.load() + p.b.notifications.load() << ", suppressed "
+                          << p.a.notifications_suppressed.load() +
+                                 p.b.notifications_suppressed.load());
+    CHECK(p.a.cursor_updates.load() > 0);
+}
+
+TEST_CASE("MSG_WAITALL waits for the whole request") {
+    Pair p;
+    std::thread writer([&] {
+        for (int i = 0; i < 10; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            send_buf(p.a, "0123456789", 10);
+        }
+    });
+    char buf[100];
+    CHECK(recv_buf(p.b, buf, sizeof buf, MSG_WAITALL) == 100);
+    writer.join();
+}
+
+TEST_CASE("shutdown(SHUT_WR): data then EOF; sending afterwards is EPIPE") {
+    Pair p;
+    CHECK(send_buf(p.a, "last words", 10) == 10);
+    smc_shutdown_write(p.a);
+    CHECK(send_buf(p.a, "x", 1) == -EPIPE);
+    char buf[32];
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 10);
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 0);
+    CHECK((smc_poll_events(p.b) & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP));
+    // The other direction still works (half close).
+    CHECK(send_buf(p.b, "reply", 5) == 5);
+    CHECK(recv_buf(p.a, buf, sizeof buf) == 5);
+}
+
+TEST_CASE("a blocked reader is woken by EOF, a blocked writer by the peer's close") {
+    Pair p(16 * 1024);
+    std::thread closer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        smc_shutdown_write(p.a);
+    });
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 0);
+    closer.join();
+
+    auto big = pattern(64 * 1024, 5);
+    CHECK(send_buf(p.b, big.data(), big.size(), true) > 0); // fills a's ring
+    std::thread closer2([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        smc_close(p.a, false);
+    });
+    CHECK(send_buf(p.b, big.data(), big.size()) == -EPIPE);
+    closer2.join();
+}
+
+TEST_CASE("abort: ECONNRESET for the reader") {
+    Pair p;
+    smc_close(p.a, true);
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf) == -ECONNRESET);
+    CHECK(smc_poll_events(p.b) & POLLERR);
+}
+
+TEST_CASE("a peer that dies (its TCP connection closes) ends a blocked recv promptly") {
+    Pair p;
+    std::thread killer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        close(p.tcp[0]); // what the kernel does when the peer process dies
+        p.tcp[0] = -1;
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf) == -ECONNRESET);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+    killer.join();
+}
+
+TEST_CASE("timeouts: SO_RCVTIMEO / SO_SNDTIMEO semantics") {
+    Pair p(16 * 1024);
+    char buf[8];
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, false, 50) == -EAGAIN);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(waited >= std::chrono::milliseconds(45));
+    CHECK(waited < std::chrono::milliseconds(1000));
+    auto big = pattern(32 * 1024, 6);
+    CHECK(send_buf(p.a, big.data(), big.size(), false, 50) ==
+          ssize_t(p.a.tx.ring_size())); // partial
+    CHECK(send_buf(p.a, big.data(), big.size(), false, 50) == -EAGAIN);
+}
+
+TEST_CASE("hostile peer cursors break only this connection") {
+    SECTION("producer cursor outside the ring") {
+        Pair p;
+        p.b.rx.control()->prod.store(cdc::pack_prod({0, 0xfffffff0u}));
+        char buf[8];
+        CHECK(recv_buf(p.b, buf, sizeof buf) == -ECONNRESET);
+        CHECK(p.b.broken.load());
+    }
+    SECTION("producer cursor two wraps ahead") {
+        Pair p;
+        p.b.rx.control()->prod.store(cdc::pack_prod({2, 10}));
+        char buf[8];
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    }
+    SECTION("consumer cursor ahead of what we produced") {
+        Pair p;
+        p.a.rx.control()->cons.store(cdc::pack_cons({0, 500}, 0, 0));
+        CHECK(send_buf(p.a, "x", 1) == -ECONNRESET);
+        CHECK(smc_poll_events(p.a) & POLLERR);
+    }
+    SECTION("garbage everywhere, then the other connection still works") {
+        Pair bad, good;
+        auto junk = pattern(64, 9);
+        std::memcpy(static_cast<void*>(bad.b.rx.control()), junk.data(), 64);
+        char buf[8];
+        ssize_t r = recv_buf(bad.b, buf, sizeof buf, 0, true);
+        CHECK(r < 0);
+        CHECK(send_buf(good.a, "ok", 2) == 2);
+        CHECK(recv_buf(good.b, buf, sizeof buf) == 2);
+    }
+}
+
+TEST_CASE("between two processes: 32 MiB through shared memory, checksummed") {
+    Pair p;
+    const size_t total = 32u << 20;
+    pid_t child = fork();
+    if (child == 0) {
+        auto chunk = pattern(65536, 7);
+        size_t sent = 0;
+        while (sent < total) {
+            ssize_t r = send_buf(p.a, chunk.data() + (sent % chunk.size()),
+                                 chunk.size() - (sent % chunk.size()));
+            if (r <= 0) _exit(1);
+            sent += size_t(r);
+        }
+        smc_shutdown_write(p.a);
+        _exit(0);
+    }
+    auto chunk = pattern(65536, 7);
+    std::vector<uint8_t> buf(100000);
+    size_t got = 0;
+    bool same = true;
+    while (true) {
+        ssize_t r = recv_buf(p.b, buf.data(), buf.size());
+        if (r <= 0) break;
+        for (ssize_t i = 0; i < r; ++i)
+            if (buf[size_t(i)] != chunk[(got + size_t(i)) % chunk.size()]) same = false;
+        got += size_t(r);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(got == total);
+    CHECK(same);
+}
+
+TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on reuse") {
+    ism::Device dev(3 * 64 * 1024);
+    auto d1 = dev.allocate(64 * 1024, 1000);
+    auto d2 = dev.allocate(64 * 1024, 1000);
+    auto d3 = dev.allocate(64 * 1024, 1000);
+    REQUIRE(d1);
+    REQUIRE(d2);
+    REQUIRE(d3);
+    CHECK_FALSE(dev.allocate(64 * 1024, 1000)); // past the cap
+    CHECK(dev.memory_in_use() == 3 * 64 * 1024);
+    d1->ring()[0] = 0x5a;
+    uint64_t old_token = d1->token;
+    auto inode = [](int fd) {
+        struct stat st;
+        fstat(fd, &st);
+        return st.st_ino;
+    };
+    ino_t old_inode = inode(d1->fd);
+    dev.release(*d1, 1000);
+    auto again = dev.allocate(64 * 1024, 1000);
+    REQUIRE(again);
+    CHECK(inode(again->fd) == old_inode); // reused
+    CHECK(again->ring()[0] == 0);         // zeroed
+    CHECK(again->token != old_token);
+    dev.release(*again, 1000);
+    auto other = dev.allocate(64 * 1024, 2000); // another user's peer: not the old DMB
+    REQUIRE(other);                             // (the free one was dropped to make room)
+    CHECK(inode(other->fd) != old_inode);
+    CHECK(dev.gid() != 0);
+    CHECK_FALSE(ism::create_dmb(1000));    // below 16 KiB
+    CHECK_FALSE(ism::create_dmb(2 << 20)); // above 1 MiB
+    // A descriptor that is not the size the peer claimed is refused.
+    auto small = ism::create_dmb(16 * 1024);
+    CHECK_FALSE(ism::map_peer_dmb(small->fd, 64 * 1024));
+    ism::unmap(*small);
+}
