@@ -1,0 +1,93 @@
+#pragma once
+// The capability registry: which local listeners speak SMC. A client sends
+// CLC bytes only to a destination with a live, trusted entry here; any other
+// destination is plain TCP, untouched.
+//
+// One small file per listener in the stats directory, named by network
+// namespace, address and port, created by the listener's process with mode
+// 0644. Trust comes from what the kernel reports, never from the contents:
+// an entry is believed only if the file's owner (stat) is root, the caller's
+// own uid or a uid the configuration trusts, and the process it names is
+// alive (pid + start time). Nobody else can write it.
+//
+// What others may write lives in a second, world-writable file: clients
+// announce a pending SMC connect there, so a server knows whether waiting
+// for a CLC Proposal is worth it. A forged or zeroed counter can cost time,
+// never a byte.
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+namespace usmc::registry {
+
+enum Flags : uint32_t {
+    kSmcD = 1,      // SMC-D allowed on this listener
+    kSmcR = 2,      // SMC-R allowed
+    kLimitHs = 4,   // SMC_LIMIT_HS set
+    kCongested = 8, // handshake workers saturated: connect as plain TCP
+};
+
+struct Entry {
+    uint32_t magic;
+    uint32_t version;
+    int32_t pid;
+    uint32_t reserved;
+    uint64_t start_time; // /proc/<pid>/stat field 22
+    uint64_t gid;        // the listener's ISM GID (its endpoint is named after it)
+    std::atomic<uint32_t> flags;
+    uint32_t reserved2;
+};
+
+struct Pending {
+    std::atomic<uint64_t> connects;    // SMC connects announced, not yet finished
+    std::atomic<uint64_t> deadline_ns; // CLOCK_MONOTONIC: after this, ignore `connects`
+};
+
+struct Found {
+    int32_t pid = 0;
+    uint64_t gid = 0;
+    uint32_t flags = 0;
+    uid_t owner = 0;
+};
+
+// Network namespace id of this process (inode of /proc/self/ns/net).
+uint64_t netns_id();
+
+// The file name stem for a listener address ("usmc-listen.<netns>.<ip>.<port>").
+std::string entry_name(const sockaddr* addr, socklen_t len);
+
+class Listener {
+  public:
+    // Publishes `addr` (the bound address) for this process. Fails quietly
+    // (returns an unpublished Listener) when the name is taken by someone else.
+    static Listener publish(const sockaddr* addr, socklen_t len, uint64_t gid, uint32_t flags);
+    Listener() = default;
+    Listener(Listener&& o) noexcept;
+    Listener& operator=(Listener&& o) noexcept;
+    ~Listener();
+
+    bool published() const { return entry_ != nullptr; }
+    void set_flag(uint32_t flag, bool on);
+    // Clients that announced an SMC connect and have not finished it.
+    uint64_t pending_connects() const;
+    void withdraw();
+
+  private:
+    std::string path_;
+    Entry* entry_ = nullptr;
+    Pending* pending_ = nullptr;
+};
+
+// The trusted, live entry for destination `addr` (exact address first, then
+// the wildcard address of its family), or nullopt.
+std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
+                            std::span<const uint32_t> trusted_uids);
+
+// Client side: announce / finish an SMC connect to `addr`'s listener.
+void announce_pending(const sockaddr* addr, socklen_t len, bool begin);
+
+} // namespace usmc::registry

@@ -1,0 +1,147 @@
+#include "engine/registry.hpp"
+
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace usmc;
+
+namespace {
+
+struct TempStats {
+    std::string path;
+    TempStats() {
+        char tmpl[] = "/tmp/usmc-reg-XXXXXX";
+        path = mkdtemp(tmpl);
+        chmod(path.c_str(), 01777);
+        setenv("USMC_STATS_DIR", path.c_str(), 1);
+    }
+    ~TempStats() {
+        unsetenv("USMC_STATS_DIR");
+        CHECK(std::system(("rm -rf " + path).c_str()) == 0);
+    }
+};
+
+sockaddr_in v4(const char* ip, uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+const sockaddr* sa(const sockaddr_in& a) {
+    return reinterpret_cast<const sockaddr*>(&a);
+}
+
+} // namespace
+
+TEST_CASE("a published listener is found; withdrawn, it is gone") {
+    TempStats dir;
+    auto addr = v4("127.0.0.1", 4242);
+    CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {}));
+    {
+        auto l = registry::Listener::publish(sa(addr), sizeof addr, 0xabcdef, registry::kSmcD);
+        REQUIRE(l.published());
+        auto f = registry::lookup(sa(addr), sizeof addr, {});
+        REQUIRE(f);
+        CHECK(f->pid == getpid());
+        CHECK(f->gid == 0xabcdef);
+        CHECK(f->flags == registry::kSmcD);
+        l.set_flag(registry::kCongested, true);
+        CHECK(registry::lookup(sa(addr), sizeof addr, {})->flags ==
+              (registry::kSmcD | registry::kCongested));
+        auto other_port = v4("127.0.0.1", 4243);
+        CHECK_FALSE(registry::lookup(sa(other_port), sizeof other_port, {}));
+    }
+    CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {})); // the destructor withdrew it
+}
+
+TEST_CASE("a wildcard listener answers for every local address of its port") {
+    TempStats dir;
+    auto any = v4("0.0.0.0", 5000);
+    auto l = registry::Listener::publish(sa(any), sizeof any, 1, registry::kSmcD);
+    REQUIRE(l.published());
+    auto dest = v4("127.0.0.1", 5000);
+    CHECK(registry::lookup(sa(dest), sizeof dest, {}));
+    sockaddr_in6 six{};
+    six.sin6_family = AF_INET6;
+    six.sin6_port = htons(5000);
+    six.sin6_addr = in6addr_loopback;
+    CHECK_FALSE(
+        registry::lookup(reinterpret_cast<sockaddr*>(&six), sizeof six, {})); // other family
+}
+
+TEST_CASE("entries are believed only from trusted owners and live processes") {
+    TempStats dir;
+    auto addr = v4("127.0.0.1", 6000);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, 7, registry::kSmcD);
+    REQUIRE(l.published());
+    std::string file = dir.path + "/" + registry::entry_name(sa(addr), sizeof addr);
+    if (geteuid() == 0) {
+        // Another user's file: ignored unless that uid is trusted.
+        REQUIRE(chown(file.c_str(), 12345, 12345) == 0);
+        CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {}));
+        uint32_t trusted[] = {12345};
+        CHECK(registry::lookup(sa(addr), sizeof addr, trusted));
+        REQUIRE(chown(file.c_str(), 0, 0) == 0);
+    }
+    CHECK(registry::lookup(sa(addr), sizeof addr, {}));
+
+    // An entry whose process has died is ignored.
+    auto dead_addr = v4("127.0.0.1", 6001);
+    pid_t child = fork();
+    if (child == 0) {
+        auto dl = registry::Listener::publish(sa(dead_addr), sizeof dead_addr, 8, registry::kSmcD);
+        _exit(dl.published() ? 0 : 1); // no destructor: as if killed
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    REQUIRE(WEXITSTATUS(status) == 0);
+    CHECK(access((dir.path + "/" + registry::entry_name(sa(dead_addr), sizeof dead_addr)).c_str(),
+                 F_OK) == 0);
+    CHECK_FALSE(registry::lookup(sa(dead_addr), sizeof dead_addr, {}));
+
+    // Garbage in a file of the right name: ignored.
+    auto junk_addr = v4("127.0.0.1", 6002);
+    std::ofstream(dir.path + "/" + registry::entry_name(sa(junk_addr), sizeof junk_addr))
+        << std::string(40, 'x');
+    CHECK_FALSE(registry::lookup(sa(junk_addr), sizeof junk_addr, {}));
+}
+
+TEST_CASE("pending connects: announced by clients, expire, never below zero") {
+    TempStats dir;
+    auto addr = v4("127.0.0.1", 7000);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, 9, registry::kSmcD);
+    REQUIRE(l.published());
+    CHECK(l.pending_connects() == 0);
+    registry::announce_pending(sa(addr), sizeof addr, true);
+    registry::announce_pending(sa(addr), sizeof addr, true);
+    CHECK(l.pending_connects() == 2);
+    registry::announce_pending(sa(addr), sizeof addr, false);
+    registry::announce_pending(sa(addr), sizeof addr, false);
+    registry::announce_pending(sa(addr), sizeof addr, false);
+    CHECK(l.pending_connects() == 0);
+    auto nobody = v4("127.0.0.1", 7001);
+    registry::announce_pending(sa(nobody), sizeof nobody, true); // no listener: nothing happens
+}
+
+TEST_CASE("a forked child does not withdraw its parent's entry") {
+    TempStats dir;
+    auto addr = v4("127.0.0.1", 8000);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, 10, registry::kSmcD);
+    REQUIRE(l.published());
+    pid_t child = fork();
+    if (child == 0) {
+        l.withdraw();
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(registry::lookup(sa(addr), sizeof addr, {}));
+}
