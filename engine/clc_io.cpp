@@ -1,0 +1,154 @@
+#include "engine/clc_io.hpp"
+
+#include "engine/clc.hpp"
+#include "engine/sys.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+namespace usmc::clc {
+
+namespace {
+
+int64_t now_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Waits for `events`; false on timeout or error.
+bool wait_for(int fd, short events, int64_t deadline) {
+    while (true) {
+        int left = static_cast<int>(std::max<int64_t>(0, deadline - now_ms()));
+        pollfd p{fd, events, 0};
+        int n = sys::real().poll(&p, 1, left);
+        if (n > 0) return true;
+        if (n == 0) return false;
+        if (errno != EINTR) return false;
+    }
+}
+
+// How many leading bytes of `b` agree with a CLC eyecatcher.
+bool could_be_clc(const uint8_t* b, size_t n) {
+    bool r = true, d = true;
+    for (size_t i = 0; i < n && i < 4; ++i) {
+        r = r && b[i] == kEyeR[i];
+        d = d && b[i] == kEyeD[i];
+    }
+    return r || d;
+}
+
+} // namespace
+
+FirstBytes classify(int fd, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    uint8_t buf[kHeaderLen];
+    while (true) {
+        ssize_t n = sys::real().recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) return FirstBytes::Closed;
+        if (n < 0 && errno != EAGAIN && errno != EINTR) return FirstBytes::Closed;
+        if (n > 0) {
+            if (!could_be_clc(buf, size_t(n))) return FirstBytes::Other;
+            if (n == sizeof buf) {
+                auto h = parse_header(std::span<const uint8_t>(buf, sizeof buf));
+                auto* hdr = std::get_if<Header>(&h);
+                return hdr && hdr->type == Type::Proposal ? FirstBytes::Proposal
+                                                          : FirstBytes::Other;
+            }
+            // A partial header: the rest follows in the same segment train.
+            if (now_ms() >= deadline) return FirstBytes::Other;
+            timespec pause{0, 100000};
+            nanosleep(&pause, nullptr);
+            continue;
+        }
+        if (!wait_for(fd, POLLIN, deadline)) return FirstBytes::Nothing;
+    }
+}
+
+ReadResult read_message(int fd, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    ReadResult r;
+    uint8_t hdr[kHeaderLen];
+    // Peek until the header is complete (or clearly not CLC).
+    while (true) {
+        ssize_t n = sys::real().recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) {
+            r.status = ReadStatus::Closed;
+            return r;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            r.status = ReadStatus::Error;
+            r.err = errno;
+            return r;
+        }
+        if (n > 0 && !could_be_clc(hdr, size_t(n))) {
+            r.status = ReadStatus::NotClc;
+            return r;
+        }
+        if (n == sizeof hdr) break;
+        if (n > 0) {
+            timespec pause{0, 100000};
+            nanosleep(&pause, nullptr);
+            if (now_ms() >= deadline) {
+                r.status = ReadStatus::Timeout;
+                return r;
+            }
+            continue;
+        }
+        if (!wait_for(fd, POLLIN, deadline)) {
+            r.status = ReadStatus::Timeout;
+            return r;
+        }
+    }
+    auto h = parse_header(std::span<const uint8_t>(hdr, sizeof hdr));
+    if (!std::holds_alternative<Header>(h)) {
+        r.status = ReadStatus::NotClc;
+        return r;
+    }
+    size_t len = std::get<Header>(h).length;
+    r.bytes.resize(len);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = sys::real().recv(fd, r.bytes.data() + got, len - got, MSG_DONTWAIT);
+        if (n > 0) {
+            got += size_t(n);
+            continue;
+        }
+        if (n == 0) {
+            r.status = ReadStatus::Closed;
+            return r;
+        }
+        if (errno != EAGAIN && errno != EINTR) {
+            r.status = ReadStatus::Error;
+            r.err = errno;
+            return r;
+        }
+        if (!wait_for(fd, POLLIN, deadline)) {
+            r.status = ReadStatus::Timeout;
+            return r;
+        }
+    }
+    r.status = ReadStatus::Message;
+    return r;
+}
+
+bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    size_t off = 0;
+    while (off < bytes.size()) {
+        ssize_t n = sys::real().send(fd, bytes.data() + off, bytes.size() - off,
+                                     MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            off += size_t(n);
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+        if (!wait_for(fd, POLLOUT, deadline)) return false;
+    }
+    return true;
+}
+
+} // namespace usmc::clc

@@ -1,0 +1,28 @@
+#pragma once
+// CLC messages on the TCP connection: written whole, read exactly (peek the
+// 8-byte header, then read `length` bytes and not one more), so application
+// bytes behind a CLC message stay in the socket for the application.
+// Works on blocking and nonblocking sockets alike (MSG_DONTWAIT + poll).
+#include <cstdint>
+#include <vector>
+
+namespace usmc::clc {
+
+enum class ReadStatus { Message, NotClc, Timeout, Closed, Error };
+
+struct ReadResult {
+    ReadStatus status = ReadStatus::Error;
+    std::vector<uint8_t> bytes; // the whole message when status == Message
+    int err = 0;
+};
+
+ReadResult read_message(int fd, int timeout_ms);
+bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
+
+// Server classification: do the first bytes of this connection start a CLC
+// Proposal? Waits at most `timeout_ms` for enough bytes to tell; consumes
+// nothing.
+enum class FirstBytes { Proposal, Other, Nothing, Closed };
+FirstBytes classify(int fd, int timeout_ms);
+
+} // namespace usmc::clc

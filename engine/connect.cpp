@@ -1,0 +1,118 @@
+// The client side of the SMC-D handshake (see handshake.hpp).
+#include "engine/clc.hpp"
+#include "engine/clc_io.hpp"
+#include "engine/fallback.hpp"
+#include "engine/handshake.hpp"
+#include "engine/sys.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+namespace usmc {
+
+namespace {
+
+std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
+    std::array<uint8_t, 8> id;
+    for (int i = 0; i < 8; ++i)
+        id[i] = uint8_t(gid >> (56 - 8 * i));
+    return id;
+}
+
+void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms) {
+    clc::Decline d;
+    d.peer_id = peer_id_of(gid);
+    d.diagnosis = reason;
+    clc::write_message(fd, clc::encode(d), timeout_ms);
+}
+
+} // namespace
+
+HandshakeResult smc_connect_handshake(int fd, ism::Device& dev, const HandshakeConfig& cfg) {
+    auto conn = std::make_unique<SmcConn>();
+    auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
+    if (!own) return Fallback{fallback::MEM, 0}; // nothing sent yet: plain TCP as is
+    conn->rx = *own;
+    if (!smc_conn_init_events(*conn)) {
+        smc_conn_release(*conn, dev, static_cast<uid_t>(-1));
+        return Fallback{fallback::MEM, 0};
+    }
+    conn->tcp_fd = fd;
+    conn->busy_poll_us = cfg.busy_poll_us;
+    auto fail = [&](HandshakeResult r) {
+        smc_conn_release(*conn, dev, static_cast<uid_t>(-1));
+        return r;
+    };
+
+    clc::Proposal p;
+    p.peer_id = peer_id_of(dev.gid());
+    p.ism_gid_v1 = dev.gid();
+    p.ism_chid = clc::kChidEmulated;
+    p.ism_v2 = {{dev.gid(), clc::kChidEmulated}};
+    if (!clc::write_message(fd, clc::encode(p), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+
+    auto r = clc::read_message(fd, cfg.clc_timeout_ms);
+    switch (r.status) {
+    case clc::ReadStatus::Timeout:
+        return fail(-ETIMEDOUT);
+    case clc::ReadStatus::Closed:
+        return fail(-ECONNRESET);
+    case clc::ReadStatus::Error:
+        return fail(-(r.err ? r.err : EIO));
+    case clc::ReadStatus::NotClc: // the server had already chosen TCP: its bytes are the
+                                  // application's
+        return fail(Fallback{fallback::PEERNOSMC, 0});
+    case clc::ReadStatus::Message:
+        break;
+    }
+    auto hdr = std::get<clc::Header>(clc::parse_header(r.bytes));
+    if (hdr.type == clc::Type::Decline) {
+        auto d = clc::decode_decline(r.bytes);
+        uint32_t diag =
+            std::holds_alternative<clc::Decline>(d) ? std::get<clc::Decline>(d).diagnosis : 0;
+        return fail(Fallback{fallback::PEERDECL, diag}); // never decline a Decline
+    }
+    auto decoded = clc::decode_accept_confirm_d(r.bytes);
+    if (!std::holds_alternative<clc::AcceptConfirmD>(decoded) ||
+        std::get<clc::AcceptConfirmD>(decoded).type != clc::Type::Accept) {
+        send_decline(fd, dev.gid(), fallback::MODEUNSUPP, cfg.clc_timeout_ms);
+        return fail(Fallback{fallback::MODEUNSUPP, 0});
+    }
+    const auto& accept = std::get<clc::AcceptConfirmD>(decoded);
+    uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
+
+    ism::Fds ours{conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event};
+    auto peer = ism::attach(accept.gid, accept.token, ours, cfg.attach_timeout_ms);
+    std::optional<ism::Dmb> peer_dmb;
+    if (peer && peer->fds.dmb_size == peer_size)
+        peer_dmb = ism::map_peer_dmb(peer->fds.dmb, peer_size);
+    if (!peer_dmb) {
+        if (peer) ism::close_fds(peer->fds);
+        send_decline(fd, dev.gid(), fallback::INTERR, cfg.clc_timeout_ms);
+        return fail(Fallback{fallback::INTERR, 0});
+    }
+    conn->tx = *peer_dmb;
+    conn->peer_rx_event = peer->fds.rx_event;
+    conn->peer_tx_event = peer->fds.tx_event;
+
+    clc::AcceptConfirmD confirm;
+    confirm.type = clc::Type::Confirm;
+    confirm.gid = dev.gid();
+    confirm.token = conn->rx.token;
+    confirm.dmbe_size_code = clc::size_to_code(conn->rx.size, clc::kMaxDmbeSizeCode);
+    confirm.chid = clc::kChidEmulated;
+    if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+    return conn;
+}
+
+void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
+    for (int* fd : {&c.rx_event, &c.tx_event, &c.peer_rx_event, &c.peer_tx_event}) {
+        if (*fd >= 0) sys::real().close(*fd);
+        *fd = -1;
+    }
+    if (c.rx.valid()) dev.release(c.rx, peer_uid);
+    c.rx = ism::Dmb{};
+    if (c.tx.valid()) ism::unmap(c.tx);
+}
+
+} // namespace usmc

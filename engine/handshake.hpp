@@ -1,0 +1,53 @@
+#pragma once
+// The SMC-D handshake on an established TCP connection (SMC-REFERENCE §3.7),
+// client side in connect.cpp, server side in listen.cpp:
+//
+//   client                               server
+//   Proposal (ISM GID, CHID) ------->
+//                             <------- Accept (GID, DMB token, DMB size)
+//   attach to the server's endpoint with the token: DMB + eventfds swapped
+//   Confirm (GID, token, size) ------>
+//
+// Either side may answer with a Decline instead; both then go on with the
+// same TCP connection, the reason recorded. A result is a working SMC
+// connection, a fallback to TCP, or (timeouts, a vanished peer) an error for
+// the connection, as the kernel reports it.
+#include "engine/conn.hpp"
+#include "engine/ism.hpp"
+#include "engine/ism_endpoint.hpp"
+
+#include <memory>
+#include <variant>
+
+namespace usmc {
+
+struct HandshakeConfig {
+    uint32_t dmb_size = 64 * 1024;
+    int clc_timeout_ms = 6000; // CLC_WAIT_TIME
+    int attach_timeout_ms = 1000;
+    uint32_t busy_poll_us = 0;
+};
+
+struct Fallback {
+    uint32_t reason = 0;         // fallback::Code
+    uint32_t peer_diagnosis = 0; // what a peer's Decline said
+};
+
+using HandshakeResult = std::variant<std::unique_ptr<SmcConn>, Fallback, int /* -errno */>;
+
+// Client: `tcp_fd` is connected to a listener the registry vouched for.
+HandshakeResult smc_connect_handshake(int tcp_fd, ism::Device& dev, const HandshakeConfig& cfg);
+
+// Server: the first bytes of `tcp_fd` are a CLC Proposal (clc::classify).
+HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
+                                     const HandshakeConfig& cfg);
+
+// Server: a Proposal arrived after the connection was handed to the
+// application as TCP. Consume it and answer with a Decline, so the client
+// falls back at once instead of waiting for an Accept.
+void smc_decline_late_proposal(int tcp_fd, uint32_t reason);
+
+// Frees what a connection holds (after close or a failed handshake).
+void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid);
+
+} // namespace usmc

@@ -1,0 +1,267 @@
+#include "engine/ism_endpoint.hpp"
+
+#include "engine/registry.hpp"
+#include "engine/sys.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace usmc::ism {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x55534d41; // "USMA"
+constexpr int kFdCount = 3;
+
+struct Request {
+    uint32_t magic;
+    uint32_t dmb_size;
+    uint64_t token;
+};
+struct Reply {
+    uint32_t magic;
+    int32_t status; // 0 or a positive errno
+    uint32_t dmb_size;
+    uint32_t reserved;
+};
+
+socklen_t endpoint_address(uint64_t gid, sockaddr_un& sun) {
+    std::memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    // Abstract namespace (leading NUL): scoped to the network namespace, no file.
+    int n = std::snprintf(sun.sun_path + 1, sizeof sun.sun_path - 1, "usmc-ism.%llu.%016llx",
+                          static_cast<unsigned long long>(registry::netns_id()),
+                          static_cast<unsigned long long>(gid));
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+bool send_with_fds(int sock, const void* data, size_t len, const int* fds, int nfds) {
+    iovec iov{const_cast<void*>(data), len};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kFdCount)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (nfds > 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    return sys::real().sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+// Receives exactly `len` bytes and exactly kFdCount descriptors (or none when
+// `want_fds` is false). Any descriptor that arrives is either returned or
+// closed: a hostile peer cannot leak descriptors into us.
+bool recv_with_fds(int sock, void* data, size_t len, int* fds, bool want_fds) {
+    iovec iov{data, len};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = sys::real().recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    int got = 0;
+    int received[8];
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < k && got < 8; ++i)
+            std::memcpy(&received[got++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    }
+    bool ok = n == static_cast<ssize_t>(len) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+              got == (want_fds ? kFdCount : 0);
+    if (ok && want_fds)
+        std::memcpy(fds, received, sizeof(int) * kFdCount);
+    else
+        for (int i = 0; i < got; ++i)
+            sys::real().close(received[i]);
+    return ok;
+}
+
+// The descriptors must be what they claim: a regular file (memfd) of the
+// announced size and two eventfds.
+bool plausible(const Fds& f) {
+    struct stat st;
+    if (fstat(f.dmb, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size != static_cast<off_t>(f.dmb_size))
+        return false;
+    for (int fd : {f.rx_event, f.tx_event}) {
+        char path[64], target[64] = {};
+        std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0 || std::strcmp(target, "anon_inode:[eventfd]") != 0) return false;
+    }
+    return true;
+}
+
+} // namespace
+
+void close_fds(Fds& f) {
+    for (int* fd : {&f.dmb, &f.rx_event, &f.tx_event}) {
+        if (*fd >= 0) sys::real().close(*fd);
+        *fd = -1;
+    }
+}
+
+Endpoint* Endpoint::start(uint64_t gid) {
+    auto* e = new Endpoint();
+    sockaddr_un sun;
+    socklen_t len = endpoint_address(gid, sun);
+    e->listen_fd_ = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (e->listen_fd_ < 0 ||
+        sys::real().bind(e->listen_fd_, reinterpret_cast<sockaddr*>(&sun), len) != 0 ||
+        sys::real().listen(e->listen_fd_, 128) != 0 || pipe2(e->wake_, O_CLOEXEC) != 0) {
+        delete e;
+        return nullptr;
+    }
+    e->thread_ = std::thread([e] { e->serve(); });
+    return e;
+}
+
+Endpoint::~Endpoint() {
+    if (thread_.joinable()) {
+        char c = 0;
+        ssize_t rc = sys::real().write(wake_[1], &c, 1);
+        (void)rc;
+        thread_.join();
+    }
+    for (int fd : {listen_fd_, wake_[0], wake_[1]})
+        if (fd >= 0) sys::real().close(fd);
+    for (auto& [token, o] : offers_)
+        if (o.peer) close_fds(o.peer->fds);
+}
+
+void Endpoint::abandon_after_fork() {
+    // The mutex and map belong to the parent's moment of fork; leave them.
+    thread_.detach(); // no thread exists here; this only clears the handle
+    for (int fd : {listen_fd_, wake_[0], wake_[1]})
+        if (fd >= 0) sys::real().close(fd);
+    listen_fd_ = wake_[0] = wake_[1] = -1;
+}
+
+void Endpoint::serve() {
+    while (true) {
+        pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+        if (sys::real().poll(p, 2, -1) < 0) continue;
+        if (p[1].revents) return;
+        if (!(p[0].revents & POLLIN)) continue;
+        int conn = sys::real().accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (conn < 0) continue;
+        timeval tv{1, 0}; // a silent client cannot hold the endpoint
+        sys::real().setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        sys::real().setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        handle(conn);
+        sys::real().close(conn);
+    }
+}
+
+void Endpoint::handle(int conn) {
+    Request req{};
+    int fds[kFdCount];
+    if (!recv_with_fds(conn, &req, sizeof req, fds, true)) return;
+    PeerFds peer;
+    peer.fds = {fds[0], req.dmb_size, fds[1], fds[2]};
+    ucred cred{};
+    socklen_t clen = sizeof cred;
+    bool creds = sys::real().getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0;
+    peer.pid = cred.pid;
+    peer.uid = cred.uid;
+    Reply reply{kMagic, EACCES, 0, 0};
+    Fds ours;
+    {
+        std::lock_guard lock(mu_);
+        auto it = offers_.find(req.token);
+        if (req.magic == kMagic && creds && it != offers_.end() && !it->second.peer &&
+            plausible(peer.fds)) {
+            ours = it->second.ours;
+            reply.status = 0;
+            reply.dmb_size = ours.dmb_size;
+            it->second.peer = peer;
+        }
+    }
+    if (reply.status != 0) {
+        close_fds(peer.fds);
+        send_with_fds(conn, &reply, sizeof reply, nullptr, 0);
+        return;
+    }
+    int out[kFdCount] = {ours.dmb, ours.rx_event, ours.tx_event};
+    send_with_fds(conn, &reply, sizeof reply, out, kFdCount);
+    cv_.notify_all();
+}
+
+void Endpoint::offer(uint64_t token, const Fds& ours) {
+    std::lock_guard lock(mu_);
+    offers_[token] = Offer{ours, std::nullopt};
+}
+
+std::optional<PeerFds> Endpoint::wait_attached(uint64_t token, int timeout_ms) {
+    std::unique_lock lock(mu_);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    auto it = offers_.find(token);
+    while (it != offers_.end() && !it->second.peer) {
+        if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+        it = offers_.find(token);
+    }
+    if (it == offers_.end()) return std::nullopt;
+    std::optional<PeerFds> peer = it->second.peer;
+    offers_.erase(it);
+    return peer;
+}
+
+void Endpoint::withdraw(uint64_t token) {
+    std::lock_guard lock(mu_);
+    auto it = offers_.find(token);
+    if (it == offers_.end()) return;
+    if (it->second.peer) close_fds(it->second.peer->fds);
+    offers_.erase(it);
+}
+
+std::optional<PeerFds> attach(uint64_t gid, uint64_t token, const Fds& ours, int timeout_ms) {
+    int s = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return std::nullopt;
+    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    sys::real().setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sys::real().setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_un sun;
+    socklen_t len = endpoint_address(gid, sun);
+    std::optional<PeerFds> result;
+    Request req{kMagic, ours.dmb_size, token};
+    int out[kFdCount] = {ours.dmb, ours.rx_event, ours.tx_event};
+    Reply reply{};
+    int in[kFdCount];
+    if (sys::real().connect(s, reinterpret_cast<sockaddr*>(&sun), len) == 0 &&
+        send_with_fds(s, &req, sizeof req, out, kFdCount)) {
+        // A refusal carries no descriptors; an acceptance exactly three.
+        if (recv_with_fds(s, &reply, sizeof reply, in, true) && reply.magic == kMagic &&
+            reply.status == 0) {
+            PeerFds peer;
+            peer.fds = {in[0], reply.dmb_size, in[1], in[2]};
+            ucred cred{};
+            socklen_t clen = sizeof cred;
+            if (sys::real().getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
+                plausible(peer.fds)) {
+                peer.pid = cred.pid;
+                peer.uid = cred.uid;
+                result = peer;
+            } else {
+                close_fds(peer.fds);
+            }
+        }
+    }
+    sys::real().close(s);
+    return result;
+}
+
+} // namespace usmc::ism

@@ -1,0 +1,77 @@
+#pragma once
+// Attaching to a peer's DMB: how the descriptors of a DMB and its eventfds
+// reach the peer of a handshake. The server side of a handshake runs an
+// endpoint: an abstract Unix socket in its network namespace, named after its
+// ISM GID, served by one engine thread. The client connects after the CLC
+// Accept and presents the token from it; the endpoint answers only for an
+// offered, unused token (single use), swapping descriptors both ways with
+// SCM_RIGHTS. Nothing is reachable by guessing: without the 64-bit random
+// token the endpoint gives nothing.
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sys/types.h>
+#include <thread>
+
+namespace usmc::ism {
+
+// One side's descriptors for a connection.
+struct Fds {
+    int dmb = -1;
+    uint32_t dmb_size = 0;
+    int rx_event = -1;
+    int tx_event = -1;
+};
+
+// What arrives from the peer: its descriptors (owned by the receiver now)
+// and who it is, as the kernel says (SO_PEERCRED).
+struct PeerFds {
+    Fds fds;
+    pid_t pid = 0;
+    uid_t uid = 0;
+};
+
+void close_fds(Fds& f);
+
+class Endpoint {
+  public:
+    // Binds the endpoint for `gid` and starts its thread; nullptr on failure.
+    static Endpoint* start(uint64_t gid);
+    ~Endpoint();
+
+    // Offers our descriptors under `token` (they stay ours; the peer gets dups).
+    void offer(uint64_t token, const Fds& ours);
+    // Waits until the peer attached under `token` (its descriptors), or
+    // `timeout_ms` passes. Withdraws the offer either way.
+    std::optional<PeerFds> wait_attached(uint64_t token, int timeout_ms);
+    void withdraw(uint64_t token);
+
+    // In a forked child: the thread is gone; forget the endpoint without
+    // touching the parent's state (its socket descriptor is closed).
+    void abandon_after_fork();
+
+  private:
+    Endpoint() = default;
+    void serve();
+    void handle(int conn);
+
+    struct Offer {
+        Fds ours;
+        std::optional<PeerFds> peer;
+    };
+    int listen_fd_ = -1;
+    int wake_[2] = {-1, -1};
+    std::thread thread_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::map<uint64_t, Offer> offers_;
+};
+
+// Client side: attach to endpoint `gid` with `token`, giving `ours`.
+// Returns the server's descriptors, or nullopt (no such endpoint, token
+// refused, malformed answer, timeout).
+std::optional<PeerFds> attach(uint64_t gid, uint64_t token, const Fds& ours, int timeout_ms);
+
+} // namespace usmc::ism

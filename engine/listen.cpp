@@ -1,0 +1,103 @@
+// The server side of the SMC-D handshake (see handshake.hpp).
+#include "engine/clc.hpp"
+#include "engine/clc_io.hpp"
+#include "engine/fallback.hpp"
+#include "engine/handshake.hpp"
+
+#include <cerrno>
+
+namespace usmc {
+
+namespace {
+
+void send_decline(int fd, uint32_t reason, int timeout_ms) {
+    clc::Decline d; // peer id left zero, as Linux does for SMC-D
+    d.diagnosis = reason;
+    clc::write_message(fd, clc::encode(d), timeout_ms);
+}
+
+} // namespace
+
+HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep,
+                                     const HandshakeConfig& cfg) {
+    auto r = clc::read_message(fd, cfg.clc_timeout_ms);
+    if (r.status == clc::ReadStatus::Timeout) return -ETIMEDOUT;
+    if (r.status != clc::ReadStatus::Message) return -ECONNRESET;
+    auto decoded = clc::decode_proposal(r.bytes);
+    if (auto* e = std::get_if<clc::Error>(&decoded)) {
+        uint32_t reason = *e == clc::Error::BadVersion ? fallback::VERSMISMAT : fallback::CNFERR;
+        send_decline(fd, reason, cfg.clc_timeout_ms);
+        return Fallback{reason, 0};
+    }
+    const auto& p = std::get<clc::Proposal>(decoded);
+    if (!(p.typev2 == clc::kTypeD || p.typev2 == clc::kTypeB) || p.ism_v2.empty()) {
+        send_decline(fd, fallback::NOSMCDDEV, cfg.clc_timeout_ms);
+        return Fallback{fallback::NOSMCDDEV, 0};
+    }
+
+    auto conn = std::make_unique<SmcConn>();
+    auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
+    if (!own) {
+        send_decline(fd, fallback::MAX_DMB, cfg.clc_timeout_ms);
+        return Fallback{fallback::MAX_DMB, 0};
+    }
+    conn->rx = *own;
+    conn->tcp_fd = fd;
+    conn->busy_poll_us = cfg.busy_poll_us;
+    auto fail = [&](HandshakeResult res) {
+        ep.withdraw(conn->rx.token);
+        smc_conn_release(*conn, dev, static_cast<uid_t>(-1));
+        return res;
+    };
+    if (!smc_conn_init_events(*conn)) {
+        send_decline(fd, fallback::MEM, cfg.clc_timeout_ms);
+        return fail(Fallback{fallback::MEM, 0});
+    }
+    ep.offer(conn->rx.token, {conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event});
+
+    clc::AcceptConfirmD accept;
+    accept.type = clc::Type::Accept;
+    accept.first_contact = false;
+    accept.gid = dev.gid();
+    accept.token = conn->rx.token;
+    accept.dmbe_size_code = clc::size_to_code(conn->rx.size, clc::kMaxDmbeSizeCode);
+    accept.chid = clc::kChidEmulated;
+    if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+
+    auto c = clc::read_message(fd, cfg.clc_timeout_ms);
+    if (c.status == clc::ReadStatus::Timeout) return fail(-ETIMEDOUT);
+    if (c.status != clc::ReadStatus::Message) return fail(-ECONNRESET);
+    auto hdr = std::get<clc::Header>(clc::parse_header(c.bytes));
+    if (hdr.type == clc::Type::Decline) {
+        auto d = clc::decode_decline(c.bytes);
+        uint32_t diag =
+            std::holds_alternative<clc::Decline>(d) ? std::get<clc::Decline>(d).diagnosis : 0;
+        return fail(Fallback{fallback::PEERDECL, diag});
+    }
+    auto confirm = clc::decode_accept_confirm_d(c.bytes);
+    // The client attached before sending Confirm, so its descriptors are here.
+    auto peer = ep.wait_attached(conn->rx.token, cfg.attach_timeout_ms);
+    std::optional<ism::Dmb> peer_dmb;
+    if (peer && std::holds_alternative<clc::AcceptConfirmD>(confirm)) {
+        const auto& cf = std::get<clc::AcceptConfirmD>(confirm);
+        uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf.dmbe_size_code));
+        if (cf.type == clc::Type::Confirm && cf.token != 0 && peer->fds.dmb_size == size)
+            peer_dmb = ism::map_peer_dmb(peer->fds.dmb, size);
+    }
+    if (!peer_dmb) {
+        if (peer) ism::close_fds(peer->fds);
+        // The client believes SMC is up: only an error is honest now.
+        return fail(-ECONNRESET);
+    }
+    conn->tx = *peer_dmb;
+    conn->peer_rx_event = peer->fds.rx_event;
+    conn->peer_tx_event = peer->fds.tx_event;
+    return conn;
+}
+
+void smc_decline_late_proposal(int fd, uint32_t reason) {
+    auto r = clc::read_message(fd, 0);
+    if (r.status == clc::ReadStatus::Message) send_decline(fd, reason, 1000);
+}
+
+} // namespace usmc

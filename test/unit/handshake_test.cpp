@@ -1,0 +1,283 @@
+#include "engine/clc.hpp"
+#include "engine/clc_io.hpp"
+#include "engine/fallback.hpp"
+#include "engine/handshake.hpp"
+
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace usmc;
+
+namespace {
+
+// A connected loopback TCP pair (client fd, server fd).
+struct TcpPair {
+    int client = -1, server = -1;
+    TcpPair() {
+        int l = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(listen(l, 4) == 0);
+        getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+        client = socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&a), len) == 0);
+        server = accept(l, nullptr, nullptr);
+        close(l);
+    }
+    ~TcpPair() {
+        if (client >= 0) close(client);
+        if (server >= 0) close(server);
+    }
+};
+
+int open_fds() {
+    int n = 0;
+    DIR* d = opendir("/proc/self/fd");
+    while (readdir(d))
+        ++n;
+    closedir(d);
+    return n;
+}
+
+ssize_t send_str(SmcConn& c, const char* s) {
+    iovec iov{const_cast<char*>(s), std::strlen(s)};
+    return smc_send(c, &iov, 1, false, 2000);
+}
+
+std::string recv_str(SmcConn& c, size_t n) {
+    std::string s(n, '\0');
+    iovec iov{s.data(), n};
+    ssize_t r = smc_recv(c, &iov, 1, MSG_WAITALL, false, 2000);
+    s.resize(r > 0 ? size_t(r) : 0);
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("classify: Proposal, other first bytes, silence, partial headers") {
+    TcpPair t;
+    CHECK(clc::classify(t.server, 30) == clc::FirstBytes::Nothing);
+    REQUIRE(write(t.client, "GET / HTTP/1.1\r\n", 16) == 16);
+    CHECK(clc::classify(t.server, 30) == clc::FirstBytes::Other);
+    char sink[16];
+    REQUIRE(read(t.server, sink, 16) == 16);
+
+    auto prop = clc::encode(clc::Proposal{});
+    REQUIRE(write(t.client, prop.data(), 3) == 3); // a partial eyecatcher: keep waiting
+    std::thread rest([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        REQUIRE(write(t.client, prop.data() + 3, prop.size() - 3) == ssize_t(prop.size() - 3));
+    });
+    CHECK(clc::classify(t.server, 1000) == clc::FirstBytes::Proposal);
+    rest.join();
+    auto r = clc::read_message(t.server, 100);
+    CHECK(r.status == clc::ReadStatus::Message);
+    CHECK(r.bytes == prop); // exactly the message
+    close(t.client);
+    t.client = -1;
+    CHECK(clc::classify(t.server, 100) == clc::FirstBytes::Closed);
+}
+
+TEST_CASE("handshake between two threads: SMC-D up, data both ways, TCP stream untouched") {
+    TcpPair t;
+    ism::Device server_dev(8 << 20), client_dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev.gid());
+    REQUIRE(ep != nullptr);
+    HandshakeConfig cfg;
+    HandshakeResult server_result;
+    std::thread server([&] {
+        REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
+        server_result = smc_listen_handshake(t.server, server_dev, *ep, cfg);
+    });
+    HandshakeResult client_result = smc_connect_handshake(t.client, client_dev, cfg);
+    server.join();
+    REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(client_result));
+    REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
+    auto& c = *std::get<std::unique_ptr<SmcConn>>(client_result);
+    auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
+    CHECK(send_str(c, "ping") == 4);
+    CHECK(recv_str(s, 4) == "ping");
+    CHECK(send_str(s, "pong!") == 5);
+    CHECK(recv_str(c, 5) == "pong!");
+    char b;
+    CHECK(recv(t.client, &b, 1, MSG_DONTWAIT) == -1); // no CLC byte left behind
+    CHECK(recv(t.server, &b, 1, MSG_DONTWAIT) == -1);
+    smc_close(c, false);
+    CHECK(recv_str(s, 1).empty()); // EOF
+    smc_conn_release(c, client_dev, 0);
+    smc_conn_release(s, server_dev, 0);
+    delete ep;
+}
+
+TEST_CASE("handshake across processes, 8 MiB checksummed") {
+    TcpPair t;
+    pid_t child = fork();
+    if (child == 0) { // the server process
+        ism::Device dev(8 << 20);
+        ism::Endpoint* ep = ism::Endpoint::start(dev.gid());
+        if (!ep || clc::classify(t.server, 2000) != clc::FirstBytes::Proposal) _exit(2);
+        auto r = smc_listen_handshake(t.server, dev, *ep, HandshakeConfig{});
+        if (!std::holds_alternative<std::unique_ptr<SmcConn>>(r)) _exit(3);
+        auto& s = *std::get<std::unique_ptr<SmcConn>>(r);
+        std::vector<uint8_t> buf(65536);
+        uint64_t sum = 0, total = 0;
+        while (true) {
+            iovec iov{buf.data(), buf.size()};
+            ssize_t n = smc_recv(s, &iov, 1, 0, false, 5000);
+            if (n <= 0) break;
+            for (ssize_t i = 0; i < n; ++i)
+                sum = sum * 31 + buf[size_t(i)];
+            total += uint64_t(n);
+        }
+        uint64_t reply[2] = {total, sum};
+        iovec iov{reply, sizeof reply};
+        smc_send(s, &iov, 1, false, 5000);
+        smc_close(s, false);
+        _exit(0);
+    }
+    ism::Device dev(8 << 20);
+    auto r = smc_connect_handshake(t.client, dev, HandshakeConfig{});
+    REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(r));
+    auto& c = *std::get<std::unique_ptr<SmcConn>>(r);
+    std::vector<uint8_t> data(8u << 20);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+        data[i] = uint8_t(i * 7 + (i >> 11));
+        sum = sum * 31 + data[i];
+    }
+    iovec out{data.data(), data.size()};
+    size_t sent = 0;
+    while (sent < data.size()) {
+        out = {data.data() + sent, data.size() - sent};
+        ssize_t n = smc_send(c, &out, 1, false, 5000);
+        REQUIRE(n > 0);
+        sent += size_t(n);
+    }
+    smc_shutdown_write(c);
+    uint64_t reply[2] = {0, 0};
+    iovec in{reply, sizeof reply};
+    CHECK(smc_recv(c, &in, 1, MSG_WAITALL, false, 5000) == sizeof reply);
+    CHECK(reply[0] == data.size());
+    CHECK(reply[1] == sum);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WEXITSTATUS(status) == 0);
+    smc_conn_release(c, dev, 0);
+}
+
+TEST_CASE("a Decline leaves the application's bytes behind it intact") {
+    TcpPair t;
+    ism::Device dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(dev.gid());
+    REQUIRE(ep);
+    clc::Proposal p; // offers nothing usmc's server can take
+    p.typev2 = clc::kTypeN;
+    auto bytes = clc::encode(p);
+    REQUIRE(write(t.client, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+    REQUIRE(write(t.client, "hello", 5) == 5);
+    REQUIRE(clc::classify(t.server, 1000) == clc::FirstBytes::Proposal);
+    auto r = smc_listen_handshake(t.server, dev, *ep, HandshakeConfig{});
+    REQUIRE(std::holds_alternative<Fallback>(r));
+    CHECK(std::get<Fallback>(r).reason == fallback::NOSMCDDEV);
+    char buf[8] = {};
+    CHECK(read(t.server, buf, sizeof buf) == 5);
+    CHECK(std::string(buf) == "hello");
+    auto d = clc::read_message(t.client, 1000);
+    REQUIRE(d.status == clc::ReadStatus::Message);
+    CHECK(std::get<clc::Decline>(clc::decode_decline(d.bytes)).diagnosis == fallback::NOSMCDDEV);
+    delete ep;
+}
+
+TEST_CASE("the server's memory cap: Decline MAX_DMB, client falls back") {
+    TcpPair t;
+    ism::Device server_dev(1), client_dev(8 << 20); // the server cannot afford a DMB
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev.gid());
+    HandshakeResult server_result;
+    std::thread server([&] {
+        clc::classify(t.server, 2000);
+        server_result = smc_listen_handshake(t.server, server_dev, *ep, HandshakeConfig{});
+    });
+    auto r = smc_connect_handshake(t.client, client_dev, HandshakeConfig{});
+    server.join();
+    REQUIRE(std::holds_alternative<Fallback>(r));
+    CHECK(std::get<Fallback>(r).reason == fallback::PEERDECL);
+    CHECK(std::get<Fallback>(r).peer_diagnosis == fallback::MAX_DMB);
+    CHECK(std::get<Fallback>(server_result).reason == fallback::MAX_DMB);
+    // The TCP connection carries on.
+    REQUIRE(write(t.client, "tcp", 3) == 3);
+    char buf[4] = {};
+    CHECK(read(t.server, buf, 3) == 3);
+    delete ep;
+}
+
+TEST_CASE("late Proposal: the server already chose TCP and declines; server speaks first") {
+    {
+        TcpPair t;
+        ism::Device dev(8 << 20);
+        std::thread server([&] {
+            REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
+            smc_decline_late_proposal(t.server, fallback::PEERNOSMC);
+        });
+        auto t0 = std::chrono::steady_clock::now();
+        auto r = smc_connect_handshake(t.client, dev, HandshakeConfig{});
+        server.join();
+        REQUIRE(std::holds_alternative<Fallback>(r));
+        CHECK(std::get<Fallback>(r).reason == fallback::PEERDECL);
+        CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+    }
+    {
+        TcpPair t;
+        ism::Device dev(8 << 20);
+        REQUIRE(write(t.server, "220 ready\r\n", 11) == 11); // a server that speaks first, as TCP
+        auto r = smc_connect_handshake(t.client, dev, HandshakeConfig{});
+        REQUIRE(std::holds_alternative<Fallback>(r));
+        CHECK(std::get<Fallback>(r).reason == fallback::PEERNOSMC);
+        char buf[12] = {};
+        CHECK(read(t.client, buf, 11) == 11); // the banner is still there for the application
+        CHECK(std::string(buf) == "220 ready\r\n");
+    }
+}
+
+TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor") {
+    ism::Device dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(dev.gid());
+    REQUIRE(ep);
+    auto mine = ism::create_dmb(16384);
+    SmcConn tmp;
+    REQUIRE(smc_conn_init_events(tmp));
+    ep->offer(42, {mine->fd, mine->size, tmp.rx_event, tmp.tx_event});
+    int before = open_fds();
+    auto other = ism::create_dmb(16384);
+    ism::Fds theirs{other->fd, other->size, tmp.rx_event, tmp.tx_event};
+    CHECK_FALSE(ism::attach(dev.gid(), 43, theirs, 500));         // wrong token
+    CHECK_FALSE(ism::attach(dev.gid() + 1, 42, theirs, 500));     // no such endpoint
+    ism::Fds lying{other->fd, 65536, tmp.rx_event, tmp.tx_event}; // size does not match the file
+    CHECK_FALSE(ism::attach(dev.gid(), 42, lying, 500));
+    auto ok = ism::attach(dev.gid(), 42, theirs, 500);
+    REQUIRE(ok);
+    CHECK(ok->fds.dmb_size == 16384);
+    CHECK(ok->pid == getpid());
+    CHECK_FALSE(ism::attach(dev.gid(), 42, theirs, 500)); // single use
+    auto got = ep->wait_attached(42, 100);
+    REQUIRE(got);
+    ism::close_fds(got->fds);
+    ism::close_fds(ok->fds);
+    ism::unmap(*other);
+    CHECK(open_fds() == before); // every descriptor that came in was closed or handed over
+    ism::unmap(*mine);
+    close(tmp.rx_event);
+    close(tmp.tx_event);
+    delete ep;
+}
