@@ -26,6 +26,7 @@
 #include <mutex>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <vector>
 
 namespace usmc {
 
@@ -50,6 +51,15 @@ struct SmcConn {
 
     std::mutex tx_mu; // one sender at a time
     std::mutex rx_mu; // one receiver at a time
+
+    // Socket-level state the shim keeps (af_smc.cpp).
+    std::atomic<int> fd_refs{1};       // descriptors of this process naming the connection (dup)
+    std::atomic<bool> nonblock{false}; // O_NONBLOCK, followed through fcntl/ioctl
+    std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
+    uid_t peer_uid = 0;
+    uint64_t fork_gen = 0; // af_smc's marker: counted in this fork already
+    std::mutex epoll_mu;
+    std::vector<int> epoll_sets; // epoll fds our eventfds were added to
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)
@@ -83,6 +93,15 @@ uint32_t smc_tx_unconsumed(const SmcConn& c);
 
 // Readiness as poll() bits, computed from the cursors (for poll/select).
 short smc_poll_events(const SmcConn& c);
+
+// Before sleeping in poll/epoll on the eventfds: the poll bits of `want`
+// already true (the eventfds are then made to show them), or 0 after arming
+// the peer's wake-ups so the eventfds will fire.
+short smc_arm(SmcConn& c, short want);
+
+// Looks at the TCP connection without reading: marks peer_gone when it has
+// ended (the peer process died, or closed after announcing it).
+bool smc_check_peer(SmcConn& c);
 
 // shutdown(SHUT_WR) / close / abort: tell the peer through the control line
 // and wake it if it waits.

@@ -20,7 +20,13 @@ namespace usmc::counters {
     X(sol_smc_set, "setsockopt(SOL_SMC) calls")                                                    \
     X(sol_smc_get, "getsockopt(SOL_SMC) calls")                                                    \
     X(fd_untracked, "TCP sockets beyond the fd table")                                             \
-    X(forks, "fork children that re-created their stats")
+    X(forks, "fork children that re-created their stats")                                          \
+    X(smcd_bytes_tx, "bytes sent over SMC-D")                                                      \
+    X(smcd_bytes_rx, "bytes received over SMC-D")                                                  \
+    X(notifications, "wake-ups sent to a waiting peer (system calls)")                             \
+    X(notifications_suppressed, "wake-ups not needed: the peer was not waiting")                   \
+    X(cursor_updates, "cursor publications in shared memory")                                      \
+    X(late_proposals, "CLC Proposals declined after the connection went TCP")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

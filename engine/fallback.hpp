@@ -29,7 +29,10 @@ namespace usmc::fallback {
     X(INTERR, 0x09990000, "internal error")                                                        \
     X(POLICY, 0x0a010000, "usmc: policy or launcher selects TCP")                                  \
     X(CONFIG, 0x0a020000, "usmc: configuration error, running as TCP")                             \
-    X(FDTABLE, 0x0a030000, "usmc: fd beyond the shim's table")
+    X(FDTABLE, 0x0a030000, "usmc: fd beyond the shim's table")                                     \
+    X(NOLISTENER, 0x0a040000, "usmc: no SMC listener at the destination")                          \
+    X(ASYNC, 0x0a050000, "usmc: nonblocking connect (SMC not yet supported there)")                \
+    X(SAMEPROC, 0x0a060000, "usmc: listener in the same process")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -144,8 +144,8 @@ Endpoint::~Endpoint() {
 }
 
 void Endpoint::abandon_after_fork() {
-    // The mutex and map belong to the parent's moment of fork; leave them.
-    thread_.detach(); // no thread exists here; this only clears the handle
+    // The mutex, map and thread handle belong to the parent's moment of
+    // fork; the object is never used or destroyed here again.
     for (int fd : {listen_fd_, wake_[0], wake_[1]})
         if (fd >= 0) sys::real().close(fd);
     listen_fd_ = wake_[0] = wake_[1] = -1;

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -189,6 +190,35 @@ void Listener::set_flag(uint32_t flag, bool on) {
 uint64_t Listener::pending_connects() const {
     if (!pending_ || pending_->deadline_ns.load(std::memory_order_acquire) < now_ns()) return 0;
     return pending_->connects.load(std::memory_order_acquire);
+}
+
+bool still_listening(uint64_t inode) {
+    for (const char* path : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+        FILE* f = std::fopen(path, "re");
+        if (!f) continue;
+        char line[512];
+        bool found = false;
+        while (!found && std::fgets(line, sizeof line, f)) {
+            unsigned state = 0;
+            unsigned long long ino = 0;
+            // sl local rem st tx:rx tr:when retr uid timeout inode
+            if (std::sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %llu", &state, &ino) == 2 &&
+                state == 0x0A && ino == inode)
+                found = true;
+        }
+        std::fclose(f);
+        if (found) return true;
+    }
+    return false;
+}
+
+void Listener::socket_closed(uint64_t inode) {
+    if (entry_ && !still_listening(inode)) unlink(path_.c_str());
+    if (entry_) munmap(entry_, sizeof(Entry));
+    if (pending_) munmap(pending_, sizeof(Pending));
+    entry_ = nullptr;
+    pending_ = nullptr;
+    path_.clear();
 }
 
 void Listener::withdraw() {

@@ -71,6 +71,10 @@ class Listener {
     ~Listener();
 
     bool published() const { return entry_ != nullptr; }
+    // The listening socket was closed here. If the kernel still lists it as
+    // listening (other processes hold it: pre-fork servers), the entry stays
+    // for them; otherwise it is removed, by whichever process gets here last.
+    void socket_closed(uint64_t inode);
     void set_flag(uint32_t flag, bool on);
     // Clients that announced an SMC connect and have not finished it.
     uint64_t pending_connects() const;
@@ -81,6 +85,9 @@ class Listener {
     Entry* entry_ = nullptr;
     Pending* pending_ = nullptr;
 };
+
+// Whether a socket with this inode is in LISTEN state in our network namespace.
+bool still_listening(uint64_t inode);
 
 // The trusted, live entry for destination `addr` (exact address first, then
 // the wildcard address of its family), or nullopt.

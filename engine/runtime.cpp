@@ -1,5 +1,6 @@
 #include "engine/runtime.hpp"
 
+#include "engine/af_smc.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
 #include "engine/sys.hpp"
@@ -55,6 +56,7 @@ void on_fork_child() {
     if (!statseg::recreate_in_child(s.seg, s.seg_path, sizeof s.seg_path)) return;
     g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high);
     s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
+    af_smc::on_fork_child();
 }
 
 void full_init() {
@@ -90,7 +92,8 @@ void full_init() {
     } else {
         g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, nullptr, nullptr);
     }
-    pthread_atfork(nullptr, nullptr, on_fork_child);
+    af_smc::init(capacity);
+    pthread_atfork(af_smc::before_fork, nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, config {})", program, config::mode_name(s.opts.modes),
               s.cfg.source);
 }
@@ -196,6 +199,7 @@ config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, u
 
 void shutdown() {
     State& s = storage();
+    if (initialised()) af_smc::on_exit();
     if (!s.seg || s.seg->pid != getpid()) return;
     if (s.seg_path[0]) {
         statseg::retire(s.seg);

@@ -129,7 +129,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         uint8_t pf = peer_conn_flags(c);
         if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
         if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
-        if (c.peer_gone.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
+        if (c.peer_gone.load(std::memory_order_acquire) || smc_check_peer(c))
+            return got ? ssize_t(got) : -ECONNRESET;
         if (got > 0 && !waitall) return ssize_t(got);
         if (!nonblock && wait::spin(c.busy_poll_us, [&] {
                 auto a = available(c);
@@ -161,6 +162,48 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
 
 uint32_t smc_rx_available(const SmcConn& c) {
     return available(c).value_or(0);
+}
+
+bool smc_check_peer(SmcConn& c) {
+    if (c.tcp_fd < 0) return false;
+    char b;
+    ssize_t n = sys::real().recv(c.tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        c.peer_gone.store(true, std::memory_order_release);
+        return true;
+    }
+    return false;
+}
+
+short smc_arm(SmcConn& c, short want) {
+    short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
+    uint64_t v = 1;
+    if (!(ready & POLLIN) && (want & POLLIN)) {
+        ssize_t rc = sys::real().read(c.rx_event, &v, sizeof v);
+        (void)rc;
+        c.tx.control()->waiting.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+        ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
+        if (!(ready & POLLIN) && smc_check_peer(c)) ready |= POLLIN | POLLERR;
+    }
+    if (!(ready & POLLOUT) && (want & POLLOUT)) {
+        uint64_t sat = 0xfffffffffffffffeull;
+        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+        rc = sys::real().write(c.tx_event, &sat, sizeof sat);
+        (void)rc;
+        c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
+        ready |= smc_poll_events(c) & POLLOUT;
+    }
+    // Make the eventfds show what is already true, for a level-triggered watcher.
+    if (ready & (POLLIN | POLLERR | POLLHUP)) {
+        v = 1;
+        ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v);
+        (void)rc;
+    }
+    if (ready & POLLOUT) {
+        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+        (void)rc;
+    }
+    return ready;
 }
 
 short smc_poll_events(const SmcConn& c) {

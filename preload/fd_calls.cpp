@@ -5,19 +5,27 @@
 #include <cstdarg>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 using namespace usmc;
 
 USMC_EXPORT int close(int fd) {
+    auto closed =
+        af_smc::on_close(fd); // an SMC connection tells its peer before the TCP socket goes
     g_fds.clear(fd);
-    return sys::real().close(fd);
+    int rc = sys::real().close(fd);
+    if (closed.listener) af_smc::after_close(closed);
+    return rc;
 }
 
 USMC_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
     auto fn = sys::real().close_range;
     if (!fn) return shim::fail(ENOSYS);
+    if (!(flags & CLOSE_RANGE_CLOEXEC))
+        for (unsigned fd = first; fd <= last && fd < g_fds.high(); ++fd)
+            af_smc::after_close(af_smc::on_close(int(fd)));
     int rc = fn(first, last, flags);
     if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) g_fds.clear_range(first, last);
     return rc;
@@ -25,19 +33,28 @@ USMC_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
 
 USMC_EXPORT int dup(int fd) noexcept {
     int nfd = sys::real().dup(fd);
-    if (nfd >= 0) g_fds.copy(fd, nfd);
+    if (nfd >= 0) {
+        g_fds.copy(fd, nfd);
+        af_smc::on_dup(fd, nfd);
+    }
     return nfd;
 }
 
 USMC_EXPORT int dup2(int fd, int fd2) noexcept {
     int rc = sys::real().dup2(fd, fd2);
-    if (rc >= 0 && fd != fd2) g_fds.copy(fd, fd2);
+    if (rc >= 0 && fd != fd2) {
+        g_fds.copy(fd, fd2);
+        af_smc::on_dup(fd, fd2);
+    }
     return rc;
 }
 
 USMC_EXPORT int dup3(int fd, int fd2, int flags) noexcept {
     int rc = sys::real().dup3(fd, fd2, flags);
-    if (rc >= 0) g_fds.copy(fd, fd2);
+    if (rc >= 0) {
+        g_fds.copy(fd, fd2);
+        af_smc::on_dup(fd, fd2);
+    }
     return rc;
 }
 
@@ -50,7 +67,13 @@ USMC_EXPORT int fcntl(int fd, int cmd, ...) {
     void* arg = va_arg(ap, void*);
     va_end(ap);
     int rc = sys::real().fcntl(fd, cmd, arg);
-    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) g_fds.copy(fd, rc);
+    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+        g_fds.copy(fd, rc);
+        af_smc::on_dup(fd, rc);
+    }
+    if (rc == 0 && cmd == F_SETFL)
+        if (SmcConn* c = shim::smc(fd))
+            af_smc::set_nonblock(c, reinterpret_cast<uintptr_t>(arg) & O_NONBLOCK);
     return rc;
 }
 
@@ -59,6 +82,15 @@ USMC_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
     va_start(ap, request);
     void* arg = va_arg(ap, void*);
     va_end(ap);
+    if (SmcConn* c = shim::smc(fd)) {
+        // The bytes waiting are in shared memory, not in the TCP socket.
+        if (request == FIONREAD || request == SIOCOUTQ)
+            return af_smc::ioctl_queue(c, request, static_cast<int*>(arg));
+        int rc = sys::real().ioctl(fd, request, arg);
+        if (rc == 0 && request == FIONBIO && arg)
+            af_smc::set_nonblock(c, *static_cast<int*>(arg) != 0);
+        return rc;
+    }
     return sys::real().ioctl(fd, request, arg);
 }
 

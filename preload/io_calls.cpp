@@ -1,7 +1,6 @@
-// The data path. Every connection is plain TCP until the SMC-D engine lands,
-// so these go straight to the kernel; they are interposed now so that the
-// whole socket surface already passes through the shim (and its cost is
-// measured by scripts/bench/passthrough.sh).
+// The data path: a connection in SMC-D mode reads and writes through shared
+// memory (engine/tx.cpp, engine/rx.cpp); everything else goes to the kernel
+// after one fd-table lookup.
 #include "preload/shim.hpp"
 
 #include <sys/sendfile.h>
@@ -10,57 +9,133 @@ using namespace usmc;
 
 extern "C" [[noreturn]] void __chk_fail(void);
 
+namespace {
+
+ssize_t smc_read(SmcConn* c, int fd, const iovec* iov, int cnt, int flags) {
+    return af_smc::recv(c, fd, iov, cnt, flags);
+}
+
+} // namespace
+
 USMC_EXPORT ssize_t read(int fd, void* buf, size_t n) {
+    if (SmcConn* c = shim::smc_or_late(fd)) {
+        iovec iov{buf, n};
+        ssize_t r = smc_read(c, fd, &iov, 1, 0);
+        if (r != af_smc::kPassThrough) return r;
+    }
     return sys::real().read(fd, buf, n);
 }
 
 USMC_EXPORT ssize_t readv(int fd, const iovec* iov, int cnt) {
+    if (SmcConn* c = shim::smc_or_late(fd)) {
+        ssize_t r = smc_read(c, fd, iov, cnt, 0);
+        if (r != af_smc::kPassThrough) return r;
+    }
     return sys::real().readv(fd, iov, cnt);
 }
 
-USMC_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-    return sys::real().write(fd, buf, n);
-}
-
-USMC_EXPORT ssize_t writev(int fd, const iovec* iov, int cnt) {
-    return sys::real().writev(fd, iov, cnt);
-}
-
 USMC_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
+    if (SmcConn* c = shim::smc_or_late(fd)) {
+        iovec iov{buf, n};
+        ssize_t r = smc_read(c, fd, &iov, 1, flags);
+        if (r != af_smc::kPassThrough) return r;
+    }
     return sys::real().recv(fd, buf, n, flags);
 }
 
 USMC_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr,
                              socklen_t* len) {
+    if (SmcConn* c = shim::smc_or_late(fd)) {
+        iovec iov{buf, n};
+        ssize_t r = smc_read(c, fd, &iov, 1, flags);
+        if (r != af_smc::kPassThrough) {
+            if (r >= 0 && addr && len) *len = 0; // a connected stream reports no address
+            return r;
+        }
+    }
     return sys::real().recvfrom(fd, buf, n, flags, addr, len);
 }
 
 USMC_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
+    if (SmcConn* c = shim::smc_or_late(fd)) {
+        ssize_t r = smc_read(c, fd, msg->msg_iov, int(msg->msg_iovlen), flags);
+        if (r != af_smc::kPassThrough) {
+            if (r >= 0) {
+                msg->msg_namelen = 0;
+                msg->msg_controllen = 0;
+                msg->msg_flags = 0;
+            }
+            return r;
+        }
+    }
     return sys::real().recvmsg(fd, msg, flags);
 }
 
 USMC_EXPORT int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, timespec* timeout) {
+    if (SmcConn* c = shim::smc(fd)) {
+        // One message per call on a stream, as TCP behaves.
+        if (vlen == 0) return 0;
+        ssize_t r = recvmsg(fd, &vec[0].msg_hdr, flags & ~MSG_WAITFORONE);
+        (void)c;
+        if (r < 0) return -1;
+        vec[0].msg_len = unsigned(r);
+        return 1;
+    }
     return sys::real().recvmmsg(fd, vec, vlen, flags, timeout);
 }
 
+USMC_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+    if (SmcConn* c = shim::smc(fd)) {
+        iovec iov{const_cast<void*>(buf), n};
+        return af_smc::send(c, fd, &iov, 1, 0);
+    }
+    return sys::real().write(fd, buf, n);
+}
+
+USMC_EXPORT ssize_t writev(int fd, const iovec* iov, int cnt) {
+    if (SmcConn* c = shim::smc(fd)) return af_smc::send(c, fd, iov, cnt, 0);
+    return sys::real().writev(fd, iov, cnt);
+}
+
 USMC_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
+    if (SmcConn* c = shim::smc(fd)) {
+        iovec iov{const_cast<void*>(buf), n};
+        return af_smc::send(c, fd, &iov, 1, flags);
+    }
     return sys::real().send(fd, buf, n, flags);
 }
 
 USMC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr,
                            socklen_t len) {
+    if (SmcConn* c = shim::smc(fd)) { // a connected stream ignores the address, as TCP does
+        iovec iov{const_cast<void*>(buf), n};
+        return af_smc::send(c, fd, &iov, 1, flags);
+    }
     return sys::real().sendto(fd, buf, n, flags, addr, len);
 }
 
 USMC_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+    if (SmcConn* c = shim::smc(fd))
+        return af_smc::send(c, fd, msg->msg_iov, int(msg->msg_iovlen), flags);
     return sys::real().sendmsg(fd, msg, flags);
 }
 
 USMC_EXPORT int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
+    if (SmcConn* c = shim::smc(fd)) {
+        unsigned i = 0;
+        for (; i < vlen; ++i) {
+            ssize_t r =
+                af_smc::send(c, fd, vec[i].msg_hdr.msg_iov, int(vec[i].msg_hdr.msg_iovlen), flags);
+            if (r < 0) return i ? int(i) : -1;
+            vec[i].msg_len = unsigned(r);
+        }
+        return int(i);
+    }
     return sys::real().sendmmsg(fd, vec, vlen, flags);
 }
 
 USMC_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
+    if (SmcConn* c = shim::smc(out_fd)) return af_smc::sendfile(c, out_fd, in_fd, offset, count);
     return sys::real().sendfile(out_fd, in_fd, offset, count);
 }
 

@@ -1,25 +1,92 @@
-// Readiness calls. With every connection on TCP the kernel answers them
-// directly; the SMC-D engine will substitute its eventfds here.
+// Readiness calls. Sets without SMC fds go straight to the kernel. For SMC
+// fds the engine arms the peer's wake-ups and substitutes its eventfds
+// (poll/select), or registers them in the epoll set with the application's
+// own epoll_data (epoll_ctl), so epoll_wait itself needs no translation.
 #include "preload/shim.hpp"
+
+#include <vector>
+
+// glibc declares poll()'s array write-only (access attribute), though poll
+// reads fd and events from it; GCC then warns when we read them too.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 using namespace usmc;
 
 extern "C" [[noreturn]] void __chk_fail(void);
 
+namespace {
+
+// select()/pselect() with SMC fds in their sets: done as a poll() over the
+// same descriptors, results written back into the sets.
+bool sets_hold_smc(int n, const fd_set* r, const fd_set* w) {
+    if (!af_smc::g_conns.load(std::memory_order_acquire)) return false;
+    for (int fd = 0; fd < n; ++fd)
+        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))) && shim::smc(fd)) return true;
+    return false;
+}
+
+int select_via_poll(int n, fd_set* r, fd_set* w, fd_set* e, int timeout_ms, const sigset_t* mask) {
+    std::vector<pollfd> p;
+    for (int fd = 0; fd < n; ++fd) {
+        short ev =
+            short(((r && FD_ISSET(fd, r)) ? POLLIN : 0) | ((w && FD_ISSET(fd, w)) ? POLLOUT : 0) |
+                  ((e && FD_ISSET(fd, e)) ? POLLPRI : 0));
+        if (ev) p.push_back({fd, ev, 0});
+    }
+    int rc = af_smc::poll(p.data(), p.size(), timeout_ms, mask);
+    if (rc < 0) return rc;
+    if (r) FD_ZERO(r);
+    if (w) FD_ZERO(w);
+    if (e) FD_ZERO(e);
+    int count = 0;
+    for (const auto& x : p) {
+        if (x.revents & POLLNVAL) {
+            errno = EBADF;
+            return -1;
+        }
+        if (r && (x.events & POLLIN) && (x.revents & (POLLIN | POLLHUP | POLLERR))) {
+            FD_SET(x.fd, r);
+            ++count;
+        }
+        if (w && (x.events & POLLOUT) && (x.revents & (POLLOUT | POLLERR))) {
+            FD_SET(x.fd, w);
+            ++count;
+        }
+        if (e && (x.events & POLLPRI) && (x.revents & POLLPRI)) {
+            FD_SET(x.fd, e);
+            ++count;
+        }
+    }
+    return count;
+}
+
+int to_ms(const timespec* ts) {
+    return ts ? int(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+}
+
+} // namespace
+
 USMC_EXPORT int poll(pollfd* fds, nfds_t n, int timeout) {
+    if (af_smc::any_smc(fds, n)) return af_smc::poll(fds, n, timeout, nullptr);
     return sys::real().poll(fds, n, timeout);
 }
 
 USMC_EXPORT int ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
+    if (af_smc::any_smc(fds, n)) return af_smc::poll(fds, n, to_ms(timeout), mask);
     return sys::real().ppoll(fds, n, timeout, mask);
 }
 
 USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
+    if (sets_hold_smc(n, r, w)) {
+        int ms = timeout ? int(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000) : -1;
+        return select_via_poll(n, r, w, e, ms, nullptr);
+    }
     return sys::real().select(n, r, w, e, timeout);
 }
 
 USMC_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
                         const sigset_t* mask) {
+    if (sets_hold_smc(n, r, w)) return select_via_poll(n, r, w, e, to_ms(timeout), mask);
     return sys::real().pselect(n, r, w, e, timeout, mask);
 }
 
@@ -32,6 +99,7 @@ USMC_EXPORT int epoll_create1(int flags) noexcept {
 }
 
 USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
+    if (shim::smc(fd)) return af_smc::epoll_ctl(epfd, op, fd, ev);
     return sys::real().epoll_ctl(epfd, op, fd, ev);
 }
 

@@ -3,6 +3,7 @@
 // on an fd usmc does not own goes to the real libc after at most one fd-table
 // lookup, with no allocation and no lock, so it is safe in signal handlers
 // and after fork.
+#include "engine/af_smc.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/sys.hpp"
 
@@ -22,6 +23,16 @@ class ErrnoGuard {
     int saved_;
 };
 
+inline SmcConn* smc(int fd) {
+    SmcConn* c = af_smc::conn_of(fd);
+    return reinterpret_cast<uintptr_t>(c) > 1 ? c
+                                              : nullptr; // 1 marks a late-CLC check (reads only)
+}
+// For reads: also the late-CLC marker, which af_smc::recv handles.
+inline SmcConn* smc_or_late(int fd) {
+    return af_smc::conn_of(fd);
+}
+
 inline int fail(int err) {
     errno = err;
     return -1;
@@ -29,7 +40,9 @@ inline int fail(int err) {
 
 // A new TCP socket (socket(), AF_SMC, IPPROTO_SMC): start tracking it.
 void track_new_socket(int fd, int family, uint8_t flags);
-// A connection accepted from `listener`.
-void track_accepted(int listener, int fd);
+
+// The SMC connection behind fd, or nullptr: plain TCP and every other
+// descriptor take the real call after this one lookup.
+SmcConn* smc(int fd);
 
 } // namespace usmc::shim

@@ -1,6 +1,7 @@
 // Socket lifecycle and options: where usmc learns about TCP sockets, applies
 // policy, and answers SOL_SMC.
 #include "config/policy.hpp"
+#include "engine/af_smc.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sockopt.hpp"
 #include "preload/shim.hpp"
@@ -38,33 +39,6 @@ void track_new_socket(int fd, int family, uint8_t flags) {
         runtime::count(counters::sockets_tracked);
     else
         runtime::count(counters::fd_untracked);
-}
-
-void track_accepted(int listener, int fd) {
-    ErrnoGuard keep;
-    SockInfo l = g_fds.get(listener);
-    if (!l.tracked()) {
-        g_fds.clear(fd); // a recycled number must not keep an old socket's record
-        return;
-    }
-    SockInfo s;
-    s.kind = SockKind::Stream;
-    s.family = l.family;
-    s.role = SockRole::Server;
-    // Accepted sockets follow their listener's policy decision. SMC_LIMIT_HS
-    // starts from the global default, as the kernel's smc_sk_init() does for
-    // every new smc_sock, accepted ones included.
-    s.flags = static_cast<uint8_t>(
-        (l.flags & (kFlagAfSmc | kFlagIpprotoSmc | kFlagAllowD | kFlagAllowR | kFlagDecided)) |
-        (runtime::default_limit_hs() ? kFlagLimitHs : 0));
-    s.reason = l.reason;
-    if (!g_fds.set(fd, s)) {
-        runtime::count(counters::fd_untracked);
-        return;
-    }
-    runtime::count(counters::server_accepts);
-    runtime::count(counters::conn_tcp);
-    if (s.reason) runtime::count_fallback(s.reason);
 }
 
 } // namespace usmc::shim
@@ -133,42 +107,27 @@ USMC_EXPORT int listen(int fd, int backlog) noexcept {
     s.reason = reason;
     g_fds.set(fd, s);
     runtime::count(counters::listens);
+    af_smc::on_listen(fd);
     return rc;
 }
 
+// accept and connect: policy, the SMC-D handshake and the bookkeeping live in
+// the engine (af_smc.cpp); a socket that is not an SMC candidate costs the
+// real call plus one fd-table lookup.
 USMC_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {
-    int nfd = sys::real().accept(fd, addr, len);
-    if (nfd >= 0) shim::track_accepted(fd, nfd);
-    return nfd;
+    return af_smc::accept(fd, addr, len, 0, false);
 }
 
 USMC_EXPORT int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-    int nfd = sys::real().accept4(fd, addr, len, flags);
-    if (nfd >= 0) shim::track_accepted(fd, nfd);
-    return nfd;
+    return af_smc::accept(fd, addr, len, flags, true);
 }
 
 USMC_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
-    int rc = sys::real().connect(fd, addr, len);
-    if (rc != 0 && errno != EINPROGRESS) return rc;
-    SockInfo s = g_fds.get(fd);
-    if (!s.tracked() || s.has(kFlagDecided) || !addr ||
-        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
-        return rc;
-    shim::ErrnoGuard keep;
-    uint32_t reason = 0;
-    config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);
-    s.role = SockRole::Client;
-    s.flags = static_cast<uint8_t>(s.flags | allow_flags(modes) | kFlagDecided);
-    s.reason = reason;
-    g_fds.set(fd, s);
-    runtime::count(counters::client_connects);
-    runtime::count(counters::conn_tcp);
-    if (reason) runtime::count_fallback(reason);
-    return rc;
+    return af_smc::connect(fd, addr, len);
 }
 
 USMC_EXPORT int shutdown(int fd, int how) noexcept {
+    if (SmcConn* c = shim::smc(fd)) return af_smc::shutdown(c, fd, how);
     return sys::real().shutdown(fd, how);
 }
 
@@ -221,5 +180,9 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
             return 0;
         }
     }
-    return sys::real().setsockopt(fd, level, optname, optval, optlen);
+    int rc = sys::real().setsockopt(fd, level, optname, optval, optlen);
+    if (rc == 0 && level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO))
+        if (SmcConn* c = af_smc::conn_of(fd); c && c != reinterpret_cast<SmcConn*>(uintptr_t{1}))
+            af_smc::set_timeout(c, optname, optval, optlen);
+    return rc;
 }

@@ -229,8 +229,13 @@ def payload(seed, size):
 def one_connection(args, index):
     family = socket.AF_INET6 if args.ipv6 else socket.AF_INET
     host = "::1" if args.ipv6 else "127.0.0.1"
-    c = socket.create_connection((host, args.port), timeout=IO_TIMEOUT) if not args.ipv6 else None
-    if c is None:
+    if args.blocking_connect:
+        # A blocking connect (no timeout yet), then timeouts for the I/O:
+        # the shape SMC-D handshakes in the connect call need.
+        c = socket.socket(family, socket.SOCK_STREAM)
+        c.connect((host, args.port))
+        c.settimeout(IO_TIMEOUT)
+    else:
         c = socket.socket(family, socket.SOCK_STREAM)
         c.settimeout(IO_TIMEOUT)
         c.connect((host, args.port))
@@ -310,8 +315,25 @@ def one_connection(args, index):
 def client(args):
     signal.signal(signal.SIGALRM, lambda *_: os._exit(3))
     signal.alarm(int(args.deadline) + 5)
-    for i in range(args.conns):
-        one_connection(args, i)
+    if args.parallel > 1:
+        errors = []
+
+        def worker(k):
+            try:
+                for i in range(k, args.conns, args.parallel):
+                    one_connection(args, i)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(args.parallel)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise SystemExit(f"{len(errors)} worker(s) failed: {errors[:3]}")
+    else:
+        for i in range(args.conns):
+            one_connection(args, i)
     log(f"OK {args.conns} connections x {args.size} bytes verified")
 
 
@@ -328,6 +350,8 @@ def main():
     p.add_argument("--banner", action="store_true", help="server speaks first")
     p.add_argument("--max-banner-wait", type=float, default=0.5)
     p.add_argument("--ipv6", action="store_true")
+    p.add_argument("--blocking-connect", action="store_true", help="connect without a timeout")
+    p.add_argument("--parallel", type=int, default=1, help="connections at once (threads)")
     p.add_argument("--deadline", type=float, default=60)
     args = p.parse_args()
     server(args) if args.role == "server" else client(args)

@@ -1,0 +1,76 @@
+#pragma once
+// The socket layer of the engine (the kernel's af_smc.c): what the preload
+// calls for an SMC-capable TCP socket. The preload owns symbol interposition;
+// this file owns the protocol decisions: who becomes an SMC candidate, when
+// handshakes run, how a connection in SMC mode answers socket calls.
+#include "engine/conn.hpp"
+
+#include <atomic>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+namespace usmc::af_smc {
+
+// The connection behind `fd`, or nullptr (plain TCP or not a socket): one
+// relaxed atomic load, the whole cost for every other descriptor.
+extern std::atomic<std::atomic<SmcConn*>*> g_conns;
+extern uint32_t g_conns_capacity;
+inline SmcConn* conn_of(int fd) {
+    auto* conns = g_conns.load(std::memory_order_acquire);
+    if (!conns || static_cast<unsigned>(fd) >= g_conns_capacity) return nullptr;
+    return conns[fd].load(std::memory_order_acquire);
+}
+
+// Sets up the connection table (runtime init).
+void init(uint32_t capacity);
+
+// listen(): publishes SMC listeners in the registry.
+void on_listen(int fd);
+// connect(): the real connect, then the SMC-D handshake for a candidate.
+int connect(int fd, const sockaddr* addr, socklen_t len);
+// accept()/accept4(): the real accept, classification, server handshake.
+int accept(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4);
+
+// Descriptor bookkeeping. close(): on_close before the real close, then
+// after_close with what on_close returned (a listener's registry entry is
+// settled once the kernel has dropped our reference).
+struct Closed {
+    void* listener = nullptr;
+    uint64_t inode = 0;
+};
+Closed on_close(int fd);
+void after_close(const Closed& closed);
+void on_dup(int from, int to);
+
+// Data calls on an SMC connection: bytes, or -1 with errno.
+ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags);
+ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags);
+ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count);
+int shutdown(SmcConn* c, int fd, int how);
+// fcntl F_SETFL / ioctl FIONBIO / SO_RCVTIMEO / SO_SNDTIMEO seen on an SMC fd.
+void set_nonblock(SmcConn* c, bool on);
+void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
+// FIONREAD/SIOCINQ and SIOCOUTQ.
+int ioctl_queue(SmcConn* c, unsigned long request, int* out);
+
+// Readiness.
+bool any_smc(const pollfd* fds, nfds_t n);
+int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask);
+int epoll_ctl(int epfd, int op, int fd, epoll_event* ev);
+
+// fork: before it, every connection gains the reference the child will
+// hold (so a parent that closes at once does not end it); if fork fails,
+// fork_failed() gives them back. The child gets its own device and endpoint.
+void before_fork();
+void fork_failed();
+void on_fork_child();
+// Process exit (library destructor): connections still open are closed in
+// order, so peers read EOF as they would from TCP, not a reset.
+void on_exit();
+
+// recv() answers this when the fd is TCP after all (a late CLC Proposal was
+// handled): the caller makes the real call.
+constexpr ssize_t kPassThrough = -2;
+
+} // namespace usmc::af_smc
