@@ -10,7 +10,7 @@ packages=(
   libibverbs-dev libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   catch2 libfmt-dev libtomlplusplus-dev libcli11-dev libbenchmark-dev
   # the real programs the tests, demo and benchmarks wrap
-  nginx wrk curl redis-server redis-tools python3 iproute2 procps
+  nginx wrk curl redis-server redis-tools python3 iproute2 procps sockperf util-linux
 )
 
 missing=()

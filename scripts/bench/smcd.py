@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""SMC-D against plain TCP with sockperf (both ends under usmc-run for the
+SMC-D columns): ping-pong latency with 64-byte messages and streaming
+throughput with 64 KB messages. Same run, alternating, median of N runs;
+CPU use (both processes, % of one core) beside each figure so the cost of
+polling is visible."""
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
+
+VARIANTS = [
+    ("TCP", None),
+    ("SMC-D default", ""),
+    ("SMC-D rmem=1M", 'rmem = "1M"\n'),
+    ("SMC-D busy_poll_us=50", "busy_poll_us = 50\n"),
+]
+
+
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_one(mode, config, env, seconds, tmp):
+    port = free_port()
+    server = ["sockperf", "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)]
+    client = ["sockperf", "ping-pong" if mode == "pp" else "throughput", "--tcp", "-i", "127.0.0.1", "-p",
+              str(port), "-m", "64" if mode == "pp" else "65000", "-t", str(seconds)]
+    if config is not None:
+        path = os.path.join(tmp, "bench.toml")
+        with open(path, "w") as f:
+            f.write(config)
+        server = [USMC_RUN, "-c", path, "--", *server]
+        client = [USMC_RUN, "-c", path, "--", *client]
+    cpu0, t0 = cpu_children(), time.monotonic()
+    srv = subprocess.Popen(["taskset", "-c", "0", *server], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        if not wait_port(port):
+            raise SystemExit("sockperf server did not start")
+        out = subprocess.run(["taskset", "-c", "1", *client], env=env, capture_output=True, text=True,
+                             timeout=seconds + 30).stdout
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+    wall = time.monotonic() - t0
+    cpu = 100 * (cpu_children() - cpu0) / wall
+    if mode == "pp":
+        m = re.search(r"percentile 50.000 =\s+([\d.]+)", out)
+    else:
+        m = re.search(r"BandWidth is ([\d.]+) MBps", out)
+    if not m:
+        raise SystemExit(f"cannot parse sockperf output:\n{out}")
+    return float(m.group(1)), cpu
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=3)
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    stats = os.path.join(tmp, "stats")
+    os.mkdir(stats)
+    env = dict(os.environ, USMC_STATS_DIR=stats)
+    env.pop("LD_PRELOAD", None)
+    results = {}
+    for mode in ("pp", "tp"):
+        for r in range(args.runs):
+            for name, config in VARIANTS:
+                value, cpu = run_one(mode, config, env, args.seconds, tmp)
+                results.setdefault((mode, name), []).append((value, cpu))
+                print(f"  run {r + 1} {mode} {name:24} {value:10.2f} cpu {cpu:5.0f}%", flush=True)
+    st = subprocess.run([USMC, "--stats-dir", stats, "stats", "--json"], capture_output=True, text=True).stdout
+    print("\nusmc counters over all runs:", st.strip())
+    print(f"\nsockperf, server on CPU 0, client on CPU 1, {args.seconds} s per run, median of {args.runs}")
+    for mode, label, unit in (("pp", "ping-pong 64 B, p50 latency", "us"), ("tp", "throughput 64 KB messages", "MB/s")):
+        base = statistics.median(v for v, _ in results[(mode, "TCP")])
+        print(f"\n{label}")
+        print(f"  {'variant':24} {unit:>10} {'ratio':>7} {'cpu':>6}")
+        for name, _ in VARIANTS:
+            vals = results[(mode, name)]
+            v = statistics.median(x for x, _ in vals)
+            cpu = statistics.median(c for _, c in vals)
+            print(f"  {name:24} {v:10.2f} {v / base:7.2f} {cpu:5.0f}%")
+    subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()
