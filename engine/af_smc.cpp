@@ -197,15 +197,18 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
     config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);
     bool candidate = false;
     if (modes & config::kModeSmcD) {
-        auto found = registry::lookup(addr, len, runtime::get().cfg.trusted_uids);
-        if (!found || !(found->flags & registry::kSmcD))
+        // Cheapest test first: event-loop clients (nonblocking) skip the
+        // registry lookup (a few file operations) altogether.
+        std::optional<registry::Found> found;
+        if (fd_nonblocking(fd))
+            reason = fallback::ASYNC;
+        else if (!(found = registry::lookup(addr, len, runtime::get().cfg.trusted_uids)) ||
+                 !(found->flags & registry::kSmcD))
             reason = fallback::NOLISTENER;
         else if (found->flags & registry::kCongested)
             reason = fallback::PEERNOSMC; // SYN option withheld
         else if (found->pid == getpid())
             reason = fallback::SAMEPROC;
-        else if (fd_nonblocking(fd))
-            reason = fallback::ASYNC;
         else
             candidate = in_table(fd);
     } else if (!reason) {

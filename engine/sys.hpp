@@ -4,6 +4,7 @@
 // this table, so the engine never re-enters the interposed functions.
 #include <atomic>
 #include <csignal>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -39,6 +40,7 @@ namespace usmc::sys {
     X(sendmsg, ssize_t, (int, const msghdr*, int))                                                 \
     X(sendmmsg, int, (int, mmsghdr*, unsigned, int))                                               \
     X(sendfile, ssize_t, (int, int, off_t*, size_t))                                               \
+    X(splice, ssize_t, (int, loff_t*, int, loff_t*, size_t, unsigned))                             \
     X(getsockopt, int, (int, int, int, void*, socklen_t*))                                         \
     X(setsockopt, int, (int, int, int, const void*, socklen_t))                                    \
     X(getsockname, int, (int, sockaddr*, socklen_t*))                                              \

@@ -3,7 +3,10 @@
 // after one fd-table lookup.
 #include "preload/shim.hpp"
 
+#include <algorithm>
+#include <fcntl.h>
 #include <sys/sendfile.h>
+#include <unistd.h>
 
 using namespace usmc;
 
@@ -137,6 +140,42 @@ USMC_EXPORT int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
 USMC_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
     if (SmcConn* c = shim::smc(out_fd)) return af_smc::sendfile(c, out_fd, in_fd, offset, count);
     return sys::real().sendfile(out_fd, in_fd, offset, count);
+}
+
+// splice() to or from an SMC connection moves the bytes through a buffer:
+// the kernel's splice would put them on the TCP connection, which the peer
+// no longer reads in SMC mode.
+USMC_EXPORT ssize_t splice(int in_fd, loff_t* in_off, int out_fd, loff_t* out_off, size_t len,
+                           unsigned flags) {
+    SmcConn* in = shim::smc(in_fd);
+    SmcConn* out = shim::smc(out_fd);
+    if (!in && !out) return sys::real().splice(in_fd, in_off, out_fd, out_off, len, flags);
+    char buf[65536];
+    size_t want = std::min(len, sizeof buf);
+    ssize_t n;
+    if (in) {
+        iovec iov{buf, want};
+        n = af_smc::recv(in, in_fd, &iov, 1, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
+    } else {
+        n = in_off ? pread(in_fd, buf, want, *in_off) : sys::real().read(in_fd, buf, want);
+        if (n > 0 && in_off) *in_off += n;
+    }
+    if (n <= 0) return n;
+    size_t done = 0;
+    while (done < size_t(n)) {
+        ssize_t w;
+        if (out) {
+            iovec iov{buf + done, size_t(n) - done};
+            w = af_smc::send(out, out_fd, &iov, 1, 0);
+        } else {
+            w = out_off ? pwrite(out_fd, buf + done, size_t(n) - done, *out_off)
+                        : sys::real().write(out_fd, buf + done, size_t(n) - done);
+            if (w > 0 && out_off) *out_off += w;
+        }
+        if (w < 0) return done ? ssize_t(done) : w;
+        done += size_t(w);
+    }
+    return ssize_t(done);
 }
 
 // glibc's other names for the same calls: off_t is 64-bit on LP64, and

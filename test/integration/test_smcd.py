@@ -109,6 +109,39 @@ except ConnectionResetError:
     took = time.monotonic() - t0
     check(verdict.split()[0] in ("EOF", "RESET") and took < 1.5,
           f"peer killed mid-transfer: reader saw {verdict} after {took:.2f}s")
+    # splice() from an SMC socket and sendfile() onto one move the bytes
+    # through shared memory, not the TCP connection the peer no longer reads.
+    payload = os.path.join(env.dir, "payload.bin")
+    with open(payload, "wb") as f:
+        f.write(bytes(range(256)) * 4096)  # 1 MiB
+    server = env.start(env.wrap([PYTHON, "-c", f"""
+import os, socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+r, w = os.pipe()
+got = b""
+while len(got) < 100000:
+    n = os.splice(c.fileno(), w, 65536)
+    got += os.read(r, n)
+with open({payload!r}, "rb") as f:
+    sent = c.sendfile(f)
+print("spliced", len(got), got == bytes(range(250)) * 400, "sent", sent, flush=True)
+c.close()
+"""]))
+    port = int(server.stdout.readline())
+    r = env.run(env.wrap([PYTHON, "-c", f"""
+import socket
+s = socket.socket(); s.connect(("127.0.0.1", {port}))
+s.sendall(bytes(range(250)) * 400)
+data = b""
+while (d := s.recv(65536)):
+    data += d
+print(len(data), data == bytes(range(256)) * 4096)
+"""]))
+    out, _ = server.communicate(timeout=30)
+    check(r.stdout.strip() == "1048576 True", f"sendfile onto an SMC socket: {r.stdout.strip()}")
+    check(out.strip() == "spliced 100000 True sent 1048576", f"splice from an SMC socket: {out.strip()}")
+
     st = env.stats()
     check(st["handshake_errors"] == 0, "no handshake errors")
 finish()
