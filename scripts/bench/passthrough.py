@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Cost of the shim in pass-through: nginx + wrk, keep-alive and
+"""Cost of the shim where it cannot help: nginx + wrk, keep-alive and
 'Connection: close', plain TCP against both ends under `usmc-run -t`
-(every socket call intercepted, every connection TCP), in the same run,
-alternating, median of N runs, printed as ratios."""
+(every socket call intercepted, every connection TCP) and under plain
+`usmc-run` (SMC allowed: nginx publishes its listener and looks at each
+accepted connection's first bytes; wrk connects nonblocking, so TCP), in the
+same run, alternating, median of N runs, printed as ratios."""
 import argparse
 import os
 import statistics
@@ -35,13 +37,14 @@ def main():
     env.pop("LD_PRELOAD", None)
     procs = {}
     try:
-        for variant in ("tcp", "usmc"):
-            d = os.path.join(tmp, variant)
+        variants = {"tcp": None, "usmc -t": ["-t"], "usmc auto": []}
+        for variant in variants:
+            d = os.path.join(tmp, variant.replace(" ", "_"))
             os.mkdir(d)
             port = free_port()
             cmd = make_nginx(d, port, workers=1)
-            if variant == "usmc":
-                cmd = [USMC_RUN, "-t", "--", *cmd]
+            if variants[variant] is not None:
+                cmd = [USMC_RUN, *variants[variant], "--", *cmd]
             # One core each for server and client: less noise on a 2-core VM.
             cmd = ["taskset", "-c", "0", *cmd]
             procs[variant] = (subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
@@ -50,27 +53,30 @@ def main():
         results = {}
         for workload, extra in (("keep-alive", []), ("Connection: close", ["-H", "Connection: close"])):
             for rnd in range(args.runs):
-                for variant in ("tcp", "usmc"):
+                # Rotate the order each round: whoever runs first/last gets no edge.
+                names = list(variants)
+                for variant in names[rnd % len(names):] + names[:rnd % len(names)]:
                     proc, port = procs[variant]
                     wrk = ["wrk", "-t", "1", "-c", str(args.connections), "-d", f"{args.duration}s", *extra,
                            f"http://127.0.0.1:{port}/index.html"]
-                    if variant == "usmc":
-                        wrk = [USMC_RUN, "-t", "--", *wrk]
+                    if variants[variant] is not None:
+                        wrk = [USMC_RUN, *variants[variant], "--", *wrk]
                     wrk = ["taskset", "-c", "1", *wrk]
                     r = subprocess.run(wrk, env=env, capture_output=True, text=True, timeout=args.duration + 60)
                     w = parse_wrk(r.stdout)
                     if r.returncode != 0 or w["errors"] or w["non2xx"]:
                         raise SystemExit(f"wrk failed ({variant}, {workload}): {r.stdout} {r.stderr}")
                     results.setdefault((workload, variant), []).append(w["rps"])
-                    print(f"  run {rnd + 1} {workload:18} {variant:5} {w['rps']:10.0f} req/s", flush=True)
+                    print(f"  run {rnd + 1} {workload:18} {variant:9} {w['rps']:10.0f} req/s", flush=True)
         print()
         print(f"nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1, c={args.connections}, {args.duration}s), "
               f"median of {args.runs}")
-        print(f"{'workload':20} {'TCP req/s':>12} {'usmc -t req/s':>14} {'ratio':>7}")
+        print(f"{'workload':20} {'TCP req/s':>12} {'usmc -t':>10} {'ratio':>7} {'usmc auto':>10} {'ratio':>7}")
         for workload in ("keep-alive", "Connection: close"):
             tcp = statistics.median(results[(workload, "tcp")])
-            usmc = statistics.median(results[(workload, "usmc")])
-            print(f"{workload:20} {tcp:12.0f} {usmc:14.0f} {usmc / tcp:7.3f}")
+            t = statistics.median(results[(workload, "usmc -t")])
+            a = statistics.median(results[(workload, "usmc auto")])
+            print(f"{workload:20} {tcp:12.0f} {t:10.0f} {t / tcp:7.3f} {a:10.0f} {a / tcp:7.3f}")
     finally:
         for proc, _ in procs.values():
             proc.terminate()
