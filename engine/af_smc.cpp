@@ -105,6 +105,7 @@ void drop_local(SmcConn* c) {
 }
 
 void release(SmcConn* c) {
+    smc_quiesce(*c); // no other thread of ours is inside a call on it any more
     // Take our eventfds out of every epoll set: the peer holds references to
     // them, so the kernel would keep the registrations (and their epoll_data).
     {

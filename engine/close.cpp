@@ -48,6 +48,16 @@ void smc_shutdown_write(SmcConn& c) {
     tell_peer(c, cdc::kPeerDoneWriting);
 }
 
+void smc_quiesce(SmcConn& c) {
+    c.closing.store(true, std::memory_order_release);
+    uint64_t v = 1;
+    ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v); // wake a blocked recv
+    rc = sys::real().read(c.tx_event, &v, sizeof v);          // wake a blocked send
+    (void)rc;
+    { std::lock_guard wait_rx(c.rx_mu); }
+    { std::lock_guard wait_tx(c.tx_mu); }
+}
+
 void smc_close(SmcConn& c, bool abort) {
     tell_peer(c, abort ? cdc::kPeerConnAbort : cdc::kPeerConnClosed);
 }

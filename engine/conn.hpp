@@ -47,6 +47,7 @@ struct SmcConn {
     std::atomic<uint8_t> conn_flags{0}; // cdc::ConnFlags we sent
     std::atomic<bool> broken{false};
     std::atomic<bool> peer_gone{false}; // TCP connection closed under us
+    std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
 
     std::mutex tx_mu; // one sender at a time
@@ -107,5 +108,9 @@ bool smc_check_peer(SmcConn& c);
 // and wake it if it waits.
 void smc_shutdown_write(SmcConn& c);
 void smc_close(SmcConn& c, bool abort);
+
+// Before the connection's memory goes: make calls blocked in other threads
+// of this process return (EBADF) and wait until they have left.
+void smc_quiesce(SmcConn& c);
 
 } // namespace usmc

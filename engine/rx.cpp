@@ -108,6 +108,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     if (timeout_ms >= 0) clock_gettime(CLOCK_MONOTONIC, &start);
     size_t got = 0;
     while (true) {
+        if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
         auto avail = available(c);
         if (!avail) {

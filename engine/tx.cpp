@@ -100,6 +100,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     }
     size_t sent = 0;
     while (sent < total) {
+        if (c.closing.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -ECONNRESET;
         if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped)
             return sent ? ssize_t(sent) : -EPIPE;

@@ -409,3 +409,21 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
     CHECK_FALSE(ism::map_peer_dmb(small->fd, 64 * 1024));
     ism::unmap(*small);
 }
+
+TEST_CASE("closing under a blocked reader and writer: both return EBADF, then the memory may go") {
+    Pair p(16 * 1024);
+    auto big = pattern(64 * 1024, 11);
+    CHECK(send_buf(p.a, big.data(), big.size(), true) > 0); // fill b's ring: the next send blocks
+    ssize_t rr = 0, sr = 0;
+    std::thread reader([&] {
+        char buf[8];
+        rr = recv_buf(p.a, buf, sizeof buf); // nothing will come
+    });
+    std::thread writer([&] { sr = send_buf(p.a, big.data(), big.size()); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    smc_quiesce(p.a);
+    reader.join();
+    writer.join();
+    CHECK(rr == -EBADF);
+    CHECK(sr == -EBADF);
+}
