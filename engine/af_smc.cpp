@@ -213,7 +213,8 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
         else
             candidate = in_table(fd);
     } else if (!reason) {
-        reason = fallback::POLICY;
+        // SMC-R only: this build has no RDMA device support yet.
+        reason = (modes & config::kModeSmcR) ? uint32_t{fallback::NOSMCRDEV} : uint32_t{fallback::POLICY};
     }
     if (candidate) registry::announce_pending(addr, len, true);
     int rc = sys::real().connect(fd, addr, len);
