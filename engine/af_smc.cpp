@@ -214,7 +214,8 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
             candidate = in_table(fd);
     } else if (!reason) {
         // SMC-R only: this build has no RDMA device support yet.
-        reason = (modes & config::kModeSmcR) ? uint32_t{fallback::NOSMCRDEV} : uint32_t{fallback::POLICY};
+        reason = (modes & config::kModeSmcR) ? uint32_t{fallback::NOSMCRDEV}
+                                             : uint32_t{fallback::POLICY};
     }
     if (candidate) registry::announce_pending(addr, len, true);
     int rc = sys::real().connect(fd, addr, len);
@@ -335,6 +336,10 @@ int accept(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4)
 Closed on_close(int fd) {
     Closed closed;
     if (!in_table(fd)) return closed;
+    // Most closes are of fds usmc holds nothing for: two loads, no stores.
+    if (g_listeners[fd].load(std::memory_order_acquire) == nullptr &&
+        slot(fd).load(std::memory_order_acquire) == nullptr)
+        return closed;
     if (auto* l = g_listeners[fd].exchange(nullptr, std::memory_order_acq_rel)) {
         struct stat st;
         closed.listener = l;

@@ -151,4 +151,12 @@ bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms) {
     return true;
 }
 
+void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms) {
+    Decline d;
+    for (int i = 0; i < 8; ++i)
+        d.peer_id[i] = uint8_t(gid >> (56 - 8 * i));
+    d.diagnosis = reason;
+    write_message(fd, encode(d), timeout_ms);
+}
+
 } // namespace usmc::clc

@@ -19,6 +19,10 @@ struct ReadResult {
 ReadResult read_message(int fd, int timeout_ms);
 bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
 
+// Sends a Decline with `reason` as the peer diagnosis. `gid` becomes the
+// sender's peer id (0 leaves it zero, as Linux does for SMC-D servers).
+void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms);
+
 // Server classification: do the first bytes of this connection start a CLC
 // Proposal? Waits at most `timeout_ms` for enough bytes to tell; consumes
 // nothing.

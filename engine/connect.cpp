@@ -19,13 +19,6 @@ std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
     return id;
 }
 
-void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms) {
-    clc::Decline d;
-    d.peer_id = peer_id_of(gid);
-    d.diagnosis = reason;
-    clc::write_message(fd, clc::encode(d), timeout_ms);
-}
-
 } // namespace
 
 HandshakeResult smc_connect_handshake(int fd, ism::Device& dev, const HandshakeConfig& cfg) {
@@ -75,7 +68,7 @@ HandshakeResult smc_connect_handshake(int fd, ism::Device& dev, const HandshakeC
     auto decoded = clc::decode_accept_confirm_d(r.bytes);
     if (!std::holds_alternative<clc::AcceptConfirmD>(decoded) ||
         std::get<clc::AcceptConfirmD>(decoded).type != clc::Type::Accept) {
-        send_decline(fd, dev.gid(), fallback::MODEUNSUPP, cfg.clc_timeout_ms);
+        clc::send_decline(fd, dev.gid(), fallback::MODEUNSUPP, cfg.clc_timeout_ms);
         return fail(Fallback{fallback::MODEUNSUPP, 0});
     }
     const auto& accept = std::get<clc::AcceptConfirmD>(decoded);
@@ -88,7 +81,7 @@ HandshakeResult smc_connect_handshake(int fd, ism::Device& dev, const HandshakeC
         peer_dmb = ism::map_peer_dmb(peer->fds.dmb, peer_size);
     if (!peer_dmb) {
         if (peer) ism::close_fds(peer->fds);
-        send_decline(fd, dev.gid(), fallback::INTERR, cfg.clc_timeout_ms);
+        clc::send_decline(fd, dev.gid(), fallback::INTERR, cfg.clc_timeout_ms);
         return fail(Fallback{fallback::INTERR, 0});
     }
     conn->tx = *peer_dmb;

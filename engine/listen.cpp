@@ -8,16 +8,6 @@
 
 namespace usmc {
 
-namespace {
-
-void send_decline(int fd, uint32_t reason, int timeout_ms) {
-    clc::Decline d; // peer id left zero, as Linux does for SMC-D
-    d.diagnosis = reason;
-    clc::write_message(fd, clc::encode(d), timeout_ms);
-}
-
-} // namespace
-
 HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep,
                                      const HandshakeConfig& cfg) {
     auto r = clc::read_message(fd, cfg.clc_timeout_ms);
@@ -26,19 +16,19 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     auto decoded = clc::decode_proposal(r.bytes);
     if (auto* e = std::get_if<clc::Error>(&decoded)) {
         uint32_t reason = *e == clc::Error::BadVersion ? fallback::VERSMISMAT : fallback::CNFERR;
-        send_decline(fd, reason, cfg.clc_timeout_ms);
+        clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return Fallback{reason, 0};
     }
     const auto& p = std::get<clc::Proposal>(decoded);
     if (!(p.typev2 == clc::kTypeD || p.typev2 == clc::kTypeB) || p.ism_v2.empty()) {
-        send_decline(fd, fallback::NOSMCDDEV, cfg.clc_timeout_ms);
+        clc::send_decline(fd, 0, fallback::NOSMCDDEV, cfg.clc_timeout_ms);
         return Fallback{fallback::NOSMCDDEV, 0};
     }
 
     auto conn = std::make_unique<SmcConn>();
     auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
     if (!own) {
-        send_decline(fd, fallback::MAX_DMB, cfg.clc_timeout_ms);
+        clc::send_decline(fd, 0, fallback::MAX_DMB, cfg.clc_timeout_ms);
         return Fallback{fallback::MAX_DMB, 0};
     }
     conn->rx = *own;
@@ -50,7 +40,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
         return res;
     };
     if (!smc_conn_init_events(*conn)) {
-        send_decline(fd, fallback::MEM, cfg.clc_timeout_ms);
+        clc::send_decline(fd, 0, fallback::MEM, cfg.clc_timeout_ms);
         return fail(Fallback{fallback::MEM, 0});
     }
     ep.offer(conn->rx.token, {conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event});
@@ -97,7 +87,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
 
 void smc_decline_late_proposal(int fd, uint32_t reason) {
     auto r = clc::read_message(fd, 0);
-    if (r.status == clc::ReadStatus::Message) send_decline(fd, reason, 1000);
+    if (r.status == clc::ReadStatus::Message) clc::send_decline(fd, 0, reason, 1000);
 }
 
 } // namespace usmc
