@@ -26,7 +26,11 @@ struct Config {
     uint32_t clc_detect_timeout_ms = 50;    // server: wait this long for a CLC Proposal
     uint32_t busy_poll_us = 0;              // bounded spin before sleeping; 0 = never spin
     uint64_t max_dmb_memory = 256ull << 20; // per-process cap on DMB memory
-    uint32_t hs_workers = 2;                // server handshake workers per process
+    uint32_t hs_workers = 2;                // handshake workers per process and role
+    // Sleeps this long before every server handshake: creates handshake
+    // congestion on demand for tests and the short-lived benchmark. Never a
+    // tuning knob (the name says so; `usmc config check` flags it).
+    uint32_t testonly_server_handshake_delay_ms = 0;
     LogLevel log_level = LogLevel::Warn;
     std::vector<uint32_t> trusted_uids; // registry entries of these users are believed too
     std::vector<PolicyRule> policies;

@@ -25,11 +25,19 @@ inline SmcConn* conn_of(int fd) {
 // Sets up the connection table (runtime init).
 void init(uint32_t capacity);
 
-// listen(): publishes SMC listeners in the registry.
-void on_listen(int fd);
-// connect(): the real connect, then the SMC-D handshake for a candidate.
+// listen(): publishes SMC listeners in the registry; listen() again on a
+// listener changes its backlog.
+void on_listen(int fd, int backlog);
+void on_listen_again(int fd, int backlog);
+bool is_listener(int fd);
+// setsockopt(SOL_SMC, SMC_LIMIT_HS) succeeded on fd (a listener's registry
+// entry follows it).
+void on_limit_hs(int fd, bool on);
+// connect(): the real connect, then the SMC-D handshake for a candidate
+// (in the calling thread when blocking, on a worker when not).
 int connect(int fd, const sockaddr* addr, socklen_t len);
-// accept()/accept4(): the real accept, classification, server handshake.
+// accept()/accept4(): the real accept, classification; handshakes run on
+// workers and come back through the listener's queue.
 int accept(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4);
 
 // Descriptor bookkeeping. close(): on_close before the real close, then
@@ -52,7 +60,10 @@ int shutdown(SmcConn* c, int fd, int how);
 void set_nonblock(SmcConn* c, bool on);
 void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
 // FIONREAD/SIOCINQ and SIOCOUTQ.
-int ioctl_queue(SmcConn* c, unsigned long request, int* out);
+int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out);
+// getsockopt(SO_ERROR): the error of a failed background handshake, once
+// (0 when there is none and the kernel should answer).
+int take_so_error(int fd);
 
 // Readiness.
 bool any_smc(const pollfd* fds, nfds_t n);

@@ -24,13 +24,20 @@
 
 #include <atomic>
 #include <mutex>
+#include <sys/epoll.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <vector>
 
 namespace usmc {
 
+// Where a connection stands. A nonblocking connect() returns at once and the
+// handshake runs on a worker (Connecting); it ends Active (SMC-D) or Tcp (the
+// object then stays only so the descriptor's calls pass straight through).
+enum class Phase : uint8_t { Active, Connecting, Tcp };
+
 struct SmcConn {
+    std::atomic<Phase> phase{Phase::Active};
     ism::Dmb rx;            // ours: the peer writes data and its control line here
     ism::Dmb tx;            // the peer's: we write data and our control line there
     int rx_event = -1;      // ours
@@ -61,6 +68,19 @@ struct SmcConn {
     uint64_t fork_gen = 0; // af_smc's marker: counted in this fork already
     std::mutex epoll_mu;
     std::vector<int> epoll_sets; // epoll fds our eventfds were added to
+    // In an epoll set (ever): an edge-triggered watcher that read the ring
+    // empty waits for a new edge without calling recv again, so emptying the
+    // ring must arm the peer's wake-up, as EAGAIN does.
+    std::atomic<bool> epoll_watched{false};
+    // While Connecting: the application's registrations, replayed on the TCP
+    // socket if the handshake falls back (under epoll_mu).
+    struct EpollReg {
+        int epfd;
+        epoll_event ev;
+    };
+    std::vector<EpollReg> connecting_regs;
+    std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
+    std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)

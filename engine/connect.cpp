@@ -21,19 +21,24 @@ std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
 
 } // namespace
 
-HandshakeResult smc_connect_handshake(int fd, ism::Device& dev, const HandshakeConfig& cfg) {
-    auto conn = std::make_unique<SmcConn>();
+ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
+                                    const HandshakeConfig& cfg) {
+    SmcConn* conn = &c;
     auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
     if (!own) return Fallback{fallback::MEM, 0}; // nothing sent yet: plain TCP as is
     conn->rx = *own;
-    if (!smc_conn_init_events(*conn)) {
-        smc_conn_release(*conn, dev, static_cast<uid_t>(-1));
-        return Fallback{fallback::MEM, 0};
-    }
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
-    auto fail = [&](HandshakeResult r) {
-        smc_conn_release(*conn, dev, static_cast<uid_t>(-1));
+    // On failure the connection gives back what the handshake took; its own
+    // eventfds stay (the caller may have them in epoll sets).
+    auto fail = [&](ConnectResult r) {
+        dev.release(conn->rx, static_cast<uid_t>(-1));
+        conn->rx = ism::Dmb{};
+        if (conn->tx.valid()) ism::unmap(conn->tx);
+        for (int* pfd : {&conn->peer_rx_event, &conn->peer_tx_event}) {
+            if (*pfd >= 0) sys::real().close(*pfd);
+            *pfd = -1;
+        }
         return r;
     };
 
@@ -95,7 +100,7 @@ HandshakeResult smc_connect_handshake(int fd, ism::Device& dev, const HandshakeC
     confirm.dmbe_size_code = clc::size_to_code(conn->rx.size, clc::kMaxDmbeSizeCode);
     confirm.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
-    return conn;
+    return std::monostate{};
 }
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
@@ -103,7 +108,13 @@ void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }
-    if (c.rx.valid()) dev.release(c.rx, peer_uid);
+    if (c.rx.valid()) {
+        uint8_t peer_flags =
+            cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+        bool peer_done =
+            !c.tx.valid() || (peer_flags & (cdc::kPeerConnClosed | cdc::kPeerConnAbort));
+        dev.release(c.rx, peer_uid, peer_done);
+    }
     c.rx = ism::Dmb{};
     if (c.tx.valid()) ism::unmap(c.tx);
 }

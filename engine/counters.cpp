@@ -15,6 +15,10 @@ constexpr const char* kTexts[] = {
 };
 } // namespace
 
+bool is_gauge(Id id) {
+    return id == handshakes_inflight || id == accept_queue;
+}
+
 const char* name_of(Id id) {
     return id < kCount ? kNames[id] : "?";
 }

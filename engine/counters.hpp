@@ -26,7 +26,14 @@ namespace usmc::counters {
     X(notifications, "wake-ups sent to a waiting peer (system calls)")                             \
     X(notifications_suppressed, "wake-ups not needed: the peer was not waiting")                   \
     X(cursor_updates, "cursor publications in shared memory")                                      \
-    X(late_proposals, "CLC Proposals declined after the connection went TCP")
+    X(late_proposals, "CLC Proposals declined after the connection went TCP")                      \
+    X(handshakes_inflight, "gauge: server handshakes queued or running")                           \
+    X(accept_queue, "gauge: SMC connections handshaken, not yet accepted")                         \
+    X(backlog_stalls, "times accept() stopped taking from the kernel (backlog full)")              \
+    X(hs_congestion_onsets, "times the server handshake queue became congested")                   \
+    X(hs_limit_bypassed, "connects that skipped SMC: listener congested (SMC_LIMIT_HS)")           \
+    X(hs_congested_declines, "Proposals declined at once: handshake queue congested")              \
+    X(client_async_handshakes, "nonblocking connects handshaken on a worker")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,
@@ -38,6 +45,9 @@ enum Id : uint8_t {
 // Room reserved in the segment, so later counters keep the layout stable.
 constexpr unsigned kSlots = 64;
 static_assert(kCount <= kSlots);
+
+// Gauges go up and down; an exited process's value is not added to the totals.
+bool is_gauge(Id id);
 
 const char* name_of(Id id);
 const char* description_of(Id id);

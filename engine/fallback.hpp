@@ -31,8 +31,9 @@ namespace usmc::fallback {
     X(CONFIG, 0x0a020000, "usmc: configuration error, running as TCP")                             \
     X(FDTABLE, 0x0a030000, "usmc: fd beyond the shim's table")                                     \
     X(NOLISTENER, 0x0a040000, "usmc: no SMC listener at the destination")                          \
-    X(ASYNC, 0x0a050000, "usmc: nonblocking connect (SMC not yet supported there)")                \
-    X(SAMEPROC, 0x0a060000, "usmc: listener in the same process")
+    X(SAMEPROC, 0x0a060000, "usmc: blocking connect to a listener in the same process")            \
+    X(HSLIMIT, 0x0a070000, "usmc: listener's handshakes congested (SMC_LIMIT_HS)")                 \
+    X(FDLIMIT, 0x0a080000, "usmc: too close to the descriptor limit (RLIMIT_NOFILE)")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -36,7 +36,11 @@ struct Fallback {
 using HandshakeResult = std::variant<std::unique_ptr<SmcConn>, Fallback, int /* -errno */>;
 
 // Client: `tcp_fd` is connected to a listener the registry vouched for.
-HandshakeResult smc_connect_handshake(int tcp_fd, ism::Device& dev, const HandshakeConfig& cfg);
+// `conn` has its eventfds (smc_conn_init_events) and is filled in; on a
+// fallback or an error it holds only those again.
+using ConnectResult = std::variant<std::monostate /* SMC-D up */, Fallback, int /* -errno */>;
+ConnectResult smc_connect_handshake(int tcp_fd, SmcConn& conn, ism::Device& dev,
+                                    const HandshakeConfig& cfg);
 
 // Server: the first bytes of `tcp_fd` are a CLC Proposal (clc::classify).
 HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,

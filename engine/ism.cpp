@@ -32,7 +32,7 @@ uint64_t random64() {
 
 std::optional<Dmb> create_dmb(uint32_t size) {
     if (size < kMinDmb || size > kMaxDmb) return std::nullopt;
-    int fd = memfd_create("usmc-dmb", MFD_CLOEXEC);
+    int fd = sys::place_high(memfd_create("usmc-dmb", MFD_CLOEXEC));
     if (fd < 0) return std::nullopt;
     if (ftruncate(fd, size) != 0) {
         sys::real().close(fd);
@@ -55,7 +55,10 @@ std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
         return std::nullopt;
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return std::nullopt;
-    return Dmb{fd, static_cast<uint8_t*>(p), size, 0};
+    // The mapping keeps the memory; the descriptor would only count against
+    // the application's RLIMIT_NOFILE.
+    sys::real().close(fd);
+    return Dmb{-1, static_cast<uint8_t*>(p), size, 0};
 }
 
 void unmap(Dmb& d) {
@@ -92,10 +95,10 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     return d;
 }
 
-void Device::release(Dmb dmb, uid_t peer_uid) {
+void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     if (!dmb.valid()) return;
     std::lock_guard lock(mu_);
-    if (free_.size() < kMaxFreeDmbs) {
+    if (reusable && free_.size() < kMaxFreeDmbs) {
         free_.push_back({dmb, peer_uid});
         return;
     }

@@ -47,7 +47,11 @@ class Device {
     // A DMB for a connection to a peer of `peer_uid`; nullopt past the memory
     // cap (the connection then declines with MAX_DMB / MEM and runs as TCP).
     std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid);
-    void release(Dmb dmb, uid_t peer_uid);
+    // `reusable`: the peer is known to be done writing into it (its close or
+    // abort flag is in the control line, or it never had it); otherwise a
+    // late write of the old peer could land in the next connection's DMB, so
+    // it is dropped (the peer's mapping keeps the memory until it unmaps).
+    void release(Dmb dmb, uid_t peer_uid, bool reusable = true);
     uint64_t memory_in_use() const;
 
   private:

@@ -72,6 +72,25 @@ void after_consume(SmcConn& c, bool ring_empty) {
     }
 }
 
+// The ring was read empty by a call that returns data: the eventfd must stop
+// saying "readable" (a level-triggered watcher would read and get EAGAIN,
+// which some programs, wrk among them, count as an error), and the peer must
+// wake us on its next write (an edge-triggered watcher waits for it). If
+// data slipped in before the request was visible, wake ourselves.
+void arm_on_empty(SmcConn& c) {
+    uint64_t drained;
+    ssize_t rd = sys::real().read(c.rx_event, &drained, sizeof drained);
+    (void)rd;
+    auto& w = c.tx.control()->waiting;
+    w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+    auto avail = available(c);
+    if (!avail || *avail > 0 || peer_conn_flags(c)) {
+        uint64_t v = 1;
+        ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v);
+        (void)rc;
+    }
+}
+
 } // namespace
 
 void SmcConn::store_cons_word() {
@@ -122,6 +141,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             c.rx_cons = cdc::advance(c.rx_cons, n, c.rx.ring_size());
             got += n;
             after_consume(c, n == *avail);
+            if (n == *avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
             if (got == total || !waitall) return ssize_t(got);
             continue;
         }

@@ -169,9 +169,11 @@ static Header* map_retired_file(const std::string& path, bool create) {
 }
 
 static void add_counters(Header* into, const Header* from) {
-    for (unsigned i = 0; i < counters::kSlots; ++i)
+    for (unsigned i = 0; i < counters::kSlots; ++i) {
+        if (i < counters::kCount && counters::is_gauge(counters::Id(i))) continue;
         if (uint64_t v = from->counters[i].load(std::memory_order_relaxed))
             into->counters[i].fetch_add(v, std::memory_order_relaxed);
+    }
     for (unsigned i = 0; i < kReasonSlots; ++i)
         if (uint64_t v = from->fallbacks[i].load(std::memory_order_relaxed))
             into->fallbacks[i].fetch_add(v, std::memory_order_relaxed);

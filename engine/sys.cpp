@@ -1,7 +1,10 @@
 #include "engine/sys.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <time.h>
 
 namespace usmc::sys {
 
@@ -21,6 +24,29 @@ void resolve() {
     // Another thread is resolving: dlsym is quick, wait for it.
     while (g_state.load(std::memory_order_acquire) != 2)
         sched_yield();
+}
+
+int place_high(int fd) {
+    if (fd < 0) return fd;
+    // The limit may change (nginx's worker_rlimit_nofile): look again at most
+    // once a second.
+    static std::atomic<int> base{0};
+    static std::atomic<int64_t> checked_at{-1};
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (checked_at.load(std::memory_order_relaxed) != now.tv_sec) {
+        rlimit rl{};
+        rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+        if (cur == RLIM_INFINITY || cur > (1u << 20)) cur = 1u << 20;
+        base.store(static_cast<int>(cur - cur / 4), std::memory_order_relaxed);
+        checked_at.store(now.tv_sec, std::memory_order_relaxed);
+    }
+    int b = base.load(std::memory_order_relaxed);
+    if (fd >= b) return fd;
+    int high = real().fcntl(fd, F_DUPFD_CLOEXEC, b);
+    if (high < 0) return fd;
+    real().close(fd);
+    return high;
 }
 
 } // namespace usmc::sys

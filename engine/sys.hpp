@@ -81,4 +81,12 @@ inline const Table& real() {
     return g_table;
 }
 
+// Moves one of usmc's own descriptors (eventfds, DMB memfds) into the top
+// quarter of RLIMIT_NOFILE, returning its new number. Programs size tables
+// by the descriptors they expect (wrk's event loop takes 10 + 3 per
+// connection and fails beyond it); usmc's descriptors must not push the
+// program's own sockets to higher numbers. If that range is full the
+// descriptor keeps its number.
+int place_high(int fd);
+
 } // namespace usmc::sys

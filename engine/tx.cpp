@@ -60,6 +60,16 @@ void wake_peer_reader(SmcConn& c) {
     auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
     if (w.load(std::memory_order_seq_cst) & cdc::kWaitData) {
         if (w.fetch_and(~uint64_t{cdc::kWaitData}, std::memory_order_seq_cst) & cdc::kWaitData) {
+            // Already read all of it (the reader announces its cursor when it
+            // empties the ring, then re-arms)? Then the flag asks for the
+            // next write: leave it set, and send no wake-up that would find
+            // nothing to read.
+            auto free = peer_free(c);
+            if (free && *free == c.tx.ring_size()) {
+                w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+                c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
             uint64_t one = 1;
             ssize_t rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
             (void)rc;

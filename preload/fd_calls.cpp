@@ -85,7 +85,7 @@ USMC_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
     if (SmcConn* c = shim::smc(fd)) {
         // The bytes waiting are in shared memory, not in the TCP socket.
         if (request == FIONREAD || request == SIOCOUTQ)
-            return af_smc::ioctl_queue(c, request, static_cast<int*>(arg));
+            return af_smc::ioctl_queue(c, fd, request, static_cast<int*>(arg));
         int rc = sys::real().ioctl(fd, request, arg);
         if (rc == 0 && request == FIONBIO && arg)
             af_smc::set_nonblock(c, *static_cast<int*>(arg) != 0);

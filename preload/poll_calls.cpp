@@ -21,7 +21,9 @@ namespace {
 bool sets_hold_smc(int n, const fd_set* r, const fd_set* w) {
     if (!af_smc::g_conns.load(std::memory_order_acquire)) return false;
     for (int fd = 0; fd < n; ++fd)
-        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))) && shim::smc(fd)) return true;
+        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))) &&
+            (shim::smc(fd) || af_smc::is_listener(fd)))
+            return true;
     return false;
 }
 
@@ -99,7 +101,7 @@ USMC_EXPORT int epoll_create1(int flags) noexcept {
 }
 
 USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
-    if (shim::smc(fd)) return af_smc::epoll_ctl(epfd, op, fd, ev);
+    if (shim::smc(fd) || af_smc::is_listener(fd)) return af_smc::epoll_ctl(epfd, op, fd, ev);
     return sys::real().epoll_ctl(epfd, op, fd, ev);
 }
 

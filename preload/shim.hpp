@@ -23,14 +23,19 @@ class ErrnoGuard {
     int saved_;
 };
 
+// An SMC connection, up or still handshaking. (1 marks a late-CLC check,
+// for reads only; a connection whose handshake fell back passes through.)
 inline SmcConn* smc(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
-    return reinterpret_cast<uintptr_t>(c) > 1 ? c
-                                              : nullptr; // 1 marks a late-CLC check (reads only)
+    return reinterpret_cast<uintptr_t>(c) > 1 &&
+                   c->phase.load(std::memory_order_relaxed) != Phase::Tcp
+               ? c
+               : nullptr;
 }
 // For reads: also the late-CLC marker, which af_smc::recv handles.
 inline SmcConn* smc_or_late(int fd) {
-    return af_smc::conn_of(fd);
+    SmcConn* c = af_smc::conn_of(fd);
+    return reinterpret_cast<uintptr_t>(c) == 1 ? c : smc(fd);
 }
 
 inline int fail(int err) {

@@ -93,8 +93,12 @@ USMC_EXPORT int listen(int fd, int backlog) noexcept {
     int rc = sys::real().listen(fd, backlog);
     if (rc != 0) return rc;
     SockInfo s = g_fds.get(fd);
-    if (!s.tracked() || s.role == SockRole::Listener) return rc; // listen() again: new backlog only
+    if (!s.tracked()) return rc;
     shim::ErrnoGuard keep;
+    if (s.role == SockRole::Listener) { // listen() again: a new backlog only
+        af_smc::on_listen_again(fd, backlog);
+        return rc;
+    }
     sockaddr_storage local{};
     socklen_t len = sizeof local;
     if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) len = 0;
@@ -107,7 +111,7 @@ USMC_EXPORT int listen(int fd, int backlog) noexcept {
     s.reason = reason;
     g_fds.set(fd, s);
     runtime::count(counters::listens);
-    af_smc::on_listen(fd);
+    af_smc::on_listen(fd, backlog);
     return rc;
 }
 
@@ -161,6 +165,12 @@ USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
             int err = sockopt::put_int(val, optval, optlen);
             return err ? shim::fail(err) : 0;
         }
+        // A background SMC handshake that failed reports its error here once.
+        if (level == SOL_SOCKET && optname == SO_ERROR && s.tracked())
+            if (int so_error = af_smc::take_so_error(fd)) {
+                int err = sockopt::put_int(so_error, optval, optlen);
+                return err ? shim::fail(err) : 0;
+            }
     }
     return sys::real().getsockopt(fd, level, optname, optval, optlen);
 }
@@ -177,12 +187,12 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
             s.flags = static_cast<uint8_t>(limit_hs ? (s.flags | kFlagLimitHs)
                                                     : (s.flags & ~kFlagLimitHs));
             g_fds.set(fd, s);
+            if (s.role == SockRole::Listener) af_smc::on_limit_hs(fd, limit_hs);
             return 0;
         }
     }
     int rc = sys::real().setsockopt(fd, level, optname, optval, optlen);
     if (rc == 0 && level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO))
-        if (SmcConn* c = af_smc::conn_of(fd); c && c != reinterpret_cast<SmcConn*>(uintptr_t{1}))
-            af_smc::set_timeout(c, optname, optval, optlen);
+        if (SmcConn* c = shim::smc(fd)) af_smc::set_timeout(c, optname, optval, optlen);
     return rc;
 }

@@ -101,11 +101,12 @@ TEST_CASE("handshake between two threads: SMC-D up, data both ways, TCP stream u
         REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
         server_result = smc_listen_handshake(t.server, server_dev, *ep, cfg);
     });
-    HandshakeResult client_result = smc_connect_handshake(t.client, client_dev, cfg);
+    SmcConn c;
+    REQUIRE(smc_conn_init_events(c));
+    ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
     server.join();
-    REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(client_result));
+    REQUIRE(std::holds_alternative<std::monostate>(client_result));
     REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
-    auto& c = *std::get<std::unique_ptr<SmcConn>>(client_result);
     auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
     CHECK(send_str(c, "ping") == 4);
     CHECK(recv_str(s, 4) == "ping");
@@ -148,9 +149,10 @@ TEST_CASE("handshake across processes, 8 MiB checksummed") {
         _exit(0);
     }
     ism::Device dev(8 << 20);
-    auto r = smc_connect_handshake(t.client, dev, HandshakeConfig{});
-    REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(r));
-    auto& c = *std::get<std::unique_ptr<SmcConn>>(r);
+    SmcConn c;
+    REQUIRE(smc_conn_init_events(c));
+    auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
+    REQUIRE(std::holds_alternative<std::monostate>(r));
     std::vector<uint8_t> data(8u << 20);
     uint64_t sum = 0;
     for (size_t i = 0; i < data.size(); ++i) {
@@ -209,7 +211,9 @@ TEST_CASE("the server's memory cap: Decline MAX_DMB, client falls back") {
         clc::classify(t.server, 2000);
         server_result = smc_listen_handshake(t.server, server_dev, *ep, HandshakeConfig{});
     });
-    auto r = smc_connect_handshake(t.client, client_dev, HandshakeConfig{});
+    SmcConn c;
+    REQUIRE(smc_conn_init_events(c));
+    auto r = smc_connect_handshake(t.client, c, client_dev, HandshakeConfig{});
     server.join();
     REQUIRE(std::holds_alternative<Fallback>(r));
     CHECK(std::get<Fallback>(r).reason == fallback::PEERDECL);
@@ -231,7 +235,9 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
             smc_decline_late_proposal(t.server, fallback::PEERNOSMC);
         });
         auto t0 = std::chrono::steady_clock::now();
-        auto r = smc_connect_handshake(t.client, dev, HandshakeConfig{});
+        SmcConn c;
+        REQUIRE(smc_conn_init_events(c));
+        auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
         server.join();
         REQUIRE(std::holds_alternative<Fallback>(r));
         CHECK(std::get<Fallback>(r).reason == fallback::PEERDECL);
@@ -241,7 +247,9 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
         TcpPair t;
         ism::Device dev(8 << 20);
         REQUIRE(write(t.server, "220 ready\r\n", 11) == 11); // a server that speaks first, as TCP
-        auto r = smc_connect_handshake(t.client, dev, HandshakeConfig{});
+        SmcConn c;
+        REQUIRE(smc_conn_init_events(c));
+        auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
         REQUIRE(std::holds_alternative<Fallback>(r));
         CHECK(std::get<Fallback>(r).reason == fallback::PEERNOSMC);
         char buf[12] = {};

@@ -1,0 +1,290 @@
+// listen() and accept() for SMC listeners: the short-lived-connection path.
+//
+// accept() takes connections from the kernel listener and classifies them
+// by their first bytes without waiting; a connection that starts (or, when a
+// usmc client announced itself, may start) with a CLC Proposal goes to a
+// handshake worker, and accept() takes the next one. Completed handshakes
+// come back through the listener's queue (listener.hpp), which accept()
+// serves first. See handshake_queue.hpp for congestion and SMC_LIMIT_HS.
+#include "engine/af_smc_internal.hpp"
+#include "engine/clc_io.hpp"
+#include "engine/fallback.hpp"
+#include "engine/fdtable.hpp"
+#include "engine/log.hpp"
+#include "engine/registry.hpp"
+#include "engine/runtime.hpp"
+#include "engine/sys.hpp"
+
+#include <cstdio>
+#include <fcntl.h>
+#include <poll.h>
+#include <thread>
+
+namespace usmc::af_smc {
+
+using namespace detail;
+
+namespace {
+
+// The kernel caps every backlog at net.core.somaxconn; so do we.
+int clamp_backlog(int backlog) {
+    static const int somaxconn = [] {
+        int v = 4096;
+        if (FILE* f = std::fopen("/proc/sys/net/core/somaxconn", "re")) {
+            if (std::fscanf(f, "%d", &v) != 1) v = 4096;
+            std::fclose(f);
+        }
+        return v;
+    }();
+    return (backlog < 0 || backlog > somaxconn) ? somaxconn : backlog;
+}
+
+// Congestion of the server queue starts or ends: listeners with
+// SMC_LIMIT_HS tell clients in their registry entry.
+void on_server_congestion(bool congested) {
+    if (congested) runtime::count(counters::hs_congestion_onsets);
+    std::lock_guard lock(g_listen_mu);
+    for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
+            l->reg().set_flag(registry::kCongested,
+                              congested && g_fds.get(int(fd)).has(kFlagLimitHs));
+}
+
+// Records an accepted socket in the fd table; false if it cannot be tracked.
+bool track_accepted(int lfd, int nfd, SockInfo* out) {
+    SockInfo l = g_fds.get(lfd);
+    if (!l.tracked()) {
+        g_fds.clear(nfd); // a recycled number must not keep an old socket's record
+        if (in_table(nfd)) slot(nfd).store(nullptr);
+        return false;
+    }
+    SockInfo s;
+    s.kind = SockKind::Stream;
+    s.family = l.family;
+    s.role = SockRole::Server;
+    // Accepted sockets follow their listener's policy decision. SMC_LIMIT_HS
+    // starts from the global default, as the kernel's smc_sk_init() does.
+    s.flags = static_cast<uint8_t>(
+        (l.flags & (kFlagAfSmc | kFlagIpprotoSmc | kFlagAllowD | kFlagAllowR | kFlagDecided)) |
+        (runtime::default_limit_hs() ? kFlagLimitHs : 0));
+    s.reason = l.reason;
+    if (!g_fds.set(nfd, s)) {
+        runtime::count(counters::fd_untracked);
+        return false;
+    }
+    if (in_table(nfd)) slot(nfd).store(nullptr);
+    runtime::count(counters::server_accepts);
+    *out = s;
+    return true;
+}
+
+// A worker's part: wait for the Proposal if it was only announced, then the
+// handshake; the result goes to the listener's queue.
+void server_job(SmcListener* l, int fd, int detect_ms) {
+    Accepted a;
+    a.fd = fd;
+    const auto& cfg = runtime::get().cfg;
+    auto first = detect_ms > 0 ? clc::classify(fd, detect_ms) : clc::FirstBytes::Proposal;
+    if (first != clc::FirstBytes::Proposal) {
+        a.reason = fallback::PEERNOSMC;
+        a.late_clc = first == clc::FirstBytes::Nothing;
+    } else {
+        if (cfg.testonly_server_handshake_delay_ms)
+            std::this_thread::sleep_for(
+                std::chrono::milliseconds(cfg.testonly_server_handshake_delay_ms));
+        auto result = smc_listen_handshake(fd, *g_engine.dev, *g_engine.ep, handshake_config());
+        if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
+            a.conn = std::move(*conn);
+        } else if (auto* fb = std::get_if<Fallback>(&result)) {
+            a.reason = fb->reason;
+        } else {
+            // Half way through, the connection is unusable: drop it, as the
+            // kernel drops a connection whose handshake failed.
+            runtime::count(counters::handshake_errors);
+            a.error = true;
+        }
+    }
+    runtime::count(counters::handshakes_inflight, uint64_t(-1));
+    if (auto back = l->push_done(std::move(a)))
+        discard_accepted(*back);
+    else
+        runtime::count(counters::accept_queue);
+    l->unref();
+}
+
+// Gives the application a connection a worker finished, with the flags and
+// the address of this accept call.
+int hand_out(Accepted& a, sockaddr* addr, socklen_t* len, bool nonblock, bool cloexec) {
+    int fd = a.fd;
+    int fl = sys::real().fcntl(fd, F_GETFL);
+    if (fl >= 0) sys::real().fcntl(fd, F_SETFL, nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+    sys::real().fcntl(fd, F_SETFD, cloexec ? FD_CLOEXEC : 0);
+    if (addr && len) sys::real().getpeername(fd, addr, len);
+    if (a.conn) {
+        install(fd, std::move(a.conn), nonblock);
+        count_result(0, true);
+    } else {
+        set_mode(fd, SockMode::Tcp, a.reason);
+        if (a.late_clc) slot(fd).store(kLateClc);
+        count_result(a.reason, false);
+    }
+    return fd;
+}
+
+int accept_plain(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4) {
+    int nfd = use_accept4 ? sys::real().accept4(lfd, addr, len, flags)
+                          : sys::real().accept(lfd, addr, len);
+    if (nfd < 0) return nfd;
+    int saved = errno;
+    SockInfo s;
+    if (track_accepted(lfd, nfd, &s)) count_result(s.reason, false);
+    errno = saved;
+    return nfd;
+}
+
+int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags,
+               bool use_accept4) {
+    bool listener_nonblock = fd_nonblocking(lfd);
+    bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
+    bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
+    while (true) {
+        if (auto a = l->pop_done()) {
+            runtime::count(counters::accept_queue, uint64_t(-1));
+            return hand_out(*a, addr, len, want_nonblock, want_cloexec);
+        }
+        bool full = l->at_backlog();
+        if (full && !l->stalled()) runtime::count(counters::backlog_stalls);
+        l->set_stalled(full);
+        if (full || (!listener_nonblock && l->in_handshake() > 0)) {
+            if (listener_nonblock) return fail(EAGAIN);
+            // Blocking: a worker may finish first (and below the backlog the
+            // kernel listener may have a connection).
+            pollfd p[2] = {{l->done_event(), POLLIN, 0}, {lfd, POLLIN, 0}};
+            if (sys::real().poll(p, full ? 1 : 2, -1) < 0) return -1;
+            if (full || !(p[1].revents & POLLIN)) continue;
+        }
+        int nfd = use_accept4 ? sys::real().accept4(lfd, addr, len, flags)
+                              : sys::real().accept(lfd, addr, len);
+        if (nfd < 0) return nfd;
+        int saved = errno;
+        SockInfo s;
+        if (!track_accepted(lfd, nfd, &s)) return nfd;
+        // Was a usmc client announced? Then its Proposal is worth waiting for
+        // (on a worker, clc_detect_timeout_ms); otherwise only what is there.
+        bool expected = l->reg().pending_connects() > 0;
+        auto first = clc::classify(nfd, 0);
+        uint32_t reason = fallback::PEERNOSMC;
+        if (first == clc::FirstBytes::Proposal || (first == clc::FirstBytes::Nothing && expected)) {
+            HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
+            if (!q)
+                reason = fallback::INTERR;
+            else if (g_fds.get(lfd).has(kFlagLimitHs) && q->congested())
+                reason = fallback::HSLIMIT;
+            else if (!fd_budget_ok(nfd))
+                reason = fallback::FDLIMIT;
+            else
+                reason = 0;
+            if (!reason) {
+                int detect = first == clc::FirstBytes::Proposal
+                                 ? 0
+                                 : int(runtime::get().cfg.clc_detect_timeout_ms);
+                l->handshake_started();
+                l->ref();
+                runtime::count(counters::handshakes_inflight);
+                if (q->submit([l, nfd, detect] { server_job(l, nfd, detect); })) continue;
+                runtime::count(counters::handshakes_inflight, uint64_t(-1));
+                Accepted none;
+                none.error = true;
+                l->push_done(std::move(none)); // undoes handshake_started
+                l->unref();
+                reason = fallback::INTERR;
+            }
+            // No handshake now: a Proposal already here gets its Decline at
+            // once; one still on its way is swallowed before the first read.
+            if (first == clc::FirstBytes::Proposal) {
+                smc_decline_late_proposal(nfd, reason);
+                if (reason == fallback::HSLIMIT) runtime::count(counters::hs_congested_declines);
+            } else {
+                slot(nfd).store(kLateClc);
+            }
+        }
+        set_mode(nfd, SockMode::Tcp, reason);
+        count_result(reason, false);
+        errno = saved;
+        return nfd;
+    }
+}
+
+} // namespace
+
+namespace detail {
+SmcListener* acquire_listener(int fd) {
+    if (!in_table(fd) || !g_listeners[fd].load(std::memory_order_relaxed)) return nullptr;
+    std::lock_guard lock(g_listen_mu);
+    SmcListener* l = g_listeners[fd].load(std::memory_order_acquire);
+    if (l) l->ref();
+    return l;
+}
+
+HandshakeQueue* server_queue() {
+    std::lock_guard lock(g_engine_mu);
+    if (!g_engine.server_q)
+        g_engine.server_q = new HandshakeQueue(runtime::get().cfg.hs_workers, on_server_congestion);
+    return g_engine.server_q;
+}
+} // namespace detail
+
+void on_listen(int fd, int backlog) {
+    SockInfo s = g_fds.get(fd);
+    if (!in_table(fd) || !s.has(kFlagAllowD) || g_listeners[fd].load()) return;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+    uint32_t flags =
+        uint32_t{registry::kSmcD} | (s.has(kFlagLimitHs) ? uint32_t{registry::kLimitHs} : 0u);
+    auto reg = registry::Listener::publish(reinterpret_cast<sockaddr*>(&local), len, 0, flags);
+    if (!reg.published()) {
+        log::info("fd {}: could not publish the SMC listener; clients will use TCP", fd);
+        return;
+    }
+    auto* l = new SmcListener(std::move(reg), fd, clamp_backlog(backlog));
+    if (!l->ok()) {
+        log::info("fd {}: no eventfd for the SMC listener; clients will use TCP", fd);
+        l->reg().withdraw();
+        delete l;
+        return;
+    }
+    g_listeners[fd].store(l, std::memory_order_release);
+}
+
+void on_listen_again(int fd, int backlog) {
+    if (SmcListener* l = acquire_listener(fd)) {
+        l->set_backlog(clamp_backlog(backlog));
+        l->unref();
+    }
+}
+
+void on_limit_hs(int fd, bool on) {
+    if (SmcListener* l = acquire_listener(fd)) {
+        l->reg().set_flag(registry::kLimitHs, on);
+        bool congested = false;
+        {
+            std::lock_guard lock(g_engine_mu);
+            congested = g_engine.server_q && g_engine.server_q->congested();
+        }
+        l->reg().set_flag(registry::kCongested, on && congested);
+        l->unref();
+    }
+}
+
+int accept(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4) {
+    SmcListener* l = acquire_listener(lfd);
+    if (!l) return accept_plain(lfd, addr, len, flags, use_accept4);
+    int rc = accept_smc(l, lfd, addr, len, flags, use_accept4);
+    int saved = errno;
+    l->unref();
+    errno = saved;
+    return rc;
+}
+
+} // namespace usmc::af_smc

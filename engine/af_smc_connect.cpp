@@ -1,0 +1,242 @@
+// connect(): who becomes an SMC candidate, and the client handshake.
+//
+// A blocking connect() runs the handshake in the calling thread, as the
+// kernel does. A nonblocking one returns EINPROGRESS at once and the
+// handshake runs on a client worker (the kernel's smc_connect_work): until it
+// ends the socket is not writable (EPOLLOUT, POLLOUT) and its calls answer
+// EAGAIN, so the application learns "connected" only once it is known
+// whether the connection runs as SMC-D or as TCP.
+#include "engine/af_smc_internal.hpp"
+#include "engine/fallback.hpp"
+#include "engine/fdtable.hpp"
+#include "engine/log.hpp"
+#include "engine/registry.hpp"
+#include "engine/runtime.hpp"
+#include "engine/sys.hpp"
+
+#include <cstring>
+#include <poll.h>
+
+namespace usmc::af_smc {
+
+using namespace detail;
+
+namespace {
+
+// Fallback counter of the eventfds: a saturated tx_event is not writable.
+constexpr uint64_t kSaturate = 0xfffffffffffffffeull;
+
+// TCP connect of a nonblocking socket: wait this long for it on the worker
+// before giving the socket back to the application as TCP, still connecting.
+constexpr int kTcpConnectWaitMs = 10000;
+
+// The worker is done: switch the application's view of the socket to what
+// the handshake gave, under epoll_mu so an epoll_ctl cannot slip between.
+void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* reason_out) {
+    std::unique_lock lock(c->epoll_mu);
+    uint32_t reason = 0;
+    if (std::holds_alternative<std::monostate>(result)) {
+        c->rx.control()->owner_refs.store(1, std::memory_order_relaxed);
+        for (auto& r : c->connecting_regs) {
+            // As epoll_ctl does for an Active connection: the TCP socket only
+            // reports a vanished peer.
+            epoll_event tcp_ev = r.ev;
+            tcp_ev.events &= (EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
+            c->epoll_sets.push_back(r.epfd);
+        }
+        c->connecting_regs.clear();
+        set_mode(fd, SockMode::SmcD, 0);
+        c->phase.store(Phase::Active, std::memory_order_release);
+        // Connected: writable now (the peer's ring is empty).
+        smc_arm(*c, POLLOUT);
+    } else {
+        if (auto* fb = std::get_if<Fallback>(&result)) {
+            reason = fb->reason;
+        } else {
+            reason = fallback::INTERR;
+            c->so_error.store(-std::get<int>(result));
+            runtime::count(counters::handshake_errors);
+            sys::real().shutdown(fd, SHUT_RDWR); // the connection is unusable
+        }
+        for (auto& r : c->connecting_regs) {
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &r.ev);
+        }
+        c->connecting_regs.clear();
+        set_mode(fd, SockMode::Tcp, reason);
+        c->phase.store(Phase::Tcp, std::memory_order_release);
+        // Wake poll()ers on the eventfds: they look again and see TCP.
+        uint64_t v = 1;
+        ssize_t rc = sys::real().write(c->rx_event, &v, sizeof v);
+        rc = sys::real().read(c->tx_event, &v, sizeof v);
+        (void)rc;
+    }
+    *reason_out = reason;
+}
+
+void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len) {
+    pollfd p{fd, POLLOUT, 0};
+    int n = sys::real().poll(&p, 1, kTcpConnectWaitMs);
+    ConnectResult result;
+    if (n == 1 && !(p.revents & (POLLERR | POLLHUP))) {
+        result = smc_connect_handshake(fd, *c, *g_engine.dev, handshake_config());
+    } else {
+        // The TCP connect failed (or is still going): the application reads
+        // the outcome from the kernel as usual.
+        result = Fallback{0, 0};
+    }
+    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false);
+    uint32_t reason = 0;
+    bool smc = std::holds_alternative<std::monostate>(result);
+    bool tcp_failed =
+        std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
+    finish_connect(fd, c, result, &reason);
+    if (!tcp_failed) count_result(reason, smc);
+    // Last touch of `c`: close() may free it once worker_done is set.
+    c->phase.notify_all();
+    c->worker_done.store(true, std::memory_order_release);
+}
+
+// Nonblocking connect of a candidate: EINPROGRESS, handshake on a worker.
+int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason) {
+    HandshakeQueue* q = client_queue();
+    auto* c = new SmcConn;
+    if (!q || !smc_conn_init_events(*c)) {
+        discard(c);
+        *reason = fallback::MEM;
+        return 1; // go on as plain TCP
+    }
+    uint64_t v = kSaturate;
+    ssize_t wr = sys::real().write(c->tx_event, &v, sizeof v); // not writable until done
+    (void)wr;
+    c->tcp_fd = fd;
+    c->nonblock.store(true);
+    c->phase.store(Phase::Connecting);
+    c->worker_done.store(false);
+    registry::announce_pending(addr, len, true);
+    int rc = sys::real().connect(fd, addr, len);
+    if (rc != 0 && errno != EINPROGRESS) {
+        int err = errno;
+        registry::announce_pending(addr, len, false);
+        discard(c);
+        errno = err;
+        return -1;
+    }
+    slot(fd).store(c, std::memory_order_release);
+    sockaddr_storage copy{};
+    std::memcpy(&copy, addr, std::min<size_t>(len, sizeof copy));
+    runtime::count(counters::client_async_handshakes);
+    if (!q->submit([fd, c, copy, len] { client_job(fd, c, copy, len); })) {
+        uint32_t ignored;
+        finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
+        registry::announce_pending(addr, len, false);
+        c->worker_done.store(true);
+        count_result(fallback::INTERR, false);
+    }
+    errno = EINPROGRESS;
+    return -1;
+}
+
+// Blocking connect of a candidate: the real connect, then the handshake here.
+int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason) {
+    registry::announce_pending(addr, len, true);
+    int rc = sys::real().connect(fd, addr, len);
+    if (rc != 0) {
+        int err = errno;
+        registry::announce_pending(addr, len, false);
+        errno = err;
+        return -1;
+    }
+    auto conn = std::make_unique<SmcConn>();
+    ConnectResult result = Fallback{fallback::MEM, 0};
+    if (smc_conn_init_events(*conn))
+        result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());
+    registry::announce_pending(addr, len, false);
+    if (std::holds_alternative<std::monostate>(result)) {
+        install(fd, std::move(conn), false);
+        count_result(0, true);
+        return 0;
+    }
+    discard(conn.release());
+    if (auto* fb = std::get_if<Fallback>(&result)) {
+        *reason = fb->reason;
+        set_mode(fd, SockMode::Tcp, *reason);
+        count_result(*reason, false);
+        return 0;
+    }
+    runtime::count(counters::handshake_errors);
+    set_mode(fd, SockMode::Tcp, fallback::INTERR);
+    return fail(-std::get<int>(result));
+}
+
+} // namespace
+
+namespace detail {
+HandshakeQueue* client_queue() {
+    std::lock_guard lock(g_engine_mu);
+    if (!g_engine.client_q)
+        g_engine.client_q = new HandshakeQueue(runtime::get().cfg.hs_workers, nullptr);
+    return g_engine.client_q;
+}
+} // namespace detail
+
+int connect(int fd, const sockaddr* addr, socklen_t len) {
+    SockInfo s = g_fds.get(fd);
+    bool inet = addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6);
+    if (!s.tracked() || !inet || s.has(kFlagDecided)) return sys::real().connect(fd, addr, len);
+
+    uint32_t reason = 0;
+    config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);
+    bool nonblock = fd_nonblocking(fd);
+    bool candidate = false;
+    if (modes & config::kModeSmcD) {
+        auto found = registry::lookup(addr, len, runtime::get().cfg.trusted_uids);
+        if (!found || !(found->flags & registry::kSmcD))
+            reason = fallback::NOLISTENER;
+        else if (found->flags & registry::kCongested) {
+            reason = fallback::HSLIMIT; // the kernel's listener would withhold the SYN option
+            runtime::count(counters::hs_limit_bypassed);
+        } else if (found->pid == getpid() && !nonblock)
+            reason = fallback::SAMEPROC; // we would wait for our own accept()
+        else if (!in_table(fd) || !fd_budget_ok(fd))
+            reason = in_table(fd) ? uint32_t{fallback::FDLIMIT} : uint32_t{fallback::FDTABLE};
+        else
+            candidate = ensure_engine(false);
+    } else if (!reason) {
+        // SMC-R only: this build has no RDMA device support yet.
+        reason = (modes & config::kModeSmcR) ? uint32_t{fallback::NOSMCRDEV}
+                                             : uint32_t{fallback::POLICY};
+    }
+    s.role = SockRole::Client;
+    s.flags = static_cast<uint8_t>(s.flags | kFlagDecided |
+                                   ((modes & config::kModeSmcD) ? kFlagAllowD : 0) |
+                                   ((modes & config::kModeSmcR) ? kFlagAllowR : 0));
+    s.reason = reason;
+    g_fds.set(fd, s);
+
+    int rc = 1; // 1: not (or no longer) a candidate, connect as plain TCP
+    if (candidate)
+        rc = nonblock ? connect_async(fd, addr, len, &reason)
+                      : connect_blocking(fd, addr, len, &reason);
+    if (rc == 1) {
+        rc = sys::real().connect(fd, addr, len);
+        int err = errno;
+        if (rc != 0 && err != EINPROGRESS) {
+            // A connect that failed outright leaves the socket undecided (it
+            // may be tried again), as before it.
+            s.flags = static_cast<uint8_t>(s.flags & ~kFlagDecided);
+            g_fds.set(fd, s);
+            errno = err;
+            return rc;
+        }
+        set_mode(fd, SockMode::Tcp, reason);
+        count_result(reason, false);
+        errno = err;
+    }
+    if (rc == 0 || errno == EINPROGRESS) runtime::count(counters::client_connects);
+    return rc;
+}
+
+} // namespace usmc::af_smc

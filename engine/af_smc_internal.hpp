@@ -1,0 +1,80 @@
+#pragma once
+// What the pieces of the socket layer share (af_smc.cpp: descriptors and
+// data calls; af_smc_connect.cpp; af_smc_accept.cpp; af_smc_poll.cpp).
+// Not for the preload.
+#include "engine/af_smc.hpp"
+#include "engine/fdtable.hpp"
+#include "engine/handshake.hpp"
+#include "engine/handshake_queue.hpp"
+#include "engine/listener.hpp"
+
+#include <mutex>
+
+namespace usmc::af_smc::detail {
+
+// A connection handed to the application as TCP by a listener that expected
+// SMC clients: its first bytes may still be a late CLC Proposal, which the
+// shim must swallow (and decline) before the application reads. Marked in
+// the connection table itself, so reads still cost one lookup.
+inline SmcConn* const kLateClc = reinterpret_cast<SmcConn*>(uintptr_t{1});
+
+// Listeners by fd. Loads that keep the pointer beyond the call take
+// g_listen_mu and a reference; deletion happens under it too.
+extern std::atomic<SmcListener*>* g_listeners;
+extern std::mutex g_listen_mu;
+// The listener behind fd with a reference taken (unref() when done), or nullptr.
+SmcListener* acquire_listener(int fd);
+
+inline std::atomic<SmcConn*>& slot(int fd) {
+    return g_conns.load(std::memory_order_acquire)[fd];
+}
+inline bool in_table(int fd) {
+    return g_conns.load() && static_cast<unsigned>(fd) < g_conns_capacity;
+}
+// An SMC connection in Active or Connecting phase (not the late-CLC marker,
+// not a finished fallback).
+inline bool is_smc(const SmcConn* c) {
+    return reinterpret_cast<uintptr_t>(c) > 1 &&
+           c->phase.load(std::memory_order_acquire) != Phase::Tcp;
+}
+
+// The process's ISM device and endpoint, made on first need (and again in a
+// forked child, which gets its own GID).
+struct Engine {
+    ism::Device* dev = nullptr;
+    ism::Endpoint* ep = nullptr;
+    HandshakeQueue* server_q = nullptr;
+    HandshakeQueue* client_q = nullptr;
+};
+extern std::mutex g_engine_mu;
+extern Engine g_engine;
+bool ensure_engine(bool need_endpoint);
+HandshakeQueue* server_queue();
+HandshakeQueue* client_queue();
+HandshakeConfig handshake_config();
+
+void set_mode(int fd, SockMode mode, uint32_t reason);
+void count_result(uint32_t reason, bool smc);
+// Puts an Active connection into the table for `fd`.
+void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock);
+// Frees a connection nobody else in this process uses any more; the peer is
+// told if this was the last process holding it.
+void release(SmcConn* c);
+// Frees a connection whose handshake failed or that never reached the
+// application (its eventfds, DMBs, the object).
+void discard(SmcConn* c);
+// The handshake moved the connection away from SMC: close a connection that
+// never reached the application.
+void discard_accepted(Accepted& a);
+
+// Descriptor budget: false when `fd` (the lowest free number the kernel just
+// gave) plus what an SMC connection adds would come near RLIMIT_NOFILE.
+bool fd_budget_ok(int fd);
+
+bool fd_nonblocking(int fd);
+inline int fail(int err) {
+    errno = err;
+    return -1;
+}
+
+} // namespace usmc::af_smc::detail

@@ -1,0 +1,56 @@
+#pragma once
+// Where CLC handshakes run (the kernel's smc_hs_wq): a small pool of threads
+// per process, one queue per role. accept() and nonblocking connect() only
+// hand connections over; they never wait behind a handshake in progress
+// (the short-lived-connection series, patch 1).
+//
+// Handshakes are blocking state machines on a worker thread: each CLC step
+// has its own timeout (CLC_WAIT_TIME), so a stuck peer holds one worker for
+// at most that long. Server and client queues are separate: in one process
+// a client handshake waits for a server handshake, and a shared pool full of
+// waiting clients would starve the servers they wait for.
+//
+// Congestion (patch 3, smc_hs_congested): handshakes waiting for a worker,
+// not yet started, reach the number of workers. It ends when no handshake
+// waits. Listeners with SMC_LIMIT_HS advertise it, and clients then connect
+// as plain TCP.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+
+namespace usmc {
+
+class HandshakeQueue {
+  public:
+    // `on_congestion(bool)` runs (on the submitting or working thread) when
+    // congestion starts or ends.
+    HandshakeQueue(unsigned workers, std::function<void(bool)> on_congestion);
+    HandshakeQueue(const HandshakeQueue&) = delete;
+    HandshakeQueue& operator=(const HandshakeQueue&) = delete;
+
+    // Never blocks. Threads are started on first use; false when not even
+    // one could be (the caller goes on with plain TCP).
+    bool submit(std::function<void()> job);
+
+    unsigned waiting() const { return waiting_.load(std::memory_order_relaxed); }
+    unsigned running() const { return running_.load(std::memory_order_relaxed); }
+    bool congested() const { return congested_.load(std::memory_order_relaxed); }
+    unsigned workers() const { return workers_; }
+
+  private:
+    void work();
+    void update_congestion();
+
+    const unsigned workers_;
+    std::function<void(bool)> on_congestion_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    unsigned started_ = 0;
+    std::atomic<unsigned> waiting_{0}, running_{0};
+    std::atomic<bool> congested_{false};
+};
+
+} // namespace usmc

@@ -1,0 +1,129 @@
+#include "engine/listener.hpp"
+
+#include "engine/sys.hpp"
+
+#include <algorithm>
+#include <new>
+#include <sys/eventfd.h>
+
+namespace usmc {
+
+SmcListener::SmcListener(registry::Listener reg, int fd, int backlog)
+    : reg_(std::move(reg)), fd_(fd), backlog_(std::max(backlog, 1)) {
+    done_event_ = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+}
+
+SmcListener::~SmcListener() {
+    if (done_event_ >= 0) sys::real().close(done_event_);
+}
+
+void SmcListener::set_backlog(int backlog) {
+    backlog_.store(std::max(backlog, 1), std::memory_order_relaxed);
+}
+
+std::optional<Accepted> SmcListener::push_done(Accepted a) {
+    in_handshake_.fetch_sub(1, std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    if (closed_) return a;
+    // Wake accept() even for a connection that is dropped: below the
+    // backlog again, it may take from the kernel listener.
+    uint64_t one = 1;
+    ssize_t rc = sys::real().write(done_event_, &one, sizeof one);
+    (void)rc;
+    if (a.error) return a;
+    done_.push_back(std::move(a));
+    return std::nullopt;
+}
+
+std::optional<Accepted> SmcListener::pop_done() {
+    std::lock_guard lock(mu_);
+    if (done_.empty()) {
+        drain_event();
+        return std::nullopt;
+    }
+    Accepted a = std::move(done_.front());
+    done_.pop_front();
+    if (done_.empty()) drain_event();
+    return a;
+}
+
+size_t SmcListener::queued() const {
+    std::lock_guard lock(mu_);
+    return done_.size();
+}
+
+void SmcListener::drain_event() {
+    uint64_t v;
+    ssize_t rc = sys::real().read(done_event_, &v, sizeof v);
+    (void)rc;
+}
+
+int SmcListener::epoll_ctl(int epfd, int op, epoll_event* ev) {
+    std::lock_guard lock(mu_);
+    bool stalled = stalled_.load(std::memory_order_relaxed);
+    auto it =
+        std::find_if(regs_.begin(), regs_.end(), [&](const Reg& r) { return r.epfd == epfd; });
+    if (!stalled) {
+        int rc = sys::real().epoll_ctl(epfd, op, fd_, ev);
+        if (rc != 0) return rc;
+    } else if ((op == EPOLL_CTL_ADD) == (it != regs_.end())) {
+        errno = op == EPOLL_CTL_ADD ? EEXIST : ENOENT;
+        return -1;
+    }
+    epoll_event done{};
+    if (ev) {
+        done.events = EPOLLIN | (ev->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE));
+        done.data = ev->data;
+    }
+    sys::real().epoll_ctl(epfd, op, done_event_, op == EPOLL_CTL_DEL ? nullptr : &done);
+    if (op == EPOLL_CTL_DEL) {
+        if (it != regs_.end()) regs_.erase(it);
+    } else if (it != regs_.end()) {
+        it->ev = *ev;
+    } else {
+        regs_.push_back({epfd, *ev});
+    }
+    return 0;
+}
+
+void SmcListener::set_stalled(bool stalled) {
+    std::lock_guard lock(mu_);
+    if (stalled_.load(std::memory_order_relaxed) == stalled) return;
+    stalled_.store(stalled, std::memory_order_relaxed);
+    for (auto& r : regs_) {
+        if (stalled)
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, fd_, nullptr);
+        else
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd_, &r.ev);
+    }
+}
+
+void SmcListener::unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+void SmcListener::after_fork_child() {
+    new (&mu_) std::mutex();
+    for (auto& a : done_) {
+        (void)a.conn.release(); // the parent's; its memory is just a copy here
+        if (a.fd >= 0) sys::real().close(a.fd);
+    }
+    done_.clear();
+    regs_.clear();
+    in_handshake_.store(0);
+    refs_.store(1);
+    stalled_.store(false);
+    if (done_event_ >= 0) sys::real().close(done_event_);
+    done_event_ = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+}
+
+std::deque<Accepted> SmcListener::close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    for (auto& r : regs_) // the kernel drops the listener from the sets; our eventfd too
+        sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, done_event_, nullptr);
+    regs_.clear();
+    return std::move(done_);
+}
+
+} // namespace usmc

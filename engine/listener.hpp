@@ -1,0 +1,103 @@
+#pragma once
+// An SMC listener of this process: its registry entry and the queue between
+// the handshake workers and the application's accept() (the kernel's
+// smc_sock accept queue).
+//
+// Backlog (the short-lived-connection series, patch 2): connections in a
+// handshake plus completed ones not yet accepted count against the listen
+// backlog. At the limit accept() stops taking connections from the kernel
+// listener, so the kernel's own queue fills and it drops SYNs as it does
+// for TCP: at most backlog here plus backlog in the kernel.
+//
+// Readiness: the application's fd is still the kernel listener. Completed
+// handshakes cannot make it readable, so an eventfd (`done_event`, readable
+// while the queue is non-empty) joins it in every epoll set the application
+// adds it to, with the application's epoll_data. While stalled at the
+// backlog the kernel listener leaves those sets (it is readable, but
+// accept() would not take from it: a level-triggered loop would spin).
+#include "engine/conn.hpp"
+#include "engine/registry.hpp"
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <vector>
+
+namespace usmc {
+
+// A connection the workers are done with, waiting for accept().
+struct Accepted {
+    int fd = -1;
+    std::unique_ptr<SmcConn> conn; // null: it runs as TCP
+    uint32_t reason = 0;           // why TCP
+    bool late_clc = false;         // TCP, but a CLC Proposal may still arrive
+    bool error = false;            // the handshake broke the connection: drop it
+    sockaddr_storage peer{};
+    socklen_t peer_len = 0;
+};
+
+class SmcListener {
+  public:
+    SmcListener(registry::Listener reg, int fd, int backlog);
+    ~SmcListener();
+    SmcListener(const SmcListener&) = delete;
+    SmcListener& operator=(const SmcListener&) = delete;
+
+    bool ok() const { return done_event_ >= 0; }
+    int fd() const { return fd_; }
+    int done_event() const { return done_event_; }
+    registry::Listener& reg() { return reg_; }
+
+    void set_backlog(int backlog);
+    int backlog() const { return backlog_.load(std::memory_order_relaxed); }
+
+    // A connection goes to a worker / comes back from it.
+    void handshake_started() { in_handshake_.fetch_add(1, std::memory_order_relaxed); }
+    // Worker: queues `a`, or hands it back when the listener is closed (the
+    // caller then releases it).
+    std::optional<Accepted> push_done(Accepted a);
+    std::optional<Accepted> pop_done();
+    size_t queued() const; // completed, not accepted
+    size_t in_handshake() const { return in_handshake_.load(std::memory_order_relaxed); }
+    bool at_backlog() const { return in_handshake() + queued() >= size_t(backlog()); }
+
+    // The application's epoll_ctl on the listener fd, and the stall switch.
+    int epoll_ctl(int epfd, int op, epoll_event* ev);
+    void set_stalled(bool stalled);
+    bool stalled() const { return stalled_.load(std::memory_order_relaxed); }
+
+    // Lifetime: the fd table holds one reference, each queued handshake one.
+    void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+    void unref();
+    // In a forked child: the parent's queue, handshakes, epoll sets and
+    // eventfd stay the parent's; this copy starts empty with its own.
+    void after_fork_child();
+
+    // close(): no more accepts; returns what was queued, for the caller to release.
+    std::deque<Accepted> close();
+
+  private:
+    struct Reg {
+        int epfd;
+        epoll_event ev;
+    };
+    void drain_event();
+
+    registry::Listener reg_;
+    const int fd_;
+    int done_event_ = -1;
+    std::atomic<int> backlog_;
+    std::atomic<size_t> in_handshake_{0};
+    std::atomic<int> refs_{1};
+    std::atomic<bool> stalled_{false};
+    mutable std::mutex mu_;
+    std::deque<Accepted> done_;
+    std::vector<Reg> regs_;
+    bool closed_ = false;
+};
+
+} // namespace usmc
