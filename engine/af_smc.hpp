@@ -30,6 +30,10 @@ void init(uint32_t capacity);
 void on_listen(int fd, int backlog);
 void on_listen_again(int fd, int backlog);
 bool is_listener(int fd);
+// SMC_LIMIT_HS of fd as it applies now. A listener whose option was never
+// set follows the global knob (limit_smc_hs in usmc.toml) while it runs;
+// other sockets keep the value they were created with, as in the kernel.
+bool limit_hs(int fd);
 // setsockopt(SOL_SMC, SMC_LIMIT_HS) succeeded on fd (a listener's registry
 // entry follows it).
 void on_limit_hs(int fd, bool on);

@@ -47,7 +47,7 @@ void on_server_congestion(bool congested) {
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
         if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
             l->reg().set_flag(registry::kCongested,
-                              congested && g_fds.get(int(fd)).has(kFlagLimitHs));
+                              congested && limit_hs(int(fd)));
 }
 
 // Records an accepted socket in the fd table; false if it cannot be tracked.
@@ -178,7 +178,7 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
             HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
             if (!q)
                 reason = fallback::INTERR;
-            else if (g_fds.get(lfd).has(kFlagLimitHs) && q->congested())
+            else if (q->congested() && limit_hs(lfd))
                 reason = fallback::HSLIMIT;
             else if (!fd_budget_ok(nfd))
                 reason = fallback::FDLIMIT;
@@ -241,7 +241,7 @@ void on_listen(int fd, int backlog) {
     socklen_t len = sizeof local;
     if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
     uint32_t flags =
-        uint32_t{registry::kSmcD} | (s.has(kFlagLimitHs) ? uint32_t{registry::kLimitHs} : 0u);
+        uint32_t{registry::kSmcD} | (limit_hs(fd) ? uint32_t{registry::kLimitHs} : 0u);
     auto reg = registry::Listener::publish(reinterpret_cast<sockaddr*>(&local), len, 0, flags);
     if (!reg.published()) {
         log::info("fd {}: could not publish the SMC listener; clients will use TCP", fd);
@@ -255,6 +255,12 @@ void on_listen(int fd, int backlog) {
         return;
     }
     g_listeners[fd].store(l, std::memory_order_release);
+}
+
+bool limit_hs(int fd) {
+    SockInfo s = g_fds.get(fd);
+    if (s.role == SockRole::Listener && !s.has(kFlagLimitHsSet)) return runtime::default_limit_hs();
+    return s.has(kFlagLimitHs);
 }
 
 void on_listen_again(int fd, int backlog) {

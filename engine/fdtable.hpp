@@ -25,6 +25,7 @@ enum SockFlags : uint8_t {
     kFlagAllowR = 8,      // policy allows SMC-R
     kFlagDecided = 16,    // policy has been evaluated (listen/connect/accept)
     kFlagIpprotoSmc = 32, // created as socket(AF_INET[6], SOCK_STREAM, IPPROTO_SMC)
+    kFlagLimitHsSet = 64, // SMC_LIMIT_HS set explicitly (a listener then stops following the knob)
 };
 
 struct SockInfo {

@@ -6,6 +6,9 @@
 #include "engine/sys.hpp"
 
 #include <atomic>
+#include <mutex>
+#include <sys/stat.h>
+#include <time.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -175,10 +178,59 @@ void count_fallback(uint32_t reason) {
         seg->fallbacks[*i].fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+// The global knob as last read from the configuration file: -1 = as loaded
+// at start (s.cfg), else 0/1. The file is looked at (stat) at most once a
+// second and parsed again only when it changed, so `usmc limit-hs` and
+// editors reach running programs without a restart.
+std::atomic<int> g_limit_hs{-1};
+std::atomic<int64_t> g_knob_checked{-1};
+std::mutex g_knob_mu;
+struct Stamp {
+    ino_t ino = 0;
+    off_t size = -1;
+    int64_t mtime_ns = 0;
+    bool operator==(const Stamp&) const = default;
+} g_knob_stamp;
+bool g_knob_stamped = false;
+
+void refresh_knob(State& s) {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (g_knob_checked.exchange(now.tv_sec, std::memory_order_relaxed) == now.tv_sec) return;
+    std::unique_lock lock(g_knob_mu, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    std::string path = config::default_config_path();
+    struct stat st;
+    if (path.empty() || stat(path.c_str(), &st) != 0) return;
+    Stamp stamp{st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+    if (!g_knob_stamped) {
+        // The first look: the file as loaded at start is the baseline.
+        g_knob_stamped = true;
+        g_knob_stamp = stamp;
+        if (s.cfg.source == path) return;
+    } else {
+        if (stamp == g_knob_stamp) return;
+        g_knob_stamp = stamp;
+    }
+    auto loaded = config::load_config_file(path);
+    if (auto* cfg = std::get_if<config::Config>(&loaded)) {
+        int was = g_limit_hs.exchange(cfg->limit_smc_hs ? 1 : 0);
+        if (was != (cfg->limit_smc_hs ? 1 : 0))
+            log::info("limit_smc_hs is now {} ({})", cfg->limit_smc_hs, path);
+    } else {
+        log::warn("{}; keeping limit_smc_hs as it was",
+                  std::get<config::LoadError>(loaded).message);
+    }
+}
+} // namespace
+
 bool default_limit_hs() {
     State& s = get();
     if (s.opts.limit_hs >= 0) return s.opts.limit_hs == 1;
-    return s.cfg.limit_smc_hs;
+    refresh_knob(s);
+    int v = g_limit_hs.load(std::memory_order_relaxed);
+    return v >= 0 ? v == 1 : s.cfg.limit_smc_hs;
 }
 
 config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, uint32_t* reason) {

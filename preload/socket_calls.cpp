@@ -149,7 +149,7 @@ USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
         SockInfo s = g_fds.get(fd);
         if (s.tracked() && level == sockopt::kSolSmc) {
             runtime::count(counters::sol_smc_get);
-            int err = sockopt::get(optname, optval, optlen, s.has(kFlagLimitHs));
+            int err = sockopt::get(optname, optval, optlen, af_smc::limit_hs(fd));
             return err ? shim::fail(err) : 0;
         }
         // Sockets created as AF_SMC / IPPROTO_SMC report what the program asked for.
@@ -181,11 +181,12 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
         SockInfo s = g_fds.get(fd);
         if (s.tracked()) {
             runtime::count(counters::sol_smc_set);
-            bool limit_hs = s.has(kFlagLimitHs);
+            bool limit_hs = af_smc::limit_hs(fd);
             int err = sockopt::set(optname, optval, optlen, limit_hs);
             if (err) return shim::fail(err);
-            s.flags = static_cast<uint8_t>(limit_hs ? (s.flags | kFlagLimitHs)
-                                                    : (s.flags & ~kFlagLimitHs));
+            s.flags = static_cast<uint8_t>(
+                (limit_hs ? (s.flags | kFlagLimitHs) : (s.flags & ~kFlagLimitHs)) |
+                (optname == sockopt::kLimitHs ? kFlagLimitHsSet : 0));
             g_fds.set(fd, s);
             if (s.role == SockRole::Listener) af_smc::on_limit_hs(fd, limit_hs);
             return 0;

@@ -3,6 +3,8 @@
 //   usmc ss           sockets with their mode and fallback reason (like `smcss`)
 //   usmc config check validate a usmc.toml and print the effective settings
 #include "config/config.hpp"
+#include "config/knob.hpp"
+#include "tools/smc_netlink.hpp"
 #include "engine/counters.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
@@ -125,6 +127,51 @@ int cmd_config_check(const std::string& file) {
     return 0;
 }
 
+// usmc limit-hs: usmc's knob (limit_smc_hs in the configuration file, which
+// running programs re-read) and, where the kernel has SMC, the kernel's.
+int cmd_limit_hs(const std::string& action, std::string file) {
+    if (file.empty()) file = config::default_config_path();
+    if (file.empty()) file = "/etc/usmc/usmc.toml";
+    int rc = 0;
+    if (action != "show") {
+        bool on = action == "enable";
+        std::string err = config::write_limit_smc_hs(file, on);
+        if (!err.empty()) {
+            fmt::print(stderr, "usmc: {}\n", err);
+            return 1;
+        }
+        auto k = tools::kernel_hs_limitation_set(on);
+        if (!k.available)
+            fmt::print("kernel: no SMC generic netlink family ({}): the kernel's SMC is not "
+                       "loaded here; only usmc's knob was changed\n",
+                       "SMC_GEN_NETLINK");
+        else if (!k.error.empty()) {
+            fmt::print(stderr, "usmc: kernel handshake limitation: {}\n", k.error);
+            rc = 1;
+        }
+    }
+    auto loaded = config::load_config_file(file);
+    if (auto* err = std::get_if<config::LoadError>(&loaded)) {
+        if (action == "show" && access(file.c_str(), F_OK) != 0)
+            fmt::print("usmc: limit_smc_hs = false (no {}; built-in default)\n", file);
+        else {
+            fmt::print(stderr, "usmc: {}\n", err->message);
+            return 1;
+        }
+    } else {
+        fmt::print("usmc: limit_smc_hs = {} ({})\n", std::get<config::Config>(loaded).limit_smc_hs,
+                   file);
+    }
+    auto k = tools::kernel_hs_limitation_show();
+    if (!k.available)
+        fmt::print("kernel: handshake limitation not available (no SMC_GEN_NETLINK family)\n");
+    else if (k.enabled)
+        fmt::print("kernel: handshake limitation {}\n", *k.enabled ? "enabled" : "disabled");
+    else
+        fmt::print("kernel: handshake limitation unknown ({})\n", k.error);
+    return rc;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -152,7 +199,16 @@ int main(int argc, char** argv) {
     std::string file;
     check->add_option("FILE", file, "file to check (default: $USMC_CONFIG or /etc/usmc/usmc.toml)");
 
+    auto* limit = app.add_subcommand(
+        "limit-hs", "the global SMC handshake-limitation knob (limit_smc_hs): enable, disable, show");
+    std::string action = "show", knob_file;
+    limit->add_option("ACTION", action, "enable | disable | show (default)")
+        ->check(CLI::IsMember({"enable", "disable", "show"}));
+    limit->add_option("-c,--config", knob_file,
+                      "configuration file (default: $USMC_CONFIG, else /etc/usmc/usmc.toml)");
+
     CLI11_PARSE(app, argc, argv);
+    if (limit->parsed()) return cmd_limit_hs(action, knob_file);
     if (reset->parsed()) {
         fmt::print("removed {} retired-counter file(s) from {}\n", statseg::reset_retired(dir),
                    dir);
