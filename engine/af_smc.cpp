@@ -6,6 +6,7 @@
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
+#include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
@@ -93,6 +94,7 @@ void drop_local(SmcConn* c) {
 } // namespace
 
 void release(SmcConn* c) {
+    peer_watch::remove(c);
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
     // Take our eventfds out of every epoll set: the peer holds references to
     // them, so the kernel would keep the registrations (and their epoll_data).
@@ -121,6 +123,7 @@ void release(SmcConn* c) {
 }
 
 void discard(SmcConn* c) {
+    peer_watch::remove(c);
     if (c->rx.valid()) {
         smc_close(*c, true);
         std::lock_guard lock(g_engine_mu);
@@ -437,6 +440,7 @@ void on_fork_child() {
     // its GID is the parent's. This process gets its own device, endpoint and
     // queues on first need. (The parent's objects are left alone: their
     // locks may be held.)
+    peer_watch::on_fork_child();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();
     g_engine = Engine{};
     new (&g_engine_mu) std::mutex();

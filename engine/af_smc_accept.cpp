@@ -46,8 +46,7 @@ void on_server_congestion(bool congested) {
     std::lock_guard lock(g_listen_mu);
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
         if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
-            l->reg().set_flag(registry::kCongested,
-                              congested && limit_hs(int(fd)));
+            l->reg().set_flag(registry::kCongested, congested && limit_hs(int(fd)));
 }
 
 // Records an accepted socket in the fd table; false if it cannot be tracked.
@@ -240,8 +239,7 @@ void on_listen(int fd, int backlog) {
     sockaddr_storage local{};
     socklen_t len = sizeof local;
     if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
-    uint32_t flags =
-        uint32_t{registry::kSmcD} | (limit_hs(fd) ? uint32_t{registry::kLimitHs} : 0u);
+    uint32_t flags = uint32_t{registry::kSmcD} | (limit_hs(fd) ? uint32_t{registry::kLimitHs} : 0u);
     auto reg = registry::Listener::publish(reinterpret_cast<sockaddr*>(&local), len, 0, flags);
     if (!reg.published()) {
         log::info("fd {}: could not publish the SMC listener; clients will use TCP", fd);

@@ -10,10 +10,12 @@
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
+#include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <poll.h>
 
@@ -37,14 +39,11 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     uint32_t reason = 0;
     if (std::holds_alternative<std::monostate>(result)) {
         c->rx.control()->owner_refs.store(1, std::memory_order_relaxed);
-        for (auto& r : c->connecting_regs) {
-            // As epoll_ctl does for an Active connection: the TCP socket only
-            // reports a vanished peer.
-            epoll_event tcp_ev = r.ev;
-            tcp_ev.events &= (EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &tcp_ev);
+        // The eventfds are in the application's sets already, as epoll_ctl
+        // puts them for an Active connection.
+        for (auto& r : c->connecting_regs)
             c->epoll_sets.push_back(r.epfd);
-        }
+        if (!c->connecting_regs.empty()) peer_watch::add(c);
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
@@ -177,7 +176,11 @@ namespace detail {
 HandshakeQueue* client_queue() {
     std::lock_guard lock(g_engine_mu);
     if (!g_engine.client_q)
-        g_engine.client_q = new HandshakeQueue(runtime::get().cfg.hs_workers, nullptr);
+        // A client handshake mostly waits for its server; a queued one sends
+        // its Proposal late, and a server past clc_detect_timeout_ms would
+        // take the connection as TCP. So more workers here than for servers.
+        g_engine.client_q =
+            new HandshakeQueue(std::max(8u, 4 * runtime::get().cfg.hs_workers), nullptr);
     return g_engine.client_q;
 }
 } // namespace detail

@@ -3,6 +3,7 @@
 // registers them in the application's epoll sets with its own epoll_data,
 // so epoll_wait needs no translation at all.
 #include "engine/af_smc_internal.hpp"
+#include "engine/peer_watch.hpp"
 #include "engine/sys.hpp"
 
 #include <algorithm>
@@ -61,21 +62,16 @@ int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     return 0;
 }
 
-int active_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev) {
-    // The TCP socket itself: under its own number, only to report a vanished
-    // peer (in SMC mode no byte arrives on it otherwise).
-    epoll_event tcp_ev{};
-    if (ev) {
-        tcp_ev = *ev;
-        tcp_ev.events &= (EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-    }
-    int rc = sys::real().epoll_ctl(epfd, op, fd, op == EPOLL_CTL_DEL ? nullptr : &tcp_ev);
-    if (rc != 0) return rc;
-    int saved = errno;
+int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
+    // Only the eventfds go into the application's set; the TCP socket is
+    // watched by peer_watch (a vanished peer wakes the eventfds).
+    bool member =
+        std::find(c->epoll_sets.begin(), c->epoll_sets.end(), epfd) != c->epoll_sets.end();
+    if ((op == EPOLL_CTL_ADD) == member) return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
     epoll_event rx{}, tx{};
     if (ev) {
         uint32_t common = ev->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-        rx.events = (ev->events & EPOLLIN) | common;
+        rx.events = (ev->events & (EPOLLIN | EPOLLRDHUP)) | common;
         rx.data = ev->data;
         tx.events = (ev->events & EPOLLOUT) | common;
         tx.data = ev->data;
@@ -84,17 +80,17 @@ int active_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev) {
         sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
         sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
         std::erase(c->epoll_sets, epfd);
-    } else {
-        sys::real().epoll_ctl(epfd, op, c->rx_event, &rx);
-        sys::real().epoll_ctl(epfd, op, c->tx_event, &tx);
-        if (op == EPOLL_CTL_ADD) c->epoll_sets.push_back(epfd);
-        c->epoll_watched.store(true, std::memory_order_relaxed);
-        // Make the eventfds tell the truth now (level-triggered), or arm the
-        // peer's wake-ups for when it becomes true.
-        smc_arm(*c, short(((ev->events & EPOLLIN) ? POLLIN : 0) |
-                          ((ev->events & EPOLLOUT) ? POLLOUT : 0)));
+        return 0;
     }
-    errno = saved;
+    if (sys::real().epoll_ctl(epfd, op, c->rx_event, &rx) != 0) return -1;
+    sys::real().epoll_ctl(epfd, op, c->tx_event, &tx);
+    if (op == EPOLL_CTL_ADD) c->epoll_sets.push_back(epfd);
+    c->epoll_watched.store(true, std::memory_order_relaxed);
+    if (op == EPOLL_CTL_ADD) peer_watch::add(c); // once per connection (it ignores repeats)
+    // Make the eventfds tell the truth now (level-triggered), or arm the
+    // peer's wake-ups for when it becomes true.
+    smc_arm(*c,
+            short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0)));
     return 0;
 }
 
@@ -203,7 +199,7 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
         case Phase::Connecting:
             return connecting_ctl(c, epfd, op, ev);
         case Phase::Active:
-            return active_ctl(c, epfd, op, fd, ev);
+            return active_ctl(c, epfd, op, ev);
         case Phase::Tcp:
             break;
         }

@@ -6,16 +6,16 @@
 #include "engine/sys.hpp"
 
 #include <atomic>
-#include <mutex>
-#include <sys/stat.h>
-#include <time.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <variant>
 
@@ -203,12 +203,13 @@ void refresh_knob(State& s) {
     std::string path = config::default_config_path();
     struct stat st;
     if (path.empty() || stat(path.c_str(), &st) != 0) return;
-    Stamp stamp{st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+    Stamp stamp{st.st_ino, st.st_size,
+                int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
     if (!g_knob_stamped) {
         // The first look: the file as loaded at start is the baseline.
         g_knob_stamped = true;
         g_knob_stamp = stamp;
-        if (s.cfg.source == path) return;
+        if (s.cfg.source == path || !s.config_ok) return; // (a bad file was reported at start)
     } else {
         if (stamp == g_knob_stamp) return;
         g_knob_stamp = stamp;

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The short-lived-connection listen path (issue 4): handshakes on workers,
+the backlog limit, the handshake-congestion bypass with SMC_LIMIT_HS and the
+global knob flipped while the server runs. Every connection's echo is
+checked; counters prove which connections skipped SMC."""
+import os
+import subprocess
+import time
+
+from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready
+
+APP = os.path.join(APPS, "burst_app.py")
+
+
+def write_config(env, text):
+    path = os.path.join(env.dir, "usmc.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    env.env["USMC_CONFIG"] = path
+    return path
+
+
+def burst(env, port, n, seconds=20, extra=()):
+    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "-n", str(n),
+                          "--seconds", str(seconds), *extra]), timeout=seconds + 30)
+    done = [l for l in r.stdout.splitlines() if l.startswith("DONE")]
+    return r, (done[0] if done else "no DONE line: " + r.stderr[-300:])
+
+
+def start_server(env, backlog=128, seconds=60):
+    p = env.start(env.wrap([PYTHON, APP, "server", "--backlog", str(backlog), "--seconds", str(seconds)]))
+    return p, read_ready(p)
+
+
+def listen_queue(port):
+    """Recv-Q of the kernel listener: connections the kernel holds for accept."""
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+    fields = out.split()
+    return int(fields[1]) if len(fields) > 1 else 0
+
+
+# 1. Backlog: a slow handshake (test-only delay, one worker) and a burst far
+#    beyond the backlog. accept() stops taking from the kernel at the backlog;
+#    the kernel's queue then fills and drops SYNs; clients retry and every
+#    connection still completes.
+with Env() as env:
+    backlog = 4
+    write_config(env, "hs_workers = 1\ntestonly_server_handshake_delay_ms = 100\n")
+    server, port = start_server(env, backlog=backlog)
+    client = env.start(env.wrap([PYTHON, APP, "client", "--port", str(port), "-n", "16", "--seconds", "25"]))
+    peak_usmc = peak_kernel = 0
+    deadline = time.monotonic() + 25
+    while client.poll() is None and time.monotonic() < deadline:
+        st = env.stats()
+        peak_usmc = max(peak_usmc, st["handshakes_inflight"] + st["accept_queue"])
+        peak_kernel = max(peak_kernel, listen_queue(port))
+        time.sleep(0.05)
+    out, err = client.communicate(timeout=30)
+    st = env.stats()
+    check("DONE ok=16 bad=0 unfinished=0" in out, f"backlog {backlog}: all 16 echoes correct ({out.strip()} {err[-200:]})")
+    check(st["backlog_stalls"] >= 1, f"accept() stalled at the backlog ({st['backlog_stalls']} times)")
+    check(peak_usmc <= backlog, f"usmc held at most backlog={backlog} handshakes+queued (peak {peak_usmc})")
+    check(peak_kernel <= backlog + 1, f"the kernel queue held at most backlog+1 (peak {peak_kernel})")
+    check(st["conn_smcd"] == 32, f"every connection used SMC-D on both ends ({st['conn_smcd']})")
+    env.stop(server)
+
+# 2./3. Congestion: with SMC_LIMIT_HS (global knob) new connections skip SMC
+#    while the handshake queue is congested; without it they all queue.
+for limit in (True, False):
+    with Env() as env:
+        write_config(env, f"limit_smc_hs = {'true' if limit else 'false'}\nhs_workers = 1\n"
+                          "testonly_server_handshake_delay_ms = 40\n")
+        server, port = start_server(env)
+        t0 = time.monotonic()
+        r, done = burst(env, port, 24)
+        took = time.monotonic() - t0
+        st = env.stats()
+        name = "limit_hs on" if limit else "limit_hs off"
+        check(done == "DONE ok=24 bad=0 unfinished=0", f"{name}: every echo correct ({done}, {took:.1f} s)")
+        if limit:
+            check(st["hs_limit_bypassed"] > 0, f"{name}: clients bypassed SMC ({st['hs_limit_bypassed']})")
+            check(st["conn_smcd"] > 0, f"{name}: some connections still used SMC-D ({st['conn_smcd']})")
+            check(st["hs_congestion_onsets"] > 0, f"{name}: congestion seen ({st['hs_congestion_onsets']})")
+        else:
+            check(st["hs_limit_bypassed"] == 0 and st["conn_smcd"] == 48,
+                  f"{name}: no bypass, all SMC-D (bypassed {st['hs_limit_bypassed']}, smcd {st['conn_smcd']})")
+        env.stop(server)
+
+# 4. The global knob flipped while the server runs: new connections follow it.
+with Env() as env:
+    cfg = write_config(env, "limit_smc_hs = false\nhs_workers = 1\ntestonly_server_handshake_delay_ms = 40\n")
+    server, port = start_server(env)
+    r, done = burst(env, port, 16)
+    before = env.stats()["hs_limit_bypassed"]
+    check(done == "DONE ok=16 bad=0 unfinished=0" and before == 0, f"knob off: no bypass ({done}, {before})")
+    r = env.run([USMC, "limit-hs", "enable", "-c", cfg])
+    check(r.returncode == 0 and "limit_smc_hs = true" in r.stdout, "usmc limit-hs enable edits the file")
+    time.sleep(1.2)  # running programs look at the file at most once a second
+    r, done = burst(env, port, 24)
+    after = env.stats()["hs_limit_bypassed"]
+    check(done == "DONE ok=24 bad=0 unfinished=0" and after > 0, f"knob on while running: bypass ({done}, {after})")
+    r = env.run([USMC, "limit-hs", "show", "-c", cfg])
+    check("limit_smc_hs = true" in r.stdout and "kernel:" in r.stdout, "usmc limit-hs show reports both knobs")
+    env.stop(server)
+finish()
