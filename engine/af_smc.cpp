@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <new>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -163,20 +164,43 @@ using namespace detail;
 
 namespace {
 
-void handle_late_clc(int fd) {
-    switch (clc::classify(fd, 0)) {
-    case clc::FirstBytes::Proposal:
-        smc_decline_late_proposal(fd, fallback::PEERNOSMC);
-        runtime::count(counters::late_proposals);
-        [[fallthrough]];
-    case clc::FirstBytes::Other:
-    case clc::FirstBytes::Closed: {
+// A connection that went TCP while CLC messages may still be on their way
+// (a Proposal after the server chose TCP; the server's Accept or Decline
+// after the client gave up waiting): they are taken off the stream before
+// the application reads. Returns true once the stream head is application
+// data (or its end); false if it must be looked at again.
+bool skip_late_clc(int fd, bool nonblock) {
+    for (int round = 0; round < 8; ++round) {
+        switch (clc::classify(fd, 0)) {
+        case clc::FirstBytes::Proposal:
+            smc_decline_late_proposal(fd, fallback::PEERNOSMC);
+            runtime::count(counters::late_proposals);
+            continue;
+        case clc::FirstBytes::OtherClc:
+            if (clc::read_message(fd, 1000).status != clc::ReadStatus::Message) return false;
+            continue;
+        case clc::FirstBytes::Other:
+        case clc::FirstBytes::Closed:
+            return true;
+        case clc::FirstBytes::Nothing:
+            if (nonblock) return false;
+            // A blocking read must not take CLC bytes that arrive later.
+            pollfd p{fd, POLLIN, 0};
+            if (sys::real().poll(&p, 1, -1) < 0) return false;
+            continue;
+        }
+    }
+    return false;
+}
+
+void handle_late_clc(SmcConn* c, int fd, int flags) {
+    bool nonblock = (flags & MSG_DONTWAIT) || fd_nonblocking(fd);
+    if (!skip_late_clc(fd, nonblock)) return; // look again at the next read
+    if (c == kLateClc) {
         SmcConn* expected = kLateClc;
         slot(fd).compare_exchange_strong(expected, nullptr);
-        break;
-    }
-    case clc::FirstBytes::Nothing:
-        break; // not yet: look again at the next read
+    } else {
+        c->late_clc.store(false, std::memory_order_release);
     }
 }
 
@@ -228,6 +252,7 @@ Closed on_close(int fd) {
         slot(fd).load(std::memory_order_acquire) == nullptr)
         return closed;
     if (auto* l = g_listeners[fd].exchange(nullptr, std::memory_order_acq_rel)) {
+        listen_watch_remove(l); // before the descriptor number can be reused
         struct stat st;
         closed.listener = l;
         closed.inode = fstat(fd, &st) == 0 ? st.st_ino : 0;
@@ -287,7 +312,11 @@ void on_dup(int from, int to) {
 
 ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     if (c == kLateClc) {
-        handle_late_clc(fd);
+        handle_late_clc(c, fd, flags);
+        return kPassThrough;
+    }
+    if (c->phase.load(std::memory_order_acquire) == Phase::Tcp) {
+        if (c->late_clc.load(std::memory_order_acquire)) handle_late_clc(c, fd, flags);
         return kPassThrough;
     }
     bool nonblock = c->nonblock.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT);
@@ -441,6 +470,7 @@ void on_fork_child() {
     // queues on first need. (The parent's objects are left alone: their
     // locks may be held.)
     peer_watch::on_fork_child();
+    listen_watch_fork_child();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();
     g_engine = Engine{};
     new (&g_engine_mu) std::mutex();

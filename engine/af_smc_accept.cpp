@@ -15,10 +15,13 @@
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fcntl.h>
+#include <new>
 #include <poll.h>
 #include <thread>
+#include <vector>
 
 namespace usmc::af_smc {
 
@@ -141,82 +144,216 @@ int accept_plain(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_ac
     return nfd;
 }
 
+// One connection from the kernel listener, classified by its first bytes
+// without waiting: given to a handshake worker (fd == kQueued), or to go out
+// as TCP now (with its reason, and whether a Proposal may still arrive).
+constexpr int kQueued = -2;
+struct Intake {
+    int fd = -1; // -1: nothing (errno says why)
+    uint32_t reason = 0;
+    bool late = false;
+    bool untracked = false;
+};
+
+Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags,
+              bool use_accept4) {
+    Intake in;
+    in.fd = use_accept4 ? sys::real().accept4(lfd, addr, len, flags)
+                        : sys::real().accept(lfd, addr, len);
+    if (in.fd < 0) return in;
+    int nfd = in.fd;
+    SockInfo s;
+    if (!track_accepted(lfd, nfd, &s)) {
+        in.untracked = true;
+        return in;
+    }
+    // Was a usmc client announced? Then its Proposal is worth waiting for
+    // (on a worker, clc_detect_timeout_ms); otherwise only what is there.
+    bool expected = l->reg().pending_connects() > 0;
+    auto first = clc::classify(nfd, 0);
+    in.reason = fallback::PEERNOSMC;
+    if (first != clc::FirstBytes::Proposal && !(first == clc::FirstBytes::Nothing && expected))
+        return in;
+    HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
+    if (!q)
+        in.reason = fallback::INTERR;
+    else if (q->congested() && limit_hs(lfd))
+        in.reason = fallback::HSLIMIT;
+    else if (!fd_budget_ok(nfd))
+        in.reason = fallback::FDLIMIT;
+    else
+        in.reason = 0;
+    if (!in.reason) {
+        int detect =
+            first == clc::FirstBytes::Proposal ? 0 : int(runtime::get().cfg.clc_detect_timeout_ms);
+        l->handshake_started();
+        l->ref();
+        runtime::count(counters::handshakes_inflight);
+        if (q->submit([l, nfd, detect] { server_job(l, nfd, detect); })) {
+            in.fd = kQueued;
+            return in;
+        }
+        runtime::count(counters::handshakes_inflight, uint64_t(-1));
+        Accepted none;
+        none.error = true;
+        l->push_done(std::move(none)); // undoes handshake_started
+        l->unref();
+        in.reason = fallback::INTERR;
+    }
+    // No handshake now: a Proposal already here gets its Decline at once;
+    // one still on its way is swallowed before the first read.
+    if (first == clc::FirstBytes::Proposal) {
+        smc_decline_late_proposal(nfd, in.reason);
+        if (in.reason == fallback::HSLIMIT) runtime::count(counters::hs_congested_declines);
+    } else {
+        in.late = true;
+    }
+    return in;
+}
+
+// Intake stops at the backlog (patch 2): the kernel's queue then fills.
+bool check_backlog(SmcListener* l) {
+    bool full = l->at_backlog();
+    if (full && !l->stalled()) runtime::count(counters::backlog_stalls);
+    l->set_stalled(full);
+    return full;
+}
+
+// Handshakes progress without the application, as the kernel's listen work
+// runs without it: once this process has accepted on a listener, a thread of
+// ours takes connections the application has left waiting for a while
+// (kGraceMs) into the listener's queue, handshakes included, up to the
+// backlog. (Not before: a pre-fork parent that never accepts must not take
+// its children's connections.)
+constexpr int kGraceMs = 10;
+std::mutex g_watch_mu;
+int g_watch_ep = -1;
+std::vector<SmcListener*>* g_watched = nullptr; // each with a reference
+
+void watch_listener(SmcListener* l) {
+    // An application thread taking connections right now needs no help.
+    std::unique_lock intake_lock(l->intake_mu(), std::try_to_lock);
+    if (!intake_lock.owns_lock()) return;
+    for (int i = 0; i < 256 && !check_backlog(l); ++i) {
+        pollfd p{l->fd(), POLLIN, 0};
+        if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) break;
+        Intake in = intake(l, l->fd(), nullptr, nullptr, SOCK_CLOEXEC, true);
+        if (in.fd == kQueued) continue;
+        if (in.fd < 0) break;
+        Accepted a;
+        a.fd = in.fd;
+        a.reason = in.reason;
+        a.late_clc = in.late;
+        l->handshake_started(); // push_done counts it out again
+        if (auto back = l->push_done(std::move(a)))
+            discard_accepted(*back);
+        else
+            runtime::count(counters::accept_queue);
+    }
+}
+
+void watch_loop(int ep) {
+    epoll_event ev[32];
+    while (true) {
+        int n = sys::real().epoll_wait(ep, ev, 32, -1);
+        if (n <= 0) continue;
+        // Give the application its chance first.
+        std::this_thread::sleep_for(std::chrono::milliseconds(kGraceMs));
+        std::lock_guard lock(g_watch_mu);
+        for (int i = 0; i < n; ++i) {
+            auto* l = static_cast<SmcListener*>(ev[i].data.ptr);
+            if (!g_watched ||
+                std::find(g_watched->begin(), g_watched->end(), l) == g_watched->end())
+                continue; // closed meanwhile
+            watch_listener(l);
+            epoll_event again{};
+            again.events = EPOLLIN | EPOLLONESHOT;
+            again.data.ptr = l;
+            sys::real().epoll_ctl(ep, EPOLL_CTL_MOD, l->fd(), &again);
+        }
+    }
+}
+
+void listen_watch_add(SmcListener* l, int lfd) {
+    std::lock_guard lock(g_watch_mu);
+    l->set_accepts_here();
+    if (!g_watched) g_watched = new std::vector<SmcListener*>;
+    if (g_watch_ep < 0) {
+        int ep = sys::place_high(sys::real().epoll_create1(EPOLL_CLOEXEC));
+        if (ep < 0) return;
+        try {
+            std::thread(watch_loop, ep).detach();
+        } catch (const std::system_error&) {
+            sys::real().close(ep);
+            return;
+        }
+        g_watch_ep = ep;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.ptr = l;
+    if (sys::real().epoll_ctl(g_watch_ep, EPOLL_CTL_ADD, lfd, &ev) == 0) {
+        l->ref();
+        g_watched->push_back(l);
+    }
+}
+
 int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags,
                bool use_accept4) {
     bool listener_nonblock = fd_nonblocking(lfd);
     bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
     bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
+    if (!l->accepts_here()) listen_watch_add(l, lfd);
     while (true) {
         if (auto a = l->pop_done()) {
             runtime::count(counters::accept_queue, uint64_t(-1));
             return hand_out(*a, addr, len, want_nonblock, want_cloexec);
         }
-        bool full = l->at_backlog();
-        if (full && !l->stalled()) runtime::count(counters::backlog_stalls);
-        l->set_stalled(full);
+        std::unique_lock intake_lock(l->intake_mu());
+        bool full = check_backlog(l);
         if (full || (!listener_nonblock && l->in_handshake() > 0)) {
+            intake_lock.unlock();
             if (listener_nonblock) return fail(EAGAIN);
             // Blocking: a worker may finish first (and below the backlog the
             // kernel listener may have a connection).
             pollfd p[2] = {{l->done_event(), POLLIN, 0}, {lfd, POLLIN, 0}};
             if (sys::real().poll(p, full ? 1 : 2, -1) < 0) return -1;
             if (full || !(p[1].revents & POLLIN)) continue;
+            intake_lock.lock();
+            if (check_backlog(l)) continue; // filled up meanwhile
         }
-        int nfd = use_accept4 ? sys::real().accept4(lfd, addr, len, flags)
-                              : sys::real().accept(lfd, addr, len);
-        if (nfd < 0) return nfd;
         int saved = errno;
-        SockInfo s;
-        if (!track_accepted(lfd, nfd, &s)) return nfd;
-        // Was a usmc client announced? Then its Proposal is worth waiting for
-        // (on a worker, clc_detect_timeout_ms); otherwise only what is there.
-        bool expected = l->reg().pending_connects() > 0;
-        auto first = clc::classify(nfd, 0);
-        uint32_t reason = fallback::PEERNOSMC;
-        if (first == clc::FirstBytes::Proposal || (first == clc::FirstBytes::Nothing && expected)) {
-            HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
-            if (!q)
-                reason = fallback::INTERR;
-            else if (q->congested() && limit_hs(lfd))
-                reason = fallback::HSLIMIT;
-            else if (!fd_budget_ok(nfd))
-                reason = fallback::FDLIMIT;
-            else
-                reason = 0;
-            if (!reason) {
-                int detect = first == clc::FirstBytes::Proposal
-                                 ? 0
-                                 : int(runtime::get().cfg.clc_detect_timeout_ms);
-                l->handshake_started();
-                l->ref();
-                runtime::count(counters::handshakes_inflight);
-                if (q->submit([l, nfd, detect] { server_job(l, nfd, detect); })) continue;
-                runtime::count(counters::handshakes_inflight, uint64_t(-1));
-                Accepted none;
-                none.error = true;
-                l->push_done(std::move(none)); // undoes handshake_started
-                l->unref();
-                reason = fallback::INTERR;
-            }
-            // No handshake now: a Proposal already here gets its Decline at
-            // once; one still on its way is swallowed before the first read.
-            if (first == clc::FirstBytes::Proposal) {
-                smc_decline_late_proposal(nfd, reason);
-                if (reason == fallback::HSLIMIT) runtime::count(counters::hs_congested_declines);
-            } else {
-                slot(nfd).store(kLateClc);
-            }
-        }
-        set_mode(nfd, SockMode::Tcp, reason);
-        count_result(reason, false);
+        Intake in = intake(l, lfd, addr, len, flags, use_accept4);
+        if (in.fd == kQueued) continue;
+        if (in.fd < 0 || in.untracked) return in.fd;
+        if (in.late) slot(in.fd).store(kLateClc);
+        set_mode(in.fd, SockMode::Tcp, in.reason);
+        count_result(in.reason, false);
         errno = saved;
-        return nfd;
+        return in.fd;
     }
 }
 
 } // namespace
 
 namespace detail {
+void listen_watch_remove(SmcListener* l) {
+    std::lock_guard lock(g_watch_mu); // waits for an intake in progress
+    if (!g_watched) return;
+    auto it = std::find(g_watched->begin(), g_watched->end(), l);
+    if (it == g_watched->end()) return;
+    g_watched->erase(it);
+    sys::real().epoll_ctl(g_watch_ep, EPOLL_CTL_DEL, l->fd(), nullptr);
+    l->unref();
+}
+
+void listen_watch_fork_child() {
+    new (&g_watch_mu) std::mutex();
+    if (g_watch_ep >= 0) sys::real().close(g_watch_ep);
+    g_watch_ep = -1;
+    g_watched = nullptr; // the parent's list (a copy here); its references stay unused
+}
+
 SmcListener* acquire_listener(int fd) {
     if (!in_table(fd) || !g_listeners[fd].load(std::memory_order_relaxed)) return nullptr;
     std::lock_guard lock(g_listen_mu);

@@ -52,6 +52,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {
             reason = fb->reason;
+            if (reason == fallback::CLCWAIT) c->late_clc.store(true);
         } else {
             reason = fallback::INTERR;
             c->so_error.store(-std::get<int>(result));
@@ -161,6 +162,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     discard(conn.release());
     if (auto* fb = std::get_if<Fallback>(&result)) {
         *reason = fb->reason;
+        if (*reason == fallback::CLCWAIT) slot(fd).store(kLateClc);
         set_mode(fd, SockMode::Tcp, *reason);
         count_result(*reason, false);
         return 0;

@@ -22,6 +22,10 @@ inline SmcConn* const kLateClc = reinterpret_cast<SmcConn*>(uintptr_t{1});
 // g_listen_mu and a reference; deletion happens under it too.
 extern std::atomic<SmcListener*>* g_listeners;
 extern std::mutex g_listen_mu;
+// The listen watcher (af_smc_accept.cpp): a closing listener leaves it
+// before its descriptor goes; a forked child starts without it.
+void listen_watch_remove(SmcListener* l);
+void listen_watch_fork_child();
 // The listener behind fd with a reference taken (unref() when done), or nullptr.
 SmcListener* acquire_listener(int fd);
 

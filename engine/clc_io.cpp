@@ -55,8 +55,8 @@ FirstBytes classify(int fd, int timeout_ms) {
             if (n == sizeof buf) {
                 auto h = parse_header(std::span<const uint8_t>(buf, sizeof buf));
                 auto* hdr = std::get_if<Header>(&h);
-                return hdr && hdr->type == Type::Proposal ? FirstBytes::Proposal
-                                                          : FirstBytes::Other;
+                if (!hdr) return FirstBytes::Other;
+                return hdr->type == Type::Proposal ? FirstBytes::Proposal : FirstBytes::OtherClc;
             }
             // A partial header: the rest follows in the same segment train.
             if (now_ms() >= deadline) return FirstBytes::Other;

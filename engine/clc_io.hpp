@@ -24,9 +24,9 @@ bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
 void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms);
 
 // Server classification: do the first bytes of this connection start a CLC
-// Proposal? Waits at most `timeout_ms` for enough bytes to tell; consumes
-// nothing.
-enum class FirstBytes { Proposal, Other, Nothing, Closed };
+// Proposal (or another CLC message)? Waits at most `timeout_ms` for enough
+// bytes to tell; consumes nothing.
+enum class FirstBytes { Proposal, OtherClc, Other, Nothing, Closed };
 FirstBytes classify(int fd, int timeout_ms);
 
 } // namespace usmc::clc

@@ -81,6 +81,7 @@ struct SmcConn {
     std::vector<EpollReg> connecting_regs;
     std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
+    std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)

@@ -52,7 +52,11 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     auto r = clc::read_message(fd, cfg.clc_timeout_ms);
     switch (r.status) {
     case clc::ReadStatus::Timeout:
-        return fail(-ETIMEDOUT);
+        // The server has not taken the connection yet (an application that
+        // does not accept). Give up on SMC and say so; its Accept, if it
+        // comes, is skipped before our application reads (late_clc).
+        clc::send_decline(fd, dev.gid(), fallback::CLCWAIT, cfg.clc_timeout_ms);
+        return fail(Fallback{fallback::CLCWAIT, 0});
     case clc::ReadStatus::Closed:
         return fail(-ECONNRESET);
     case clc::ReadStatus::Error:

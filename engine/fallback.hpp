@@ -33,7 +33,8 @@ namespace usmc::fallback {
     X(NOLISTENER, 0x0a040000, "usmc: no SMC listener at the destination")                          \
     X(SAMEPROC, 0x0a060000, "usmc: blocking connect to a listener in the same process")            \
     X(HSLIMIT, 0x0a070000, "usmc: listener's handshakes congested (SMC_LIMIT_HS)")                 \
-    X(FDLIMIT, 0x0a080000, "usmc: too close to the descriptor limit (RLIMIT_NOFILE)")
+    X(FDLIMIT, 0x0a080000, "usmc: too close to the descriptor limit (RLIMIT_NOFILE)")              \
+    X(CLCWAIT, 0x0a090000, "usmc: no CLC Accept in time (server not accepting): gave up, TCP")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -104,6 +104,7 @@ void SmcListener::unref() {
 
 void SmcListener::after_fork_child() {
     new (&mu_) std::mutex();
+    new (&intake_mu_) std::mutex();
     for (auto& a : done_) {
         (void)a.conn.release(); // the parent's; its memory is just a copy here
         if (a.fd >= 0) sys::real().close(a.fd);
@@ -113,6 +114,7 @@ void SmcListener::after_fork_child() {
     in_handshake_.store(0);
     refs_.store(1);
     stalled_.store(false);
+    accepts_here_.store(false);
     if (done_event_ >= 0) sys::real().close(done_event_);
     done_event_ = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 }

@@ -70,6 +70,14 @@ class SmcListener {
     void set_stalled(bool stalled);
     bool stalled() const { return stalled_.load(std::memory_order_relaxed); }
 
+    // Held while taking one connection from the kernel listener, so the
+    // backlog check and the intake are one step for accept() and the watcher.
+    std::mutex& intake_mu() { return intake_mu_; }
+
+    // This process has called accept() on it (the listen watcher may help).
+    bool accepts_here() const { return accepts_here_.load(std::memory_order_relaxed); }
+    void set_accepts_here() { accepts_here_.store(true, std::memory_order_relaxed); }
+
     // Lifetime: the fd table holds one reference, each queued handshake one.
     void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
     void unref();
@@ -94,7 +102,9 @@ class SmcListener {
     std::atomic<size_t> in_handshake_{0};
     std::atomic<int> refs_{1};
     std::atomic<bool> stalled_{false};
+    std::atomic<bool> accepts_here_{false};
     mutable std::mutex mu_;
+    std::mutex intake_mu_;
     std::deque<Accepted> done_;
     std::vector<Reg> regs_;
     bool closed_ = false;

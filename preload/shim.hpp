@@ -35,7 +35,9 @@ inline SmcConn* smc(int fd) {
 // For reads: also the late-CLC marker, which af_smc::recv handles.
 inline SmcConn* smc_or_late(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
-    return reinterpret_cast<uintptr_t>(c) == 1 ? c : smc(fd);
+    if (reinterpret_cast<uintptr_t>(c) == 1) return c;
+    if (c && c->late_clc.load(std::memory_order_relaxed)) return c;
+    return smc(fd);
 }
 
 inline int fail(int err) {

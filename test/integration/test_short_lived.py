@@ -102,4 +102,19 @@ with Env() as env:
     r = env.run([USMC, "limit-hs", "show", "-c", cfg])
     check("limit_smc_hs = true" in r.stdout and "kernel:" in r.stdout, "usmc limit-hs show reports both knobs")
     env.stop(server)
+# 5. Handshakes go on while the application is slow to accept (the listen
+#    watcher), and a server that does not accept at all costs the client the
+#    CLC wait, then both ends run TCP with nothing lost.
+with Env() as env:
+    go = os.path.join(env.dir, "go")
+    server = env.start(env.wrap([PYTHON, APP, "server", "--go", go, "--seconds", "40"]))
+    port = read_ready(server)
+    client = env.start(env.wrap([PYTHON, APP, "client", "--port", str(port), "-n", "3", "--seconds", "30"]))
+    time.sleep(7.5)  # past the client's CLC wait (6 s)
+    open(go, "w").close()
+    out, err = client.communicate(timeout=40)
+    st = env.stats()
+    check("DONE ok=3 bad=0 unfinished=0" in out, f"server not accepting for 7 s: every echo correct ({out.strip()})")
+    check(st["fallback_reasons"].get("CLCWAIT", 0) == 3, f"clients gave up waiting, as TCP ({st['fallback_reasons']})")
+    env.stop(server)
 finish()

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1) with 'Connection: Close'
+at c=1000 and c=10000, the workload of the kernel's short-lived-connection
+series. Columns, in the same run, order rotated each round, median of N:
+
+  tcp            neither side wrapped
+  off            both under usmc-run, limit_smc_hs = false
+  on             both under usmc-run, limit_smc_hs = true
+  on+delay       limit_smc_hs = true and every server handshake delayed
+                 (testonly_server_handshake_delay_ms): the congested regime
+  off+delay      the same delay without the bypass: what the series fixed
+
+Reports req/s, the ratio to TCP, wrk's socket errors, the kernel's listen
+overflows/drops (nstat) during the run, and how nginx's connections ended
+up (SMC-D / TCP / bypassed) from usmc's counters."""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from apps import make_nginx, parse_wrk  # noqa: E402
+from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
+
+VARIANTS = {
+    "tcp": None,
+    "off": "limit_smc_hs = false\n",
+    "on": "limit_smc_hs = true\n",
+    "on+delay": "limit_smc_hs = true\ntestonly_server_handshake_delay_ms = {delay}\n",
+    "off+delay": "limit_smc_hs = false\ntestonly_server_handshake_delay_ms = {delay}\n",
+}
+
+
+def nstat():
+    out = subprocess.run(["nstat", "-az", "TcpExtListenOverflows", "TcpExtListenDrops"],
+                         capture_output=True, text=True).stdout
+    vals = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith("TcpExt"):
+            vals[parts[0]] = int(parts[1])
+    return vals
+
+
+def counters(stats_dir):
+    r = subprocess.run([USMC, "--stats-dir", stats_dir, "stats", "--json"], capture_output=True, text=True)
+    return json.loads(r.stdout)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    p.add_argument("--connections", default="1000,10000")
+    p.add_argument("--delay-ms", type=int, default=5, help="injected server handshake delay")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    args = p.parse_args()
+    conns = [int(c) for c in args.connections.split(",")]
+    names = args.variants.split(",")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (262144, 262144))  # wrk -c 10000 and nginx
+
+    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    os.chmod(tmp, 0o755)  # nginx workers run as nobody
+    results, notes = {}, {}
+    try:
+        for c in conns:
+            for rnd in range(args.runs):
+                for variant in names[rnd % len(names):] + names[:rnd % len(names)]:
+                    d = os.path.join(tmp, f"{variant}-{c}-{rnd}".replace("+", "_"))
+                    os.mkdir(d)
+                    stats_dir = os.path.join(d, "stats")
+                    os.mkdir(stats_dir)
+                    os.chmod(stats_dir, 0o1777)
+                    env = dict(os.environ, USMC_STATS_DIR=stats_dir)
+                    env.pop("LD_PRELOAD", None)
+                    if VARIANTS[variant] is not None:
+                        cfg = os.path.join(d, "usmc.toml")
+                        with open(cfg, "w") as f:
+                            f.write(VARIANTS[variant].format(delay=args.delay_ms))
+                        os.chmod(cfg, 0o644)
+                        env["USMC_CONFIG"] = cfg
+                    port = free_port()
+                    cmd = make_nginx(d, port, workers=1, connections=c + 1024, nofile=8 * c + 4096)
+                    wrk = ["wrk", "-t", "1", "-c", str(c), "-d", f"{args.duration}s", "--timeout", "10s",
+                           "-H", "Connection: Close", f"http://127.0.0.1:{port}/index.html"]
+                    if VARIANTS[variant] is not None:
+                        cmd = [USMC_RUN, "--", *cmd]
+                        wrk = [USMC_RUN, "--", *wrk]
+                    nginx = subprocess.Popen(["taskset", "-c", "0", *cmd], env=env,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    try:
+                        if not wait_port(port):
+                            raise SystemExit(f"nginx ({variant}) did not start")
+                        before = nstat()
+                        r = subprocess.run(["taskset", "-c", "1", *wrk], env=env, capture_output=True,
+                                           text=True, timeout=args.duration + 120)
+                        after = nstat()
+                        w = parse_wrk(r.stdout)
+                        st = counters(stats_dir) if VARIANTS[variant] is not None else {}
+                    finally:
+                        nginx.terminate()
+                        try:
+                            nginx.wait(timeout=15)
+                        except subprocess.TimeoutExpired:
+                            nginx.kill()
+                            nginx.wait()
+                    drops = sum(after.get(k, 0) - before.get(k, 0) for k in after)
+                    key = (c, variant)
+                    results.setdefault(key, []).append(w["rps"])
+                    smc = st.get("conn_smcd", 0) // 2
+                    total = st.get("server_accepts", 0)
+                    note = (f"errors {w['errors']:>5} non2xx {w['non2xx']} drops {drops:>6}"
+                            + (f"  smc-d {smc}/{total} bypassed {st.get('hs_limit_bypassed', 0)}"
+                               if st else ""))
+                    notes.setdefault(key, []).append(note)
+                    print(f"  c={c:<6} run {rnd + 1} {variant:10} {w['rps']:10.0f} req/s  {note}", flush=True)
+        print()
+        print(f"nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1), 'Connection: Close', {args.duration}s, "
+              f"median of {args.runs}, injected delay {args.delay_ms} ms")
+        print(f"{'c':>6} " + " ".join(f"{n:>18}" for n in names))
+        for c in conns:
+            tcp = statistics.median(results[(c, "tcp")]) if (c, "tcp") in results else None
+            cells = []
+            for n in names:
+                v = statistics.median(results[(c, n)])
+                cells.append(f"{v:9.0f}" + (f" ({v / tcp:5.2f}x)" if tcp else ""))
+            print(f"{c:>6} " + " ".join(f"{x:>18}" for x in cells))
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()
