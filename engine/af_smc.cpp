@@ -471,6 +471,7 @@ void on_fork_child() {
     // locks may be held.)
     peer_watch::on_fork_child();
     listen_watch_fork_child();
+    registry::on_fork_child();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();
     g_engine = Engine{};
     new (&g_engine_mu) std::mutex();

@@ -8,12 +8,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <vector>
 
 namespace usmc::registry {
 
@@ -74,28 +78,52 @@ bool trusted(uid_t owner, std::span<const uint32_t> trusted_uids) {
     return false;
 }
 
-std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
-                                  std::span<const uint32_t> trusted_uids) {
-    std::string name = entry_name(addr, len);
-    if (name.empty()) return std::nullopt;
+// Clients look up the same few destinations over and over (wrk, a pool of
+// RPC connections): their entry and pending files stay mapped here. Each use
+// still asks the kernel the two questions that matter, cheaply: is this the
+// same file (stat: inode), and is its process alive (a pidfd, polled)?
+struct Cached {
+    std::string path;
+    ino_t ino = 0;
+    void* map = nullptr;
+    size_t size = 0;
+    int pidfd = -1; // entries: the listener's process
+    uid_t owner = 0;
+    int32_t pid = 0; // the process pidfd refers to
+};
+std::mutex g_cache_mu;
+std::vector<Cached>* g_cache = nullptr;
+constexpr size_t kCacheMax = 32;
+
+void drop(std::vector<Cached>& cache, size_t i) {
+    munmap(cache[i].map, cache[i].size);
+    if (cache[i].pidfd >= 0) sys::real().close(cache[i].pidfd);
+    cache.erase(cache.begin() + static_cast<long>(i));
+}
+
+// The mapping of `path` (opened read-only or read-write), from the cache if
+// it is still the same file. `fresh` says whether it was just mapped.
+Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh) {
+    if (!g_cache) g_cache = new std::vector<Cached>;
+    auto& cache = *g_cache;
     struct stat st;
-    auto* e = static_cast<Entry*>(map_file(path_of(name), O_RDONLY, 0, sizeof(Entry), false, &st));
-    if (!e) return std::nullopt;
-    uint32_t magic = e->magic, version = e->version;
-    int32_t pid = e->pid;
-    uint64_t start_time = e->start_time;
-    Found f;
-    f.pid = pid;
-    f.gid = e->gid;
-    f.flags = e->flags.load(std::memory_order_acquire);
-    f.owner = st.st_uid;
-    munmap(e, sizeof(Entry));
-    if (magic != kMagic || version != kVersion || !trusted(st.st_uid, trusted_uids))
-        return std::nullopt;
-    if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM) ||
-        statseg::process_start_time(pid) != start_time)
-        return std::nullopt; // the listener's process is gone
-    return f;
+    bool exists = ::stat(path.c_str(), &st) == 0;
+    for (size_t i = 0; i < cache.size(); ++i) {
+        if (cache[i].path != path) continue;
+        if (exists && cache[i].ino == st.st_ino && cache[i].owner == st.st_uid) {
+            *fresh = false;
+            return &cache[i];
+        }
+        drop(cache, i);
+        break;
+    }
+    if (!exists) return nullptr;
+    void* m = map_file(path, flags, 0, size, false, &st);
+    if (!m) return nullptr;
+    if (cache.size() >= kCacheMax) drop(cache, 0);
+    cache.push_back({path, st.st_ino, m, size, -1, st.st_uid, 0});
+    *fresh = true;
+    return &cache.back();
 }
 
 Pending* map_pending(const sockaddr* addr, socklen_t len, bool create) {
@@ -107,11 +135,65 @@ Pending* map_pending(const sockaddr* addr, socklen_t len, bool create) {
                                           create, &st));
 }
 
+std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
+                                  std::span<const uint32_t> trusted_uids) {
+    std::string name = entry_name(addr, len);
+    if (name.empty()) return std::nullopt;
+    std::lock_guard lock(g_cache_mu);
+    bool fresh = false;
+    Cached* c = cached_map(path_of(name), O_RDONLY, sizeof(Entry), &fresh);
+    if (!c) return std::nullopt;
+    auto* e = static_cast<const Entry*>(c->map);
+    Found f;
+    f.pid = e->pid;
+    f.gid = e->gid;
+    f.flags = e->flags.load(std::memory_order_acquire);
+    f.owner = c->owner;
+    if (!fresh && c->pid != e->pid) { // published again by another process: believe anew
+        if (c->pidfd >= 0) sys::real().close(c->pidfd);
+        c->pidfd = -1;
+        fresh = true;
+    }
+    if (fresh) {
+        // Believed once per file: right magic, trusted owner, and the process
+        // it names is the one that created it (pid + start time).
+        bool ok = e->magic == kMagic && e->version == kVersion && trusted(c->owner, trusted_uids) &&
+                  e->pid > 0 && (kill(e->pid, 0) == 0 || errno == EPERM) &&
+                  statseg::process_start_time(e->pid) == e->start_time;
+        if (ok) {
+            c->pid = e->pid;
+            c->pidfd = sys::place_high(static_cast<int>(syscall(SYS_pidfd_open, e->pid, 0)));
+        }
+        if (!ok || c->pidfd < 0) {
+            drop(*g_cache, size_t(c - g_cache->data()));
+            return std::nullopt;
+        }
+    } else if (!trusted(c->owner, trusted_uids)) {
+        return std::nullopt;
+    }
+    // Still alive? (a pidfd turns readable when its process exits)
+    pollfd p{c->pidfd, POLLIN, 0};
+    if (sys::real().poll(&p, 1, 0) != 0) {
+        drop(*g_cache, size_t(c - g_cache->data()));
+        return std::nullopt;
+    }
+    return f;
+}
+
 } // namespace
 
 uint64_t netns_id() {
-    struct stat st;
-    return ::stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+    // A process changes its network namespace (setns, unshare) rarely and
+    // not while usmc is in the middle of a connect; read it once.
+    static const uint64_t id = [] {
+        struct stat st;
+        return ::stat("/proc/self/ns/net", &st) == 0 ? uint64_t(st.st_ino) : uint64_t(0);
+    }();
+    return id;
+}
+
+void on_fork_child() {
+    new (&g_cache_mu) std::mutex();
 }
 
 std::string entry_name(const sockaddr* addr, socklen_t len) {
@@ -244,20 +326,27 @@ std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
 }
 
 void announce_pending(const sockaddr* addr, socklen_t len, bool begin) {
-    Pending* p = map_pending(addr, len, false);
-    if (!p) {
+    std::lock_guard lock(g_cache_mu);
+    bool fresh;
+    std::string name = entry_name(addr, len);
+    Cached* c = name.empty()
+                    ? nullptr
+                    : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending), &fresh);
+    if (!c) {
         socklen_t wlen = 0;
         sockaddr_storage w = wildcard_of(addr, len, &wlen);
-        p = map_pending(reinterpret_cast<sockaddr*>(&w), wlen, false);
+        name = entry_name(reinterpret_cast<sockaddr*>(&w), wlen);
+        c = name.empty() ? nullptr
+                         : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending), &fresh);
     }
-    if (!p) return;
+    if (!c) return;
+    auto* p = static_cast<Pending*>(c->map);
     if (begin) {
         p->connects.fetch_add(1, std::memory_order_acq_rel);
         p->deadline_ns.store(now_ns() + kPendingTtlNs, std::memory_order_release);
     } else if (p->connects.load(std::memory_order_acquire) > 0) {
         p->connects.fetch_sub(1, std::memory_order_acq_rel);
     }
-    munmap(p, sizeof(Pending));
 }
 
 } // namespace usmc::registry

@@ -57,6 +57,9 @@ struct Found {
 // Network namespace id of this process (inode of /proc/self/ns/net).
 uint64_t netns_id();
 
+// A forked child: the lookup cache's lock may have been held by a parent thread.
+void on_fork_child();
+
 // The file name stem for a listener address ("usmc-listen.<netns>.<ip>.<port>").
 std::string entry_name(const sockaddr* addr, socklen_t len);
 
