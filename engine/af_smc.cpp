@@ -169,11 +169,17 @@ namespace {
 // after the client gave up waiting): they are taken off the stream before
 // the application reads. Returns true once the stream head is application
 // data (or its end); false if it must be looked at again.
-bool skip_late_clc(int fd, bool nonblock) {
+bool skip_late_clc(int fd, bool nonblock, bool answer) {
     for (int round = 0; round < 8; ++round) {
         switch (clc::classify(fd, 0)) {
         case clc::FirstBytes::Proposal:
-            smc_decline_late_proposal(fd, fallback::PEERNOSMC);
+            // Answered with a Decline only if we have written nothing: a
+            // client that already read our bytes has gone TCP, and a Decline
+            // would land in its data.
+            if (answer)
+                smc_decline_late_proposal(fd, fallback::PEERNOSMC);
+            else if (clc::read_message(fd, 1000).status != clc::ReadStatus::Message)
+                return false;
             runtime::count(counters::late_proposals);
             continue;
         case clc::FirstBytes::OtherClc:
@@ -195,9 +201,9 @@ bool skip_late_clc(int fd, bool nonblock) {
 
 void handle_late_clc(SmcConn* c, int fd, int flags) {
     bool nonblock = (flags & MSG_DONTWAIT) || fd_nonblocking(fd);
-    if (!skip_late_clc(fd, nonblock)) return; // look again at the next read
-    if (c == kLateClc) {
-        SmcConn* expected = kLateClc;
+    if (!skip_late_clc(fd, nonblock, c == kLateClc)) return; // look again at the next read
+    if (is_late(c)) {
+        SmcConn* expected = c;
         slot(fd).compare_exchange_strong(expected, nullptr);
     } else {
         c->late_clc.store(false, std::memory_order_release);
@@ -258,7 +264,7 @@ Closed on_close(int fd) {
         closed.inode = fstat(fd, &st) == 0 ? st.st_ino : 0;
     }
     SmcConn* c = slot(fd).exchange(nullptr, std::memory_order_acq_rel);
-    if (!c || c == kLateClc) return closed;
+    if (!c || is_late(c)) return closed;
     if (c->fd_refs.fetch_sub(1, std::memory_order_acq_rel) > 1) {
         // Another descriptor (dup) still names it: keep watching a live one.
         if (c->tcp_fd == fd) {
@@ -297,10 +303,10 @@ void after_close(const Closed& closed) {
 void on_dup(int from, int to) {
     if (!in_table(from) || !in_table(to)) return;
     SmcConn* c = slot(from).load();
-    if (c == kLateClc) c = nullptr;
+    if (is_late(c)) c = nullptr;
     if (c) c->fd_refs.fetch_add(1, std::memory_order_acq_rel);
     SmcConn* old = slot(to).exchange(c);
-    if (old && old != kLateClc && old->fd_refs.fetch_sub(1) == 1) {
+    if (old && !is_late(old) && old->fd_refs.fetch_sub(1) == 1) {
         if (old->phase.load() == Phase::Active)
             release(old);
         else {
@@ -311,7 +317,7 @@ void on_dup(int from, int to) {
 }
 
 ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
-    if (c == kLateClc) {
+    if (is_late(c)) {
         handle_late_clc(c, fd, flags);
         return kPassThrough;
     }
@@ -420,9 +426,14 @@ int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out) {
     return 0;
 }
 
+void note_late_write(int fd) {
+    SmcConn* expected = kLateClc;
+    slot(fd).compare_exchange_strong(expected, kLateClcWrote);
+}
+
 int take_so_error(int fd) {
     SmcConn* c = conn_of(fd);
-    if (reinterpret_cast<uintptr_t>(c) <= 1) return 0;
+    if (reinterpret_cast<uintptr_t>(c) <= 2) return 0;
     return c->so_error.exchange(0);
 }
 
@@ -431,7 +442,7 @@ void on_exit() {
     if (!conns) return;
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
-        if (!c || c == kLateClc || c->phase.load() != Phase::Active) continue;
+        if (!c || is_late(c) || c->phase.load() != Phase::Active) continue;
         if (c->rx.valid() && c->rx.control()->owner_refs.load() <= 1 &&
             !(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
             smc_close(*c, false);
@@ -449,7 +460,7 @@ void adjust_owner_refs(int64_t delta) {
     ++g_fork_gen;
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
-        if (!c || c == kLateClc || c->fork_gen == g_fork_gen || c->phase.load() != Phase::Active)
+        if (!c || is_late(c) || c->fork_gen == g_fork_gen || c->phase.load() != Phase::Active)
             continue;
         c->fork_gen = g_fork_gen;
         c->rx.control()->owner_refs.fetch_add(uint64_t(delta), std::memory_order_acq_rel);
@@ -480,7 +491,7 @@ void on_fork_child() {
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
         // A handshake the parent's worker runs: this copy just passes through.
-        if (c && c != kLateClc && c->phase.load() == Phase::Connecting) {
+        if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);
         }

@@ -84,6 +84,10 @@ void on_fork_child();
 // order, so peers read EOF as they would from TCP, not a reset.
 void on_exit();
 
+// The application writes to a TCP connection that still carries the late-CLC
+// marker: a late Proposal will then be swallowed without a Decline.
+void note_late_write(int fd);
+
 // recv() answers this when the fd is TCP after all (a late CLC Proposal was
 // handled): the caller makes the real call.
 constexpr ssize_t kPassThrough = -2;

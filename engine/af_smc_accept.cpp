@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <new>
 #include <poll.h>
 #include <thread>
@@ -82,11 +83,30 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
 
 // A worker's part: wait for the Proposal if it was only announced, then the
 // handshake; the result goes to the listener's queue.
-void server_job(SmcListener* l, int fd, int detect_ms) {
+// How long a connection from a client that has not announced its port
+// (while others have) may take to do so: clients announce right after
+// connect() returns, so only a descheduled one misses this.
+constexpr int kPortGraceMs = 10;
+
+// Waits for the first bytes of an announced (or possibly announced, `port`
+// not yet known) client.
+clc::FirstBytes detect(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+        auto first = clc::classify(fd, known ? detect_ms : 1);
+        if (first != clc::FirstBytes::Nothing || known) return first;
+        known = l->reg().expects_port(port);
+        auto spent = std::chrono::steady_clock::now() - start;
+        if (!known && spent >= std::chrono::milliseconds(kPortGraceMs)) return first;
+        if (spent >= std::chrono::milliseconds(detect_ms)) return first;
+    }
+}
+
+void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
     Accepted a;
     a.fd = fd;
     const auto& cfg = runtime::get().cfg;
-    auto first = detect_ms > 0 ? clc::classify(fd, detect_ms) : clc::FirstBytes::Proposal;
+    auto first = detect_ms > 0 ? detect(l, fd, detect_ms, port, known) : clc::FirstBytes::Proposal;
     if (first != clc::FirstBytes::Proposal) {
         a.reason = fallback::PEERNOSMC;
         a.late_clc = first == clc::FirstBytes::Nothing;
@@ -167,12 +187,25 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
         in.untracked = true;
         return in;
     }
-    // Was a usmc client announced? Then its Proposal is worth waiting for
-    // (on a worker, clc_detect_timeout_ms); otherwise only what is there.
-    bool expected = l->reg().pending_connects() > 0;
+    // Did a usmc client announce this connection (by its port)? Then its
+    // Proposal is worth waiting for (on a worker, clc_detect_timeout_ms).
+    // While clients are connecting, one not (yet) known gets a short grace
+    // on a worker to announce itself (kPortGraceMs).
+    bool announced = false, known = false;
+    uint16_t port = 0;
+    if (l->reg().pending_connects() > 0) {
+        announced = true;
+        sockaddr_storage peer{};
+        socklen_t plen = sizeof peer;
+        if (sys::real().getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0)
+            port =
+                ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
+                                                 : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+        known = l->reg().expects_port(port);
+    }
     auto first = clc::classify(nfd, 0);
     in.reason = fallback::PEERNOSMC;
-    if (first != clc::FirstBytes::Proposal && !(first == clc::FirstBytes::Nothing && expected))
+    if (first != clc::FirstBytes::Proposal && !(first == clc::FirstBytes::Nothing && announced))
         return in;
     HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
     if (!q)
@@ -189,7 +222,7 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
         l->handshake_started();
         l->ref();
         runtime::count(counters::handshakes_inflight);
-        if (q->submit([l, nfd, detect] { server_job(l, nfd, detect); })) {
+        if (q->submit([l, nfd, detect, port, known] { server_job(l, nfd, detect, port, known); })) {
             in.fd = kQueued;
             return in;
         }

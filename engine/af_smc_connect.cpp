@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <netinet/in.h>
 #include <poll.h>
 
 namespace usmc::af_smc {
@@ -76,7 +77,17 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     *reason_out = reason;
 }
 
-void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len) {
+// The client port connect() chose (0 if unknown): announced so the server
+// knows which connection will send a Proposal.
+uint16_t local_port(int fd) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return 0;
+    return ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+}
+
+void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
     pollfd p{fd, POLLOUT, 0};
     int n = sys::real().poll(&p, 1, kTcpConnectWaitMs);
     ConnectResult result;
@@ -87,7 +98,7 @@ void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len) {
         // the outcome from the kernel as usual.
         result = Fallback{0, 0};
     }
-    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false);
+    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
     uint32_t reason = 0;
     bool smc = std::holds_alternative<std::monostate>(result);
     bool tcp_failed =
@@ -125,13 +136,15 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
         return -1;
     }
     slot(fd).store(c, std::memory_order_release);
+    uint16_t port = local_port(fd);
+    registry::announce_pending(addr, len, true, port);
     sockaddr_storage copy{};
     std::memcpy(&copy, addr, std::min<size_t>(len, sizeof copy));
     runtime::count(counters::client_async_handshakes);
-    if (!q->submit([fd, c, copy, len] { client_job(fd, c, copy, len); })) {
+    if (!q->submit([fd, c, copy, len, port] { client_job(fd, c, copy, len, port); })) {
         uint32_t ignored;
         finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
-        registry::announce_pending(addr, len, false);
+        registry::announce_pending(addr, len, false, port);
         c->worker_done.store(true);
         count_result(fallback::INTERR, false);
     }
@@ -149,11 +162,13 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
         errno = err;
         return -1;
     }
+    uint16_t port = local_port(fd);
+    registry::announce_pending(addr, len, true, port);
     auto conn = std::make_unique<SmcConn>();
     ConnectResult result = Fallback{fallback::MEM, 0};
     if (smc_conn_init_events(*conn))
         result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());
-    registry::announce_pending(addr, len, false);
+    registry::announce_pending(addr, len, false, port);
     if (std::holds_alternative<std::monostate>(result)) {
         install(fd, std::move(conn), false);
         count_result(0, true);

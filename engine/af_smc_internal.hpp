@@ -17,6 +17,12 @@ namespace usmc::af_smc::detail {
 // shim must swallow (and decline) before the application reads. Marked in
 // the connection table itself, so reads still cost one lookup.
 inline SmcConn* const kLateClc = reinterpret_cast<SmcConn*>(uintptr_t{1});
+// The same, after the application wrote to it: a late Proposal is then only
+// swallowed, never answered (the client saw those bytes and went TCP).
+inline SmcConn* const kLateClcWrote = reinterpret_cast<SmcConn*>(uintptr_t{2});
+inline bool is_late(const SmcConn* c) {
+    return c == kLateClc || c == kLateClcWrote;
+}
 
 // Listeners by fd. Loads that keep the pointer beyond the call take
 // g_listen_mu and a reference; deletion happens under it too.
@@ -38,7 +44,7 @@ inline bool in_table(int fd) {
 // An SMC connection in Active or Connecting phase (not the late-CLC marker,
 // not a finished fallback).
 inline bool is_smc(const SmcConn* c) {
-    return reinterpret_cast<uintptr_t>(c) > 1 &&
+    return reinterpret_cast<uintptr_t>(c) > 2 &&
            c->phase.load(std::memory_order_acquire) != Phase::Tcp;
 }
 

@@ -269,6 +269,17 @@ void Listener::set_flag(uint32_t flag, bool on) {
         entry_->flags.fetch_and(~flag, std::memory_order_acq_rel);
 }
 
+bool Listener::expects_port(uint16_t port) const {
+    if (!pending_ || !port) return false;
+    uint64_t now_ms = now_ns() / 1000000;
+    for (unsigned i = 0; i < 8; ++i) {
+        uint64_t v =
+            pending_->ports[(port + i) % Pending::kPortSlots].load(std::memory_order_acquire);
+        if ((v >> 48) == port && (v & ((1ull << 48) - 1)) > now_ms) return true;
+    }
+    return false;
+}
+
 uint64_t Listener::pending_connects() const {
     if (!pending_ || pending_->deadline_ns.load(std::memory_order_acquire) < now_ns()) return 0;
     return pending_->connects.load(std::memory_order_acquire);
@@ -325,7 +336,27 @@ std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
     return lookup_exact(reinterpret_cast<sockaddr*>(&w), wlen, trusted_uids);
 }
 
-void announce_pending(const sockaddr* addr, socklen_t len, bool begin) {
+namespace {
+void announce_port(Pending* p, uint16_t port, bool begin) {
+    uint64_t now_ms = now_ns() / 1000000;
+    for (unsigned i = 0; i < 8; ++i) {
+        auto& slot = p->ports[(port + i) % Pending::kPortSlots];
+        uint64_t v = slot.load(std::memory_order_acquire);
+        bool mine = (v >> 48) == port;
+        if (!begin) {
+            if (mine) slot.compare_exchange_strong(v, 0);
+            if (mine) return;
+            continue;
+        }
+        bool free = v == 0 || (v & ((1ull << 48) - 1)) <= now_ms;
+        if ((free || mine) && slot.compare_exchange_strong(
+                                  v, uint64_t{port} << 48 | (now_ms + kPendingTtlNs / 1000000)))
+            return;
+    }
+}
+} // namespace
+
+void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
     std::lock_guard lock(g_cache_mu);
     bool fresh;
     std::string name = entry_name(addr, len);
@@ -341,6 +372,10 @@ void announce_pending(const sockaddr* addr, socklen_t len, bool begin) {
     }
     if (!c) return;
     auto* p = static_cast<Pending*>(c->map);
+    if (client_port) {
+        announce_port(p, client_port, begin);
+        if (begin) return; // counted already, before connect()
+    }
     if (begin) {
         p->connects.fetch_add(1, std::memory_order_acq_rel);
         p->deadline_ns.store(now_ns() + kPendingTtlNs, std::memory_order_release);

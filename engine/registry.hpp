@@ -45,6 +45,12 @@ struct Entry {
 struct Pending {
     std::atomic<uint64_t> connects;    // SMC connects announced, not yet finished
     std::atomic<uint64_t> deadline_ns; // CLOCK_MONOTONIC: after this, ignore `connects`
+    // Which connections: the client ports of announced connects, as
+    // port << 48 | expiry (CLOCK_MONOTONIC ms), open addressing by port.
+    // (The kernel knows per connection from the SYN's SMC option; this is
+    // usmc's stand-in, written right after connect() returns.)
+    static constexpr unsigned kPortSlots = 2048;
+    std::atomic<uint64_t> ports[kPortSlots];
 };
 
 struct Found {
@@ -81,6 +87,8 @@ class Listener {
     void set_flag(uint32_t flag, bool on);
     // Clients that announced an SMC connect and have not finished it.
     uint64_t pending_connects() const;
+    // Whether the connection from client port `port` was announced.
+    bool expects_port(uint16_t port) const;
     void withdraw();
 
   private:
@@ -97,7 +105,9 @@ bool still_listening(uint64_t inode);
 std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
                             std::span<const uint32_t> trusted_uids);
 
-// Client side: announce / finish an SMC connect to `addr`'s listener.
-void announce_pending(const sockaddr* addr, socklen_t len, bool begin);
+// Client side: announce / finish an SMC connect to `addr`'s listener. Before
+// connect() without a port (the count); once connect() has chosen the
+// client port, with it (begin); at the end with the port if it was given.
+void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port = 0);
 
 } // namespace usmc::registry

@@ -88,7 +88,7 @@ USMC_EXPORT int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, timespe
 }
 
 USMC_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-    if (SmcConn* c = shim::smc(fd)) {
+    if (SmcConn* c = shim::smc_for_write(fd)) {
         iovec iov{const_cast<void*>(buf), n};
         return af_smc::send(c, fd, &iov, 1, 0);
     }
@@ -96,12 +96,12 @@ USMC_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
 }
 
 USMC_EXPORT ssize_t writev(int fd, const iovec* iov, int cnt) {
-    if (SmcConn* c = shim::smc(fd)) return af_smc::send(c, fd, iov, cnt, 0);
+    if (SmcConn* c = shim::smc_for_write(fd)) return af_smc::send(c, fd, iov, cnt, 0);
     return sys::real().writev(fd, iov, cnt);
 }
 
 USMC_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
-    if (SmcConn* c = shim::smc(fd)) {
+    if (SmcConn* c = shim::smc_for_write(fd)) {
         iovec iov{const_cast<void*>(buf), n};
         return af_smc::send(c, fd, &iov, 1, flags);
     }
@@ -110,7 +110,8 @@ USMC_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
 
 USMC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr,
                            socklen_t len) {
-    if (SmcConn* c = shim::smc(fd)) { // a connected stream ignores the address, as TCP does
+    if (SmcConn* c =
+            shim::smc_for_write(fd)) { // a connected stream ignores the address, as TCP does
         iovec iov{const_cast<void*>(buf), n};
         return af_smc::send(c, fd, &iov, 1, flags);
     }
@@ -118,13 +119,13 @@ USMC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const s
 }
 
 USMC_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
-    if (SmcConn* c = shim::smc(fd))
+    if (SmcConn* c = shim::smc_for_write(fd))
         return af_smc::send(c, fd, msg->msg_iov, int(msg->msg_iovlen), flags);
     return sys::real().sendmsg(fd, msg, flags);
 }
 
 USMC_EXPORT int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
-    if (SmcConn* c = shim::smc(fd)) {
+    if (SmcConn* c = shim::smc_for_write(fd)) {
         unsigned i = 0;
         for (; i < vlen; ++i) {
             ssize_t r =
@@ -138,7 +139,8 @@ USMC_EXPORT int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
 }
 
 USMC_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
-    if (SmcConn* c = shim::smc(out_fd)) return af_smc::sendfile(c, out_fd, in_fd, offset, count);
+    if (SmcConn* c = shim::smc_for_write(out_fd))
+        return af_smc::sendfile(c, out_fd, in_fd, offset, count);
     return sys::real().sendfile(out_fd, in_fd, offset, count);
 }
 
@@ -148,7 +150,7 @@ USMC_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count)
 USMC_EXPORT ssize_t splice(int in_fd, loff_t* in_off, int out_fd, loff_t* out_off, size_t len,
                            unsigned flags) {
     SmcConn* in = shim::smc(in_fd);
-    SmcConn* out = shim::smc(out_fd);
+    SmcConn* out = shim::smc_for_write(out_fd);
     if (!in && !out) return sys::real().splice(in_fd, in_off, out_fd, out_off, len, flags);
     char buf[65536];
     size_t want = std::min(len, sizeof buf);

@@ -23,11 +23,22 @@ class ErrnoGuard {
     int saved_;
 };
 
-// An SMC connection, up or still handshaking. (1 marks a late-CLC check,
-// for reads only; a connection whose handshake fell back passes through.)
+// An SMC connection, up or still handshaking. (1 and 2 mark a late-CLC
+// check, for reads only; a connection whose handshake fell back passes
+// through.)
 inline SmcConn* smc(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
-    return reinterpret_cast<uintptr_t>(c) > 1 &&
+    return reinterpret_cast<uintptr_t>(c) > 2 &&
+                   c->phase.load(std::memory_order_relaxed) != Phase::Tcp
+               ? c
+               : nullptr;
+}
+// For writes: notes that the application wrote before a late CLC Proposal
+// was seen (1 -> 2), then as smc().
+inline SmcConn* smc_for_write(int fd) {
+    SmcConn* c = af_smc::conn_of(fd);
+    if (reinterpret_cast<uintptr_t>(c) == 1) af_smc::note_late_write(fd);
+    return reinterpret_cast<uintptr_t>(c) > 2 &&
                    c->phase.load(std::memory_order_relaxed) != Phase::Tcp
                ? c
                : nullptr;
@@ -35,7 +46,7 @@ inline SmcConn* smc(int fd) {
 // For reads: also the late-CLC marker, which af_smc::recv handles.
 inline SmcConn* smc_or_late(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
-    if (reinterpret_cast<uintptr_t>(c) == 1) return c;
+    if (reinterpret_cast<uintptr_t>(c) <= 2 && c) return c;
     if (c && c->late_clc.load(std::memory_order_relaxed)) return c;
     return smc(fd);
 }

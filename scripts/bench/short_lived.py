@@ -62,7 +62,10 @@ def main():
     args = p.parse_args()
     conns = [int(c) for c in args.connections.split(",")]
     names = args.variants.split(",")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (262144, 262144))  # wrk -c 10000 and nginx
+    # wrk -c 10000 and nginx need descriptors: as many as this machine allows.
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    print(f"RLIMIT_NOFILE {hard}", flush=True)
 
     tmp = tempfile.mkdtemp(prefix="usmc-bench-")
     os.chmod(tmp, 0o755)  # nginx workers run as nobody
@@ -85,7 +88,7 @@ def main():
                         os.chmod(cfg, 0o644)
                         env["USMC_CONFIG"] = cfg
                     port = free_port()
-                    cmd = make_nginx(d, port, workers=1, connections=c + 1024, nofile=8 * c + 4096)
+                    cmd = make_nginx(d, port, workers=1, connections=c + 1024, nofile=hard)
                     wrk = ["wrk", "-t", "1", "-c", str(c), "-d", f"{args.duration}s", "--timeout", "10s",
                            "-H", "Connection: Close", f"http://127.0.0.1:{port}/index.html"]
                     if VARIANTS[variant] is not None:
