@@ -22,6 +22,7 @@
 
 namespace usmc {
 
+// Lives as long as the process: its threads are detached and never stop.
 class HandshakeQueue {
   public:
     // `on_congestion(bool)` runs (on the submitting or working thread) when

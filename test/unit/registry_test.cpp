@@ -128,6 +128,15 @@ TEST_CASE("pending connects: announced by clients, expire, never below zero") {
     registry::announce_pending(sa(addr), sizeof addr, false);
     CHECK(l.pending_connects() == 0);
     auto nobody = v4("127.0.0.1", 7001);
+    // Which connection: by client port, until finished.
+    registry::announce_pending(sa(addr), sizeof addr, true);
+    registry::announce_pending(sa(addr), sizeof addr, true, 40001);
+    CHECK(l.expects_port(40001));
+    CHECK_FALSE(l.expects_port(40002));
+    CHECK_FALSE(l.expects_port(40001 + 2048)); // same slot, other port
+    registry::announce_pending(sa(addr), sizeof addr, false, 40001);
+    CHECK_FALSE(l.expects_port(40001));
+    CHECK(l.pending_connects() == 0);
     registry::announce_pending(sa(nobody), sizeof nobody, true); // no listener: nothing happens
 }
 

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""nginx + wrk (keep-alive, c=100) and redis-server + redis-benchmark (GET
+and SET, c=50) over plain TCP and over SMC-D (both ends under usmc-run), in
+the same run, order alternating, median of N runs. Server on CPU 0, client
+on CPU 1; CPU use of both (% of one core) beside each figure; usmc's
+counters confirm the SMC-D runs really used SMC-D."""
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
+from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
+
+
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def smcd_share(stats_dir):
+    st = json.loads(subprocess.run([USMC, "--stats-dir", stats_dir, "stats", "--json"],
+                                   capture_output=True, text=True).stdout)
+    total = st["conn_smcd"] + st["conn_tcp"]
+    return f"{st['conn_smcd']}/{total} ends SMC-D"
+
+
+def run(server_cmd, client_cmd, port, wrap, env, parse, timeout):
+    if wrap:
+        server_cmd = [USMC_RUN, "--", *server_cmd]
+        client_cmd = [USMC_RUN, "--", *client_cmd]
+    cpu0, t0 = cpu_children(), time.monotonic()
+    srv = subprocess.Popen(["taskset", "-c", "0", *server_cmd], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        if not wait_port(port):
+            raise SystemExit(f"server did not start: {server_cmd}")
+        r = subprocess.run(["taskset", "-c", "1", *client_cmd], env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+    wall = time.monotonic() - t0
+    return parse(r), 100 * (cpu_children() - cpu0) / wall
+
+
+def parse_redis(r):
+    # redis-benchmark --csv: "test","rps",...
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r'"(\w+)","([\d.]+)"', line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    p.add_argument("--requests", type=int, default=200000, help="redis-benchmark requests per test")
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    os.chmod(tmp, 0o755)
+    results = {}
+    try:
+        for rnd in range(args.runs):
+            for wrap in ((False, True) if rnd % 2 == 0 else (True, False)):
+                name = "SMC-D" if wrap else "TCP"
+                d = os.path.join(tmp, f"{name}-{rnd}")
+                os.mkdir(d)
+                stats_dir = os.path.join(d, "stats")
+                os.mkdir(stats_dir)
+                os.chmod(stats_dir, 0o1777)
+                env = dict(os.environ, USMC_STATS_DIR=stats_dir)
+                env.pop("LD_PRELOAD", None)
+                # nginx + wrk keep-alive, c=100
+                port = free_port()
+                w, cpu = run(make_nginx(d, port, workers=1),
+                             ["wrk", "-t", "1", "-c", "100", "-d", f"{args.duration}s",
+                              f"http://127.0.0.1:{port}/index.html"],
+                             port, wrap, env, lambda r: parse_wrk(r.stdout), args.duration + 60)
+                if w["errors"] or w["non2xx"]:
+                    raise SystemExit(f"wrk errors ({name}): {w}")
+                results.setdefault(("nginx+wrk keep-alive c=100", name), []).append((w["rps"], cpu))
+                print(f"  run {rnd + 1} {name:6} nginx+wrk   {w['rps']:10.0f} req/s cpu {cpu:4.0f}%"
+                      + (f"  ({smcd_share(stats_dir)})" if wrap else ""), flush=True)
+                # redis-server + redis-benchmark GET/SET, c=50
+                port = free_port()
+                rb, cpu = run(redis_server_cmd(port),
+                              ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n",
+                               str(args.requests), "-t", "get,set", "--csv", "-q"],
+                              port, wrap, env, parse_redis, 300)
+                for test in ("SET", "GET"):
+                    results.setdefault((f"redis-benchmark {test} c=50", name), []).append((rb.get(test, 0), cpu))
+                print(f"  run {rnd + 1} {name:6} redis       SET {rb.get('SET', 0):9.0f} GET {rb.get('GET', 0):9.0f} "
+                      f"cpu {cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap else ""), flush=True)
+        print()
+        print(f"server on CPU 0, client on CPU 1, median of {args.runs} runs (cpu: both processes, % of one core)")
+        print(f"  {'workload':30} {'TCP':>10} {'cpu':>5} {'SMC-D':>10} {'cpu':>5} {'ratio':>6}")
+        for workload in ("nginx+wrk keep-alive c=100", "redis-benchmark SET c=50", "redis-benchmark GET c=50"):
+            t = statistics.median(v for v, _ in results[(workload, "TCP")])
+            tc = statistics.median(c for _, c in results[(workload, "TCP")])
+            s = statistics.median(v for v, _ in results[(workload, "SMC-D")])
+            sc = statistics.median(c for _, c in results[(workload, "SMC-D")])
+            print(f"  {workload:30} {t:10.0f} {tc:4.0f}% {s:10.0f} {sc:4.0f}% {s / t:6.2f}")
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+// The short-lived-connection pieces on their own: the handshake queue's
+// congestion, the listener queue's backlog and epoll behaviour, the global
+// knob's file editing.
+#include "config/config.hpp"
+#include "config/knob.hpp"
+#include "engine/handshake_queue.hpp"
+#include "engine/listener.hpp"
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <netinet/in.h>
+#include <sstream>
+#include <sys/epoll.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace usmc;
+
+TEST_CASE("handshake queue: congestion starts at `workers` waiting jobs, ends when none waits") {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+    std::vector<bool> transitions;
+    std::atomic<int> done{0};
+    // Worker threads live as long as the process (as in the engine): the
+    // queue is never destroyed (kept reachable for the leak checker).
+    static HandshakeQueue* keep = nullptr;
+    keep = new HandshakeQueue(2, [&](bool on) {
+        std::lock_guard lock(mu);
+        transitions.push_back(on);
+    });
+    auto& q = *keep;
+    auto job = [&] {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return release; });
+        ++done;
+    };
+    // Two jobs occupy both workers; the next two wait: congested.
+    for (int i = 0; i < 4; ++i)
+        REQUIRE(q.submit(job));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((q.running() < 2 || q.waiting() < 2) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(q.running() == 2);
+    CHECK(q.waiting() == 2);
+    CHECK(q.congested());
+    {
+        std::lock_guard lock(mu);
+        release = true;
+    }
+    cv.notify_all();
+    while (done < 4 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(done == 4);
+    CHECK_FALSE(q.congested());
+    std::lock_guard lock(mu);
+    REQUIRE(transitions.size() == 2); // the queue's callback runs no more: nothing is queued
+    CHECK(transitions[0]);
+    CHECK_FALSE(transitions[1]);
+}
+
+namespace {
+int listening_socket() {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(fd, 8) == 0);
+    return fd;
+}
+int connect_to(int lfd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    return fd;
+}
+} // namespace
+
+TEST_CASE("listener queue: backlog counts handshakes plus completed, not accepted") {
+    int lfd = listening_socket();
+    auto* l = new SmcListener(registry::Listener{}, lfd, 2);
+    REQUIRE(l->ok());
+    CHECK_FALSE(l->at_backlog());
+    l->handshake_started();
+    l->handshake_started();
+    CHECK(l->at_backlog()); // two in a handshake
+    Accepted a;
+    a.fd = dup(lfd);
+    CHECK_FALSE(l->push_done(std::move(a))); // queued
+    CHECK(l->queued() == 1);
+    CHECK(l->at_backlog()); // one in a handshake + one queued
+    Accepted failed;
+    failed.error = true;
+    auto back = l->push_done(std::move(failed)); // a failed handshake is handed back, not queued
+    CHECK(back.has_value());
+    CHECK_FALSE(l->at_backlog());
+    auto got = l->pop_done();
+    REQUIRE(got.has_value());
+    close(got->fd);
+    CHECK_FALSE(l->pop_done());
+    CHECK(l->queued() == 0);
+    l->set_backlog(0); // listen(fd, 0) still lets one through, as the kernel does
+    CHECK(l->backlog() == 1);
+    l->close();
+    l->unref();
+    close(lfd);
+}
+
+TEST_CASE("listener queue: completed handshakes wake epoll with the application's data; a stall "
+          "hides the kernel listener") {
+    int lfd = listening_socket();
+    auto* l = new SmcListener(registry::Listener{}, lfd, 4);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0xfeed;
+    REQUIRE(l->epoll_ctl(ep, EPOLL_CTL_ADD, &ev) == 0);
+    epoll_event out[4];
+    CHECK(epoll_wait(ep, out, 4, 0) == 0);
+
+    // A worker finishes: the queue's eventfd reports with the app's data.
+    l->handshake_started();
+    Accepted a;
+    a.fd = dup(lfd);
+    REQUIRE_FALSE(l->push_done(std::move(a)));
+    REQUIRE(epoll_wait(ep, out, 4, 0) == 1);
+    CHECK(out[0].data.u64 == 0xfeed);
+    auto got = l->pop_done();
+    REQUIRE(got);
+    close(got->fd);
+    CHECK(epoll_wait(ep, out, 4, 0) == 0); // drained with the queue
+
+    // A connection waits in the kernel: readable. Stalled, it is hidden.
+    int c = connect_to(lfd);
+    CHECK(epoll_wait(ep, out, 4, 100) == 1);
+    l->set_stalled(true);
+    CHECK(epoll_wait(ep, out, 4, 0) == 0);
+    l->set_stalled(false);
+    CHECK(epoll_wait(ep, out, 4, 100) == 1);
+    CHECK(l->epoll_ctl(ep, EPOLL_CTL_DEL, nullptr) == 0);
+    CHECK(epoll_wait(ep, out, 4, 0) == 0);
+    close(c);
+    close(ep);
+    l->close();
+    l->unref();
+    close(lfd);
+}
+
+TEST_CASE("limit-hs knob: the file is edited in place, everything else kept") {
+    std::string err;
+    auto out = config::with_limit_smc_hs("", true, "t.toml", &err);
+    REQUIRE(out);
+    CHECK(*out == "limit_smc_hs = true\n");
+    std::string text = "# comment\nlimit_smc_hs = true\nrmem = \"1M\"\n[[policy]]\nport = "
+                       "\"80-80\"\nmode = \"tcp\"\n";
+    out = config::with_limit_smc_hs(text, false, "t.toml", &err);
+    REQUIRE(out);
+    CHECK(*out == "# comment\nlimit_smc_hs = false\nrmem = \"1M\"\n[[policy]]\nport = "
+                  "\"80-80\"\nmode = \"tcp\"\n");
+    auto parsed = config::parse_config(*out, "t.toml");
+    REQUIRE(std::holds_alternative<config::Config>(parsed));
+    CHECK(std::get<config::Config>(parsed).rmem == 1u << 20);
+    // A broken file is reported, never rewritten.
+    CHECK_FALSE(config::with_limit_smc_hs("rmem = [", true, "bad.toml", &err));
+    CHECK(err.find("bad.toml") != std::string::npos);
+
+    char dir[] = "/tmp/usmc-knob-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    std::string path = std::string(dir) + "/usmc.toml";
+    CHECK(config::write_limit_smc_hs(path, true).empty()); // created
+    CHECK(config::write_limit_smc_hs(path, false).empty());
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    CHECK(ss.str() == "limit_smc_hs = false\n");
+    std::string cleanup = std::string("rm -rf ") + dir;
+    CHECK(std::system(cleanup.c_str()) == 0);
+}
