@@ -106,6 +106,7 @@ void release(SmcConn* c) {
             sys::real().epoll_ctl(ep, EPOLL_CTL_DEL, c->tx_event, nullptr);
         }
         c->epoll_sets.clear();
+        c->epoll_regs.clear();
     }
     fold_counters(c);
     if (c->rx.control()->owner_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -144,13 +145,11 @@ void discard_accepted(Accepted& a) {
 }
 
 bool fd_budget_ok(int fd) {
-    // An SMC-D connection holds up to six descriptors besides the socket
-    // (our DMB, four eventfds, the peer's DMB while mapping); keep a margin
-    // for the application's own next few opens.
+    // usmc's descriptors live in the top quarter of RLIMIT_NOFILE
+    // (sys::place_high_strict); the application's, from the bottom. New SMC
+    // connections only while the application stays clear of that quarter.
     constexpr int kReserve = 16;
-    rlimit rl{};
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
-    return rlim_t(fd) + kReserve < rl.rlim_cur;
+    return fd + kReserve < sys::high_base();
 }
 
 bool fd_nonblocking(int fd) {

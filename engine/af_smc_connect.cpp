@@ -42,8 +42,10 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->rx.control()->owner_refs.store(1, std::memory_order_relaxed);
         // The eventfds are in the application's sets already, as epoll_ctl
         // puts them for an Active connection.
-        for (auto& r : c->connecting_regs)
+        for (auto& r : c->connecting_regs) {
             c->epoll_sets.push_back(r.epfd);
+            c->epoll_regs.push_back(r.ev);
+        }
         if (!c->connecting_regs.empty()) peer_watch::add(c);
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
@@ -116,7 +118,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
     auto* c = new SmcConn;
     if (!q || !smc_conn_init_events(*c)) {
         discard(c);
-        *reason = fallback::MEM;
+        *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         return 1; // go on as plain TCP
     }
     uint64_t v = kSaturate;
@@ -166,7 +168,10 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     registry::announce_pending(addr, len, true, port);
     auto conn = std::make_unique<SmcConn>();
     ConnectResult result = Fallback{fallback::MEM, 0};
-    if (smc_conn_init_events(*conn))
+    errno = 0;
+    if (!smc_conn_init_events(*conn) && errno == EMFILE)
+        result = Fallback{fallback::FDLIMIT, 0};
+    else if (conn->rx_event >= 0 && conn->tx_event >= 0)
         result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());
     registry::announce_pending(addr, len, false, port);
     if (std::holds_alternative<std::monostate>(result)) {

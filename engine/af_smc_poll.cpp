@@ -65,32 +65,51 @@ int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
 int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     // Only the eventfds go into the application's set; the TCP socket is
     // watched by peer_watch (a vanished peer wakes the eventfds).
-    bool member =
-        std::find(c->epoll_sets.begin(), c->epoll_sets.end(), epfd) != c->epoll_sets.end();
+    auto it = std::find(c->epoll_sets.begin(), c->epoll_sets.end(), epfd);
+    bool member = it != c->epoll_sets.end();
     if ((op == EPOLL_CTL_ADD) == member) return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
-    epoll_event rx{}, tx{};
-    if (ev) {
-        uint32_t common = ev->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-        rx.events = (ev->events & (EPOLLIN | EPOLLRDHUP)) | common;
-        rx.data = ev->data;
-        tx.events = (ev->events & EPOLLOUT) | common;
-        tx.data = ev->data;
-    }
+    size_t idx = size_t(it - c->epoll_sets.begin());
     if (op == EPOLL_CTL_DEL) {
         sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
         sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
-        std::erase(c->epoll_sets, epfd);
+        c->epoll_sets.erase(it);
+        c->epoll_regs.erase(c->epoll_regs.begin() + long(idx));
         return 0;
     }
-    if (sys::real().epoll_ctl(epfd, op, c->rx_event, &rx) != 0) return -1;
-    sys::real().epoll_ctl(epfd, op, c->tx_event, &tx);
-    if (op == EPOLL_CTL_ADD) c->epoll_sets.push_back(epfd);
+    uint32_t common = ev->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
+    epoll_event rx{}, tx{};
+    rx.events = (ev->events & (EPOLLIN | EPOLLRDHUP)) | common;
+    rx.data = ev->data;
+    tx.events = (ev->events & EPOLLOUT) | common;
+    tx.data = ev->data;
+    // Event loops (ae, libevent) switch EPOLLOUT on and off around every
+    // write with EPOLL_CTL_MOD: touch only the eventfd whose part changed.
+    bool touch_rx = true, touch_tx = true;
+    short newly =
+        short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
+    if (op == EPOLL_CTL_MOD && !(ev->events & EPOLLONESHOT)) {
+        const epoll_event& old = c->epoll_regs[idx];
+        bool same_data = old.data.u64 == ev->data.u64;
+        uint32_t rx_mask = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE;
+        uint32_t tx_mask = EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE;
+        touch_rx = !same_data || (old.events & rx_mask) != (ev->events & rx_mask);
+        touch_tx = !same_data || (old.events & tx_mask) != (ev->events & tx_mask);
+        newly = short(((ev->events & EPOLLIN) && touch_rx ? POLLIN : 0) |
+                      ((ev->events & EPOLLOUT) && touch_tx ? POLLOUT : 0));
+    }
+    if (touch_rx && sys::real().epoll_ctl(epfd, op, c->rx_event, &rx) != 0) return -1;
+    if (touch_tx) sys::real().epoll_ctl(epfd, op, c->tx_event, &tx);
+    if (op == EPOLL_CTL_ADD) {
+        c->epoll_sets.push_back(epfd);
+        c->epoll_regs.push_back(*ev);
+    } else {
+        c->epoll_regs[idx] = *ev;
+    }
     c->epoll_watched.store(true, std::memory_order_relaxed);
     if (op == EPOLL_CTL_ADD) peer_watch::add(c); // once per connection (it ignores repeats)
     // Make the eventfds tell the truth now (level-triggered), or arm the
     // peer's wake-ups for when it becomes true.
-    smc_arm(*c,
-            short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0)));
+    if (newly) smc_arm(*c, newly);
     return 0;
 }
 

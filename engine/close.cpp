@@ -36,8 +36,8 @@ void tell_peer(SmcConn& c, uint8_t flag) {
 } // namespace
 
 bool smc_conn_init_events(SmcConn& c) {
-    c.rx_event = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    c.tx_event = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    c.rx_event = sys::place_high_strict(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    c.tx_event = sys::place_high_strict(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     c.tx_prod = c.rx_cons = c.rx_cons_announced = cdc::Cursor{};
     return c.rx_event >= 0 && c.tx_event >= 0;
 }

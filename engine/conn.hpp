@@ -67,7 +67,8 @@ struct SmcConn {
     uid_t peer_uid = 0;
     uint64_t fork_gen = 0; // af_smc's marker: counted in this fork already
     std::mutex epoll_mu;
-    std::vector<int> epoll_sets; // epoll fds our eventfds were added to
+    std::vector<int> epoll_sets;         // epoll fds our eventfds were added to
+    std::vector<epoll_event> epoll_regs; // what the application asked there (same order)
     // In an epoll set (ever): an edge-triggered watcher that read the ring
     // empty waits for a new edge without calling recv again, so emptying the
     // ring must arm the peer's wake-up, as EAGAIN does.

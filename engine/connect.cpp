@@ -24,8 +24,10 @@ std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
 ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
                                     const HandshakeConfig& cfg) {
     SmcConn* conn = &c;
+    errno = 0;
     auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
-    if (!own) return Fallback{fallback::MEM, 0}; // nothing sent yet: plain TCP as is
+    if (!own) // nothing sent yet: plain TCP as is
+        return Fallback{errno == EMFILE ? fallback::FDLIMIT : fallback::MEM, 0};
     conn->rx = *own;
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
@@ -89,9 +91,10 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     if (peer && peer->fds.dmb_size == peer_size)
         peer_dmb = ism::map_peer_dmb(peer->fds.dmb, peer_size);
     if (!peer_dmb) {
+        uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::INTERR;
         if (peer) ism::close_fds(peer->fds);
-        clc::send_decline(fd, dev.gid(), fallback::INTERR, cfg.clc_timeout_ms);
-        return fail(Fallback{fallback::INTERR, 0});
+        clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
+        return fail(Fallback{reason, 0});
     }
     conn->tx = *peer_dmb;
     conn->peer_rx_event = peer->fds.rx_event;

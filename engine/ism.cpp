@@ -32,7 +32,7 @@ uint64_t random64() {
 
 std::optional<Dmb> create_dmb(uint32_t size) {
     if (size < kMinDmb || size > kMaxDmb) return std::nullopt;
-    int fd = sys::place_high(memfd_create("usmc-dmb", MFD_CLOEXEC));
+    int fd = sys::place_high_strict(memfd_create("usmc-dmb", MFD_CLOEXEC));
     if (fd < 0) return std::nullopt;
     if (ftruncate(fd, size) != 0) {
         sys::real().close(fd);

@@ -82,10 +82,16 @@ bool recv_with_fds(int sock, void* data, size_t len, int* fds, bool want_fds) {
     }
     bool ok = n == static_cast<ssize_t>(len) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
               got == (want_fds ? kFdCount : 0);
-    if (ok && want_fds)
-        for (int i = 0; i < kFdCount; ++i)
-            fds[i] = sys::place_high(received[i]);
-    else
+    if (ok && want_fds) {
+        for (int i = 0; i < kFdCount; ++i) {
+            fds[i] = sys::place_high_strict(received[i]);
+            ok = ok && fds[i] >= 0;
+        }
+        if (!ok)
+            for (int i = 0; i < kFdCount; ++i)
+                if (fds[i] >= 0) sys::real().close(fds[i]);
+        return ok;
+    } else
         for (int i = 0; i < got; ++i)
             sys::real().close(received[i]);
     return ok;

@@ -26,10 +26,12 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     }
 
     auto conn = std::make_unique<SmcConn>();
+    errno = 0;
     auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
     if (!own) {
-        clc::send_decline(fd, 0, fallback::MAX_DMB, cfg.clc_timeout_ms);
-        return Fallback{fallback::MAX_DMB, 0};
+        uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+        clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
+        return Fallback{reason, 0};
     }
     conn->rx = *own;
     conn->tcp_fd = fd;
@@ -40,8 +42,9 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
         return res;
     };
     if (!smc_conn_init_events(*conn)) {
-        clc::send_decline(fd, 0, fallback::MEM, cfg.clc_timeout_ms);
-        return fail(Fallback{fallback::MEM, 0});
+        uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
+        clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
+        return fail(Fallback{reason, 0});
     }
     ep.offer(conn->rx.token, {conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event});
 

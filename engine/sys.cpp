@@ -26,8 +26,7 @@ void resolve() {
         sched_yield();
 }
 
-int place_high(int fd) {
-    if (fd < 0) return fd;
+int high_base() {
     // The limit may change (nginx's worker_rlimit_nofile): look again at most
     // once a second.
     static std::atomic<int> base{0};
@@ -41,11 +40,26 @@ int place_high(int fd) {
         base.store(static_cast<int>(cur - cur / 4), std::memory_order_relaxed);
         checked_at.store(now.tv_sec, std::memory_order_relaxed);
     }
-    int b = base.load(std::memory_order_relaxed);
+    return base.load(std::memory_order_relaxed);
+}
+
+int place_high(int fd) {
+    if (fd < 0) return fd;
+    int b = high_base();
     if (fd >= b) return fd;
     int high = real().fcntl(fd, F_DUPFD_CLOEXEC, b);
     if (high < 0) return fd;
     real().close(fd);
+    return high;
+}
+
+int place_high_strict(int fd) {
+    if (fd < 0) return fd;
+    int b = high_base();
+    if (fd >= b) return fd;
+    int high = real().fcntl(fd, F_DUPFD_CLOEXEC, b);
+    real().close(fd);
+    if (high < 0) errno = EMFILE;
     return high;
 }
 

@@ -88,5 +88,11 @@ inline const Table& real() {
 // program's own sockets to higher numbers. If that range is full the
 // descriptor keeps its number.
 int place_high(int fd);
+// For a connection's descriptors: if the top quarter is full the descriptor
+// is closed and -1 returned (EMFILE), so connections never eat into the
+// application's three quarters; the connection then runs as TCP.
+int place_high_strict(int fd);
+// Where that top quarter starts.
+int high_base();
 
 } // namespace usmc::sys

@@ -102,7 +102,28 @@ with Env() as env:
     r = env.run([USMC, "limit-hs", "show", "-c", cfg])
     check("limit_smc_hs = true" in r.stdout and "kernel:" in r.stdout, "usmc limit-hs show reports both knobs")
     env.stop(server)
-# 5. Handshakes go on while the application is slow to accept (the listen
+# 5. Descriptor budget: a client with a small RLIMIT_NOFILE opens many
+#    connections at once. usmc's own descriptors stay in the top quarter of
+#    the limit; beyond that connections run as TCP (FDLIMIT), and the
+#    application never sees EMFILE.
+with Env() as env:
+    server, port = start_server(env)
+    limit = 160
+
+    def small_limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    r = subprocess.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "-n", "100", "--seconds", "20"]),
+                       env=env.env, capture_output=True, text=True, timeout=60, preexec_fn=small_limit)
+    st = env.stats()
+    check("DONE ok=100 bad=0 unfinished=0" in r.stdout and "Too many open files" not in r.stderr,
+          f"RLIMIT_NOFILE {limit}, 100 connections: every echo correct, no EMFILE ({r.stdout.strip()} {r.stderr[-200:]})")
+    check(st["fallback_reasons"].get("FDLIMIT", 0) > 0 and st["conn_smcd"] > 0,
+          f"some SMC-D, the rest TCP for the descriptor budget (smcd {st['conn_smcd']}, {st['fallback_reasons']})")
+    env.stop(server)
+
+# 6. Handshakes go on while the application is slow to accept (the listen
 #    watcher), and a server that does not accept at all costs the client the
 #    CLC wait, then both ends run TCP with nothing lost.
 with Env() as env:
