@@ -42,16 +42,17 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->rx.control()->owner_refs.store(1, std::memory_order_relaxed);
         // The eventfds are in the application's sets already, as epoll_ctl
         // puts them for an Active connection.
+        short want = POLLOUT; // connected: writable now (the peer's ring is empty)
         for (auto& r : c->connecting_regs) {
             c->epoll_sets.push_back(r.epfd);
             c->epoll_regs.push_back(r.ev);
+            if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
         if (!c->connecting_regs.empty()) peer_watch::add(c);
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
-        // Connected: writable now (the peer's ring is empty).
-        smc_arm(*c, POLLOUT);
+        smc_arm(*c, want);
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {
             reason = fb->reason;

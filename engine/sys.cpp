@@ -1,5 +1,6 @@
 #include "engine/sys.hpp"
 
+#include <cerrno>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -26,11 +27,37 @@ void resolve() {
         sched_yield();
 }
 
+namespace {
+std::atomic<int> g_base{0};
+std::atomic<int64_t> g_checked_at{-1};
+
+// F_DUPFD at `b` failed with EINVAL: the limit went down since we looked
+// (nginx's worker_rlimit_nofile after fork). Look again now.
+int refresh_after(int err) {
+    if (err == EINVAL) g_checked_at.store(-1, std::memory_order_relaxed);
+    return high_base();
+}
+
+int dup_high(int fd) {
+    int b = high_base();
+    if (fd >= b) return fd;
+    int high = real().fcntl(fd, F_DUPFD_CLOEXEC, b);
+    if (high < 0) {
+        int b2 = refresh_after(errno);
+        if (b2 != b && fd < b2)
+            high = real().fcntl(fd, F_DUPFD_CLOEXEC, b2);
+        else if (fd >= b2)
+            return fd;
+    }
+    return high;
+}
+} // namespace
+
 int high_base() {
     // The limit may change (nginx's worker_rlimit_nofile): look again at most
     // once a second.
-    static std::atomic<int> base{0};
-    static std::atomic<int64_t> checked_at{-1};
+    auto& base = g_base;
+    auto& checked_at = g_checked_at;
     timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     if (checked_at.load(std::memory_order_relaxed) != now.tv_sec) {
@@ -45,19 +72,16 @@ int high_base() {
 
 int place_high(int fd) {
     if (fd < 0) return fd;
-    int b = high_base();
-    if (fd >= b) return fd;
-    int high = real().fcntl(fd, F_DUPFD_CLOEXEC, b);
+    int high = dup_high(fd);
     if (high < 0) return fd;
-    real().close(fd);
+    if (high != fd) real().close(fd);
     return high;
 }
 
 int place_high_strict(int fd) {
     if (fd < 0) return fd;
-    int b = high_base();
-    if (fd >= b) return fd;
-    int high = real().fcntl(fd, F_DUPFD_CLOEXEC, b);
+    int high = dup_high(fd);
+    if (high == fd) return fd;
     real().close(fd);
     if (high < 0) errno = EMFILE;
     return high;
