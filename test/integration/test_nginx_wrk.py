@@ -25,6 +25,8 @@ with Env() as env:
 
     st = env.stats()
     check(st["server_accepts"] >= 100, f"nginx workers' accepts counted ({st['server_accepts']})")
+    check(st["conn_smcd"] >= 100 and st["client_async_handshakes"] >= 50,
+          f"wrk's nonblocking connects used SMC-D ({st['conn_smcd']} ends, {st['fallback_reasons']})")
     check(st["client_connects"] >= 100, f"wrk's connects counted ({st['client_connects']})")
     check(st["forks"] >= 2, f"nginx workers re-created their stats after fork ({st['forks']})")
 

@@ -33,6 +33,7 @@ with Env() as env:
 
     st = env.stats()
     check(st["server_accepts"] >= 24, f"redis-server's accepts counted ({st['server_accepts']})")
+    check(st["conn_smcd"] >= 24, f"redis clients used SMC-D ({st['conn_smcd']} ends, {st['fallback_reasons']})")
     env.stop(server)
     check(server.returncode == 0, f"redis-server stopped cleanly (rc {server.returncode})")
 finish()
