@@ -114,9 +114,10 @@ def main():
         show([*usmc, "ss", "-a"], env)
         say("usmc stats: all of the above, including the clients that have exited")
         show([*usmc, "stats"], env)
-        print("\nMode SMCD: the connection's bytes went through shared memory (python echo,")
-        print("sockperf). nginx/wrk, curl and redis clients use nonblocking connects, which stay")
-        print("TCP in this build (reason ASYNC); plain TCP everywhere else, counted by reason.")
+        print("\nMode SMCD: the connection's bytes went through shared memory. curl, wrk,")
+        print("redis-cli and redis-benchmark connect nonblocking (client_async_handshakes);")
+        print("python and sockperf block in connect(). Connections that ended before `ss` ran")
+        print("appear only in the counters; TCP ones are counted by reason.")
     finally:
         for p in servers:
             p.terminate()

@@ -81,7 +81,7 @@ int cmd_stats(const std::string& dir, bool json, bool live_only) {
     }
     fmt::print("\nCounters\n");
     for (unsigned i = 0; i < kCount; ++i)
-        fmt::print("  {:<20}{:>12}  {}\n", name_of(static_cast<Id>(i)), t.counters[i],
+        fmt::print("  {:<24}{:>12}  {}\n", name_of(static_cast<Id>(i)), t.counters[i],
                    description_of(static_cast<Id>(i)));
     return 0;
 }

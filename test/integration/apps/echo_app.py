@@ -226,6 +226,21 @@ def payload(seed, size):
     return bytes(out[:size])
 
 
+def payload_chunks(seed, size, chunk=65536):
+    """payload(seed, size) in pieces, never all in memory (1 GiB transfers)."""
+    block = hashlib.sha256(str(seed).encode()).digest()
+    buf = bytearray()
+    produced = 0
+    while produced < size:
+        while len(buf) < chunk:
+            block = hashlib.sha256(block).digest()
+            buf += block * 64
+        take = min(chunk, size - produced)
+        yield bytes(buf[:take])
+        del buf[:take]
+        produced += take
+
+
 def one_connection(args, index):
     family = socket.AF_INET6 if args.ipv6 else socket.AF_INET
     host = "::1" if args.ipv6 else "127.0.0.1"
@@ -252,13 +267,14 @@ def one_connection(args, index):
             raise SystemExit(f"bad banner {got!r}")
         if waited > args.max_banner_wait:
             raise SystemExit(f"banner took {waited:.3f}s (limit {args.max_banner_wait}s)")
-    data = payload(index, args.size)
-    sent_hash = hashlib.sha256(data).hexdigest()
     if args.io == "blocking":
+        sent = hashlib.sha256()
+        data = range(args.size)  # only its length is used below
+
         def sender():
-            view = memoryview(data)
-            for off in range(0, len(view), 65536):
-                c.sendall(view[off:off + 65536])
+            for piece in payload_chunks(index, args.size):
+                sent.update(piece)
+                c.sendall(piece)
             c.shutdown(socket.SHUT_WR)
         t = threading.Thread(target=sender)
         t.start()
@@ -271,7 +287,10 @@ def one_connection(args, index):
             h.update(chunk)
             got += len(chunk)
         t.join()
+        sent_hash = sent.hexdigest()
     else:
+        data = payload(index, args.size)
+        sent_hash = hashlib.sha256(data).hexdigest()
         c.setblocking(False)
         sel = selectors.DefaultSelector()
         sel.register(c, selectors.EVENT_READ | selectors.EVENT_WRITE)
