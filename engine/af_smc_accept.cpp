@@ -219,7 +219,7 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
     if (!in.reason) {
         int detect =
             first == clc::FirstBytes::Proposal ? 0 : int(runtime::get().cfg.clc_detect_timeout_ms);
-        l->handshake_started();
+        l->handshake_started(nfd);
         l->ref();
         runtime::count(counters::handshakes_inflight);
         if (q->submit([l, nfd, detect, port, known] { server_job(l, nfd, detect, port, known); })) {
@@ -228,6 +228,7 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
         }
         runtime::count(counters::handshakes_inflight, uint64_t(-1));
         Accepted none;
+        none.fd = nfd; // stays open: it goes out as TCP below
         none.error = true;
         l->push_done(std::move(none)); // undoes handshake_started
         l->unref();
@@ -311,17 +312,7 @@ void listen_watch_add(SmcListener* l, int lfd) {
     std::lock_guard lock(g_watch_mu);
     l->set_accepts_here();
     if (!g_watched) g_watched = new std::vector<SmcListener*>;
-    if (g_watch_ep < 0) {
-        int ep = sys::place_high(sys::real().epoll_create1(EPOLL_CLOEXEC));
-        if (ep < 0) return;
-        try {
-            std::thread(watch_loop, ep).detach();
-        } catch (const std::system_error&) {
-            sys::real().close(ep);
-            return;
-        }
-        g_watch_ep = ep;
-    }
+    if (g_watch_ep < 0 && (g_watch_ep = sys::start_epoll_thread(watch_loop)) < 0) return;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLONESHOT;
     ev.data.ptr = l;

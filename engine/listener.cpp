@@ -21,9 +21,17 @@ void SmcListener::set_backlog(int backlog) {
     backlog_.store(std::max(backlog, 1), std::memory_order_relaxed);
 }
 
+void SmcListener::handshake_started(int fd) {
+    in_handshake_.fetch_add(1, std::memory_order_relaxed);
+    if (fd < 0) return;
+    std::lock_guard lock(mu_);
+    in_flight_.push_back(fd);
+}
+
 std::optional<Accepted> SmcListener::push_done(Accepted a) {
     in_handshake_.fetch_sub(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
+    std::erase(in_flight_, a.fd);
     if (closed_) return a;
     // Wake accept() even for a connection that is dropped: below the
     // backlog again, it may take from the kernel listener.
@@ -110,6 +118,9 @@ void SmcListener::after_fork_child() {
         if (a.fd >= 0) sys::real().close(a.fd);
     }
     done_.clear();
+    for (int fd : in_flight_) // the parent's workers own these connections
+        sys::real().close(fd);
+    in_flight_.clear();
     regs_.clear();
     in_handshake_.store(0);
     refs_.store(1);

@@ -56,7 +56,9 @@ class SmcListener {
     int backlog() const { return backlog_.load(std::memory_order_relaxed); }
 
     // A connection goes to a worker / comes back from it.
-    void handshake_started() { in_handshake_.fetch_add(1, std::memory_order_relaxed); }
+    // `fd` (if any) is remembered until push_done: a child forked meanwhile
+    // closes its copy, or the connection would outlive its handler there.
+    void handshake_started(int fd = -1);
     // Worker: queues `a`, or hands it back when the listener is closed (the
     // caller then releases it).
     std::optional<Accepted> push_done(Accepted a);
@@ -107,6 +109,7 @@ class SmcListener {
     std::mutex intake_mu_;
     std::deque<Accepted> done_;
     std::vector<Reg> regs_;
+    std::vector<int> in_flight_; // descriptors on a worker, not yet queued
     bool closed_ = false;
 };
 

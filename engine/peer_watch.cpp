@@ -45,17 +45,9 @@ void add(SmcConn* c) {
     std::lock_guard lock(g_mu);
     if (!g_live) g_live = new std::unordered_set<SmcConn*>;
     if (g_live->count(c) || c->tcp_fd < 0) return;
-    if (g_epfd < 0) {
-        int epfd = sys::place_high(sys::real().epoll_create1(EPOLL_CLOEXEC));
-        if (epfd < 0) return;
-        try {
-            std::thread(run, epfd).detach();
-        } catch (const std::system_error& e) {
-            log::warn("cannot start the peer watch thread: {}", e.what());
-            sys::real().close(epfd);
-            return;
-        }
-        g_epfd = epfd;
+    if (g_epfd < 0 && (g_epfd = sys::start_epoll_thread(run)) < 0) {
+        log::warn("cannot start the peer watch thread");
+        return;
     }
     epoll_event ev{};
     ev.events = EPOLLRDHUP | EPOLLONESHOT;

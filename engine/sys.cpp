@@ -4,7 +4,10 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <system_error>
+#include <thread>
 #include <time.h>
 
 namespace usmc::sys {
@@ -85,6 +88,18 @@ int place_high_strict(int fd) {
     real().close(fd);
     if (high < 0) errno = EMFILE;
     return high;
+}
+
+int start_epoll_thread(void (*loop)(int epfd)) {
+    int epfd = place_high(real().epoll_create1(EPOLL_CLOEXEC));
+    if (epfd < 0) return -1;
+    try {
+        std::thread(loop, epfd).detach();
+    } catch (const std::system_error&) {
+        real().close(epfd);
+        return -1;
+    }
+    return epfd;
 }
 
 } // namespace usmc::sys

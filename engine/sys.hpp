@@ -95,4 +95,9 @@ int place_high_strict(int fd);
 // Where that top quarter starts.
 int high_base();
 
+// A private epoll set served by a detached thread of ours running
+// `loop(epfd)` for the rest of the process (the listen and peer watchers).
+// Returns the set, or -1 if the set or the thread cannot be made.
+int start_epoll_thread(void (*loop)(int epfd));
+
 } // namespace usmc::sys

@@ -72,6 +72,19 @@ void wake_peer_reader(SmcConn& c) {
             }
             uint64_t one = 1;
             ssize_t rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
+            // The reader may have read everything and armed again between our
+            // look and our write: this wake-up would then find nothing, and
+            // level-triggered watchers that count EAGAIN as an error (wrk)
+            // would see one. Take it back (and give back a close's, which
+            // shares the eventfd).
+            auto after = peer_free(c);
+            if (after && *after == c.tx.ring_size() &&
+                (w.load(std::memory_order_seq_cst) & cdc::kWaitData)) {
+                uint64_t v;
+                rc = sys::real().read(c.peer_rx_event, &v, sizeof v);
+                if (c.conn_flags.load(std::memory_order_seq_cst))
+                    rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
+            }
             (void)rc;
             c.notifications.fetch_add(1, std::memory_order_relaxed);
             return;

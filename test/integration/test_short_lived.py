@@ -138,7 +138,8 @@ with Env() as env:
     open(go, "w").close()
     out, err = client.communicate(timeout=40)
     st = env.stats()
-    check("DONE ok=3 bad=0 unfinished=0" in out, f"server not accepting for 7 s: every echo correct ({out.strip()})")
+    check("DONE ok=3 bad=0 unfinished=0" in out,
+          f"server not accepting for 7 s: every echo correct ({out.strip()} rc {client.returncode} {err[-300:]})")
     check(st["fallback_reasons"].get("CLCWAIT", 0) == 3, f"clients gave up waiting, as TCP ({st['fallback_reasons']})")
     env.stop(server)
 finish()
