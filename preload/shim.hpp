@@ -36,12 +36,8 @@ inline SmcConn* smc(int fd) {
 // For writes: notes that the application wrote before a late CLC Proposal
 // was seen (1 -> 2), then as smc().
 inline SmcConn* smc_for_write(int fd) {
-    SmcConn* c = af_smc::conn_of(fd);
-    if (reinterpret_cast<uintptr_t>(c) == 1) af_smc::note_late_write(fd);
-    return reinterpret_cast<uintptr_t>(c) > 2 &&
-                   c->phase.load(std::memory_order_relaxed) != Phase::Tcp
-               ? c
-               : nullptr;
+    if (reinterpret_cast<uintptr_t>(af_smc::conn_of(fd)) == 1) af_smc::note_late_write(fd);
+    return smc(fd);
 }
 // For reads: also the late-CLC marker, which af_smc::recv handles.
 inline SmcConn* smc_or_late(int fd) {

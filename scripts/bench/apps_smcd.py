@@ -18,7 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
+from harness import USMC, USMC_RUN, free_port, stop_process, wait_port  # noqa: E402
 
 
 def cpu_children():
@@ -46,12 +46,7 @@ def run(server_cmd, client_cmd, port, wrap, env, parse, timeout):
         r = subprocess.run(["taskset", "-c", "1", *client_cmd], env=env, capture_output=True, text=True,
                            timeout=timeout)
     finally:
-        srv.terminate()
-        try:
-            srv.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
+        stop_process(srv)
     wall = time.monotonic() - t0
     return parse(r), 100 * (cpu_children() - cpu0) / wall
 

@@ -25,7 +25,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
+from harness import USMC, USMC_RUN, free_port, stop_process, wait_port  # noqa: E402
 
 VARIANTS = {
     "tcp": None,
@@ -106,12 +106,7 @@ def main():
                         w = parse_wrk(r.stdout)
                         st = counters(stats_dir) if VARIANTS[variant] is not None else {}
                     finally:
-                        nginx.terminate()
-                        try:
-                            nginx.wait(timeout=15)
-                        except subprocess.TimeoutExpired:
-                            nginx.kill()
-                            nginx.wait()
+                        stop_process(nginx)
                     drops = sum(after.get(k, 0) - before.get(k, 0) for k in after)
                     key = (c, variant)
                     results.setdefault(key, []).append(w["rps"])

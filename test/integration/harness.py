@@ -37,6 +37,18 @@ def finish():
     print("all checks passed")
 
 
+def stop_process(p, timeout=15):
+    """Stops one process we started, by its PID: SIGTERM, then SIGKILL."""
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return p.returncode
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
