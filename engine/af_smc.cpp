@@ -109,12 +109,12 @@ void release(SmcConn* c) {
     // them, so the kernel would keep the registrations (and their epoll_data).
     {
         std::lock_guard lock(c->epoll_mu);
-        for (int ep : c->epoll_sets) {
-            sys::real().epoll_ctl(ep, EPOLL_CTL_DEL, c->rx_event, nullptr);
-            sys::real().epoll_ctl(ep, EPOLL_CTL_DEL, c->tx_event, nullptr);
+        for (auto& m : c->epoll_members) {
+            sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
+            sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
+            if (!m.parked) note_epoll_member(m.epfd, -1);
         }
-        c->epoll_sets.clear();
-        c->epoll_regs.clear();
+        c->epoll_members.clear();
     }
     fold_counters(c);
     if (c->rx.control()->owner_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -134,6 +134,9 @@ void release(SmcConn* c) {
 
 void discard(SmcConn* c) {
     peer_watch::remove(c);
+    for (auto& r : c->connecting_regs) // closed while its handshake ran
+        note_epoll_member(r.epfd, -1);
+    c->connecting_regs.clear();
     if (c->rx.valid()) {
         smc_close(*c, true);
         std::lock_guard lock(g_engine_mu);
@@ -241,8 +244,16 @@ void wait_for_worker(SmcConn* c) {
 
 } // namespace
 
-void init(uint32_t capacity) {
+void init(uint32_t capacity, uint32_t busy_poll_us) {
     size_t bytes = size_t{capacity} * sizeof(void*);
+    if (busy_poll_us > 0) {
+        void* sets = mmap(nullptr, size_t{capacity} * sizeof(int32_t), PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (sets != MAP_FAILED) {
+            g_epoll_smc = static_cast<std::atomic<int32_t>*>(sets);
+            g_busy_poll_us = busy_poll_us;
+        }
+    }
     void* conns = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     void* listeners = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,

@@ -22,8 +22,9 @@ inline SmcConn* conn_of(int fd) {
     return conns[fd].load(std::memory_order_acquire);
 }
 
-// Sets up the connection table (runtime init).
-void init(uint32_t capacity);
+// Sets up the connection table (runtime init); `busy_poll_us` > 0 makes
+// epoll_wait/poll spin that long before sleeping on sets with SMC fds.
+void init(uint32_t capacity, uint32_t busy_poll_us);
 
 // listen(): publishes SMC listeners in the registry; listen() again on a
 // listener changes its backlog.
@@ -73,6 +74,21 @@ int take_so_error(int fd);
 bool any_smc(const pollfd* fds, nfds_t n);
 int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask);
 int epoll_ctl(int epfd, int op, int fd, epoll_event* ev);
+
+// Busy polling in epoll_wait: per epoll fd, how many SMC connections are
+// registered in it (only kept when busy_poll_us > 0). An epoll set without
+// SMC fds costs one load here and goes straight to the kernel.
+extern std::atomic<int32_t>* g_epoll_smc;
+extern uint32_t g_busy_poll_us;
+inline bool epoll_spins(int epfd) {
+    auto* sets = g_epoll_smc;
+    return sets && static_cast<unsigned>(epfd) < g_conns_capacity &&
+           sets[epfd].load(std::memory_order_relaxed) > 0;
+}
+// epoll_wait/epoll_pwait on a set with SMC fds: spins (the peer's wake-up
+// then lands on a running thread, with no sleep and no cross-core wake-up)
+// for up to busy_poll_us, then sleeps for what is left of the timeout.
+int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask);
 
 // fork: before it, every connection gains the reference the child will
 // hold (so a parent that closes at once does not end it); if fork fails,

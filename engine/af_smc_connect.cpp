@@ -26,9 +26,6 @@ using namespace detail;
 
 namespace {
 
-// Fallback counter of the eventfds: a saturated tx_event is not writable.
-constexpr uint64_t kSaturate = 0xfffffffffffffffeull;
-
 // TCP connect of a nonblocking socket: wait this long for it on the worker
 // before giving the socket back to the application as TCP, still connecting.
 constexpr int kTcpConnectWaitMs = 10000;
@@ -44,8 +41,12 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         // puts them for an Active connection.
         short want = POLLOUT; // connected: writable now (the peer's ring is empty)
         for (auto& r : c->connecting_regs) {
-            c->epoll_sets.push_back(r.epfd);
-            c->epoll_regs.push_back(r.ev);
+            // As connecting_ctl registered them (a later modify corrects
+            // what differs from what active_ctl would have chosen).
+            uint32_t common = r.ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
+            epoll_event k_rx{(r.ev.events & EPOLLIN) | common, r.ev.data};
+            epoll_event k_tx{(r.ev.events & EPOLLOUT) | common, r.ev.data};
+            c->epoll_members.push_back({r.epfd, r.ev, k_rx, k_tx, false});
             if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
         if (!c->connecting_regs.empty()) peer_watch::add(c);
@@ -67,6 +68,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
             sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
             sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &r.ev);
+            note_epoll_member(r.epfd, -1);
         }
         c->connecting_regs.clear();
         set_mode(fd, SockMode::Tcp, reason);
@@ -122,9 +124,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
         *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         return 1; // go on as plain TCP
     }
-    uint64_t v = kSaturate;
-    ssize_t wr = sys::real().write(c->tx_event, &v, sizeof v); // not writable until done
-    (void)wr;
+    smc_block_tx_event(*c); // not writable until done
     c->tcp_fd = fd;
     c->nonblock.store(true);
     c->phase.store(Phase::Connecting);

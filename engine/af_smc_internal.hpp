@@ -82,6 +82,10 @@ void discard_accepted(Accepted& a);
 bool fd_budget_ok(int fd);
 
 bool fd_nonblocking(int fd);
+
+// An SMC connection joined (+1) or left (-1) epoll set `epfd` (busy polling
+// looks at the count; it never goes below 0).
+void note_epoll_member(int epfd, int delta);
 inline int fail(int err) {
     errno = err;
     return -1;

@@ -4,7 +4,9 @@
 // so epoll_wait needs no translation at all.
 #include "engine/af_smc_internal.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/runtime.hpp"
 #include "engine/sys.hpp"
+#include "engine/wait.hpp"
 
 #include <algorithm>
 #include <time.h>
@@ -52,68 +54,164 @@ int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     bool del = op == EPOLL_CTL_DEL;
     if (sys::real().epoll_ctl(epfd, op, c->rx_event, del ? nullptr : &rx) != 0) return -1;
     sys::real().epoll_ctl(epfd, op, c->tx_event, del ? nullptr : &tx);
-    if (del)
+    if (del) {
         c->connecting_regs.erase(it);
-    else if (it != c->connecting_regs.end())
+        note_epoll_member(epfd, -1);
+    } else if (it != c->connecting_regs.end()) {
         it->ev = *ev;
-    else
+    } else {
         c->connecting_regs.push_back({epfd, *ev});
+        note_epoll_member(epfd, 1);
+    }
     c->epoll_watched.store(true, std::memory_order_relaxed);
     return 0;
+}
+
+// The kernel registrations that stand for the application's `ev` on our
+// eventfds: data and EPOLLIN/RDHUP on rx_event, EPOLLOUT on tx_event.
+void split_events(const epoll_event& ev, epoll_event* rx, epoll_event* tx) {
+    uint32_t common = ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
+    *rx = {};
+    *tx = {};
+    rx->events = (ev.events & (EPOLLIN | EPOLLRDHUP)) | common;
+    rx->data = ev.data;
+    tx->events = (ev.events & EPOLLOUT) | common;
+    tx->data = ev.data;
+}
+
+bool same_reg(const epoll_event& a, const epoll_event& b) {
+    return a.events == b.events && a.data.u64 == b.data.u64;
 }
 
 int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     // Only the eventfds go into the application's set; the TCP socket is
     // watched by peer_watch (a vanished peer wakes the eventfds).
-    auto it = std::find(c->epoll_sets.begin(), c->epoll_sets.end(), epfd);
-    bool member = it != c->epoll_sets.end();
+    auto& members = c->epoll_members;
+    auto it = std::find_if(members.begin(), members.end(),
+                           [&](const SmcConn::EpollMember& m) { return m.epfd == epfd; });
+    bool member = it != members.end() && !it->parked;
     if ((op == EPOLL_CTL_ADD) == member) return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
-    size_t idx = size_t(it - c->epoll_sets.begin());
     if (op == EPOLL_CTL_DEL) {
-        sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
-        sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
-        c->epoll_sets.erase(it);
-        c->epoll_regs.erase(c->epoll_regs.begin() + long(idx));
+        // Park: keep both eventfds in the set with no events, so the add that
+        // event loops do next costs one modify. EPOLLEXCLUSIVE registrations
+        // cannot be modified: those really go.
+        bool exclusive = (it->k_rx.events | it->k_tx.events) & EPOLLEXCLUSIVE;
+        if (exclusive) {
+            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
+            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
+            members.erase(it);
+            note_epoll_member(epfd, -1);
+            return 0;
+        }
+        epoll_event none{};
+        if (it->k_rx.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->rx_event, &none) == 0)
+            it->k_rx = none;
+        if (it->k_tx.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->tx_event, &none) == 0)
+            it->k_tx = none;
+        it->parked = true;
+        note_epoll_member(epfd, -1);
         return 0;
     }
-    uint32_t common = ev->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-    epoll_event rx{}, tx{};
-    rx.events = (ev->events & (EPOLLIN | EPOLLRDHUP)) | common;
-    rx.data = ev->data;
-    tx.events = (ev->events & EPOLLOUT) | common;
-    tx.data = ev->data;
-    // Event loops (ae, libevent) switch EPOLLOUT on and off around every
-    // write with EPOLL_CTL_MOD: touch only the eventfd whose part changed.
-    bool touch_rx = true, touch_tx = true;
-    short newly =
-        short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
-    if (op == EPOLL_CTL_MOD && !(ev->events & EPOLLONESHOT)) {
-        const epoll_event& old = c->epoll_regs[idx];
-        bool same_data = old.data.u64 == ev->data.u64;
-        uint32_t rx_mask = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE;
-        uint32_t tx_mask = EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE;
-        touch_rx = !same_data || (old.events & rx_mask) != (ev->events & rx_mask);
-        touch_tx = !same_data || (old.events & tx_mask) != (ev->events & tx_mask);
+    epoll_event rx, tx;
+    split_events(*ev, &rx, &tx);
+    short newly = 0;
+    bool fresh = it == members.end();
+    if (fresh) {
+        if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->rx_event, &rx) != 0) return -1;
+        if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->tx_event, &tx) != 0) {
+            int saved = errno;
+            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
+            return fail(saved);
+        }
+        members.push_back({epfd, *ev, rx, tx, false});
+        note_epoll_member(epfd, 1);
+        newly =
+            short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
+        peer_watch::add(c); // once per connection (it ignores repeats)
+    } else {
+        // Touch only the eventfd whose registration changes (ae and libevent
+        // switch EPOLLOUT on and off around every write). A one-shot
+        // registration is re-armed by every modify, so it is always touched.
+        bool touch_rx = !same_reg(it->k_rx, rx) || (rx.events & EPOLLONESHOT);
+        bool touch_tx = !same_reg(it->k_tx, tx) || (tx.events & EPOLLONESHOT);
+        if (touch_rx) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->rx_event, &rx) != 0) {
+                // Parked in an epoll set that was closed since, and a new
+                // one got its number: start over there.
+                if (!it->parked || errno != ENOENT) return -1;
+                members.erase(it);
+                return active_ctl(c, epfd, op, ev);
+            }
+            it->k_rx = rx;
+        }
+        if (touch_tx && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->tx_event, &tx) == 0)
+            it->k_tx = tx;
         newly = short(((ev->events & EPOLLIN) && touch_rx ? POLLIN : 0) |
                       ((ev->events & EPOLLOUT) && touch_tx ? POLLOUT : 0));
-    }
-    if (touch_rx && sys::real().epoll_ctl(epfd, op, c->rx_event, &rx) != 0) return -1;
-    if (touch_tx) sys::real().epoll_ctl(epfd, op, c->tx_event, &tx);
-    if (op == EPOLL_CTL_ADD) {
-        c->epoll_sets.push_back(epfd);
-        c->epoll_regs.push_back(*ev);
-    } else {
-        c->epoll_regs[idx] = *ev;
+        if (it->parked) note_epoll_member(epfd, 1);
+        it->app = *ev;
+        it->parked = false;
     }
     c->epoll_watched.store(true, std::memory_order_relaxed);
-    if (op == EPOLL_CTL_ADD) peer_watch::add(c); // once per connection (it ignores repeats)
     // Make the eventfds tell the truth now (level-triggered), or arm the
     // peer's wake-ups for when it becomes true.
     if (newly) smc_arm(*c, newly);
     return 0;
 }
 
+// Spins with zero-timeout calls of the real poll/epoll until `probe` finds
+// something or busy_poll_us (or the caller's timeout) has passed. Returns
+// what the last probe returned (0: nothing, go to sleep).
+template <typename Probe>
+int spin_probe(int timeout_ms, Probe probe) {
+    if (timeout_ms == 0 || g_busy_poll_us == 0) return 0;
+    uint64_t budget_ns = uint64_t{g_busy_poll_us} * 1000;
+    if (timeout_ms > 0) budget_ns = std::min<uint64_t>(budget_ns, uint64_t(timeout_ms) * 1000000);
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (true) {
+        int n = probe();
+        if (n != 0) {
+            runtime::count(n > 0 ? counters::busy_poll_hits : counters::busy_poll_misses);
+            return n;
+        }
+        timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t spent = uint64_t(now.tv_sec - start.tv_sec) * 1000000000ull +
+                         uint64_t(now.tv_nsec) - uint64_t(start.tv_nsec);
+        if (spent >= budget_ns) break;
+        for (int i = 0; i < 32; ++i)
+            wait::cpu_relax();
+    }
+    runtime::count(counters::busy_poll_misses);
+    return 0;
+}
+
 } // namespace
+
+std::atomic<int32_t>* g_epoll_smc = nullptr;
+uint32_t g_busy_poll_us = 0;
+
+void detail::note_epoll_member(int epfd, int delta) {
+    auto* sets = g_epoll_smc;
+    if (!sets || static_cast<unsigned>(epfd) >= g_conns_capacity) return;
+    auto& n = sets[epfd];
+    int32_t v = n.load(std::memory_order_relaxed);
+    while (v + delta >= 0 && !n.compare_exchange_weak(v, v + delta, std::memory_order_relaxed)) {
+    }
+}
+
+int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask) {
+    int n = spin_probe(timeout_ms, [&] {
+        int r = sys::real().epoll_wait(epfd, evs, max, 0);
+        return r < 0 && errno == EINTR ? 0 : r;
+    });
+    if (n != 0) return n;
+    // What is left of the timeout (whole milliseconds; the spin is far shorter).
+    int left = timeout_ms < 0 ? -1 : std::max(0, timeout_ms - int(g_busy_poll_us / 1000));
+    return mask ? sys::real().epoll_pwait(epfd, evs, max, left, mask)
+                : sys::real().epoll_wait(epfd, evs, max, left);
+}
 
 bool any_smc(const pollfd* fds, nfds_t n) {
     if (!g_conns.load(std::memory_order_acquire)) return false;
@@ -178,8 +276,17 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             owner.push_back({i, Kind::Plain});
         }
         int wait_ms = ready ? 0 : ms_left(start, timeout_ms);
+        int r = 0;
+        if (wait_ms != 0) {
+            r = spin_probe(wait_ms, [&] {
+                int p = sys::real().poll(k.data(), k.size(), 0);
+                return p < 0 && errno == EINTR ? 0 : p;
+            });
+            if (r != 0) wait_ms = 0;
+        }
         timespec ts{wait_ms / 1000, (wait_ms % 1000) * 1000000L};
-        int r = mask ? sys::real().ppoll(k.data(), k.size(), wait_ms < 0 ? nullptr : &ts, mask)
+        if (r == 0)
+            r = mask ? sys::real().ppoll(k.data(), k.size(), wait_ms < 0 ? nullptr : &ts, mask)
                      : sys::real().poll(k.data(), k.size(), wait_ms);
         if (r < 0) return ready ? ready : -1;
         for (size_t j = 0; j < k.size(); ++j) {

@@ -67,8 +67,18 @@ struct SmcConn {
     uid_t peer_uid = 0;
     uint64_t fork_gen = 0; // af_smc's marker: counted in this fork already
     std::mutex epoll_mu;
-    std::vector<int> epoll_sets;         // epoll fds our eventfds were added to
-    std::vector<epoll_event> epoll_regs; // what the application asked there (same order)
+    // The epoll sets our eventfds are in. Event loops (ae, libevent) add,
+    // modify and delete a descriptor around every request; each application
+    // call becomes at most the kernel calls whose registration really
+    // changes. A deleted registration is parked (both eventfds left in the
+    // set with no events) so a later add is a modify of one eventfd.
+    struct EpollMember {
+        int epfd;
+        epoll_event app;        // what the application asked (meaningless when parked)
+        epoll_event k_rx, k_tx; // what the kernel holds for rx_event / tx_event
+        bool parked = false;    // the application deleted it
+    };
+    std::vector<EpollMember> epoll_members;
     // In an epoll set (ever): an edge-triggered watcher that read the ring
     // empty waits for a new edge without calling recv again, so emptying the
     // ring must arm the peer's wake-up, as EAGAIN does.
@@ -83,6 +93,13 @@ struct SmcConn {
     std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
+
+    // System calls saved on our own eventfds (rx.cpp, tx.cpp). The peer
+    // writes rx_event only after taking our kWaitData flag, so while the
+    // flag is still set and we wrote nothing ourselves, rx_event is at 0 and
+    // needs no draining; tx_event needs draining only if we saturated it.
+    std::atomic<bool> rx_event_self{false}; // we wrote rx_event since our last drain
+    std::atomic<bool> tx_event_full{false}; // we saturated tx_event since our last drain
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)
@@ -121,6 +138,15 @@ short smc_poll_events(const SmcConn& c);
 // already true (the eventfds are then made to show them), or 0 after arming
 // the peer's wake-ups so the eventfds will fire.
 short smc_arm(SmcConn& c, short want);
+
+// Our rx_event: drain it (only if it may hold a count), or write it
+// ourselves (a wake-up for data the peer slipped in, or level-triggered truth).
+void smc_drain_rx_event(SmcConn& c);
+void smc_self_wake(SmcConn& c);
+// Our tx_event: saturate it (not writable: the peer's ring is full), or
+// make it writable again (only if we saturated it).
+void smc_block_tx_event(SmcConn& c);
+void smc_open_tx_event(SmcConn& c);
 
 // Looks at the TCP connection without reading: marks peer_gone when it has
 // ended (the peer process died, or closed after announcing it).

@@ -33,7 +33,9 @@ namespace usmc::counters {
     X(hs_congestion_onsets, "times the server handshake queue became congested")                   \
     X(hs_limit_bypassed, "connects that skipped SMC: listener congested (SMC_LIMIT_HS)")           \
     X(hs_congested_declines, "Proposals declined at once: handshake queue congested")              \
-    X(client_async_handshakes, "nonblocking connects handshaken on a worker")
+    X(client_async_handshakes, "nonblocking connects handshaken on a worker")                      \
+    X(busy_poll_hits, "epoll_wait/poll spins that found an event (no sleep)")                      \
+    X(busy_poll_misses, "epoll_wait/poll spins that ended with nothing (then slept)")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

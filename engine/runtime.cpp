@@ -95,7 +95,7 @@ void full_init() {
     } else {
         g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, nullptr, nullptr);
     }
-    af_smc::init(capacity);
+    af_smc::init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
     pthread_atfork(af_smc::before_fork, nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, config {})", program, config::mode_name(s.opts.modes),
               s.cfg.source);

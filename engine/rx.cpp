@@ -78,20 +78,47 @@ void after_consume(SmcConn& c, bool ring_empty) {
 // wake us on its next write (an edge-triggered watcher waits for it). If
 // data slipped in before the request was visible, wake ourselves.
 void arm_on_empty(SmcConn& c) {
-    uint64_t drained;
-    ssize_t rd = sys::real().read(c.rx_event, &drained, sizeof drained);
-    (void)rd;
+    smc_drain_rx_event(c);
     auto& w = c.tx.control()->waiting;
     w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
     auto avail = available(c);
-    if (!avail || *avail > 0 || peer_conn_flags(c)) {
-        uint64_t v = 1;
-        ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v);
-        (void)rc;
-    }
+    if (!avail || *avail > 0 || peer_conn_flags(c)) smc_self_wake(c);
 }
 
 } // namespace
+
+void smc_drain_rx_event(SmcConn& c) {
+    bool self = c.rx_event_self.exchange(false, std::memory_order_acq_rel);
+    if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
+        return; // armed and not yet taken: the peer has not written
+    uint64_t v;
+    ssize_t rc = sys::real().read(c.rx_event, &v, sizeof v);
+    (void)rc;
+}
+
+void smc_self_wake(SmcConn& c) {
+    c.rx_event_self.store(true, std::memory_order_release);
+    uint64_t v = 1;
+    ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v);
+    (void)rc;
+}
+
+void smc_block_tx_event(SmcConn& c) {
+    // Drain, then saturate (0xfffffffffffffffe): no longer writable, and the
+    // peer's drain makes it writable again.
+    uint64_t v, sat = 0xfffffffffffffffeull;
+    c.tx_event_full.store(true, std::memory_order_release);
+    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+    rc = sys::real().write(c.tx_event, &sat, sizeof sat);
+    (void)rc;
+}
+
+void smc_open_tx_event(SmcConn& c) {
+    if (!c.tx_event_full.exchange(false, std::memory_order_acq_rel)) return;
+    uint64_t v;
+    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+    (void)rc;
+}
 
 void SmcConn::store_cons_word() {
     uint64_t flags = conn_flags.load(std::memory_order_acquire);
@@ -159,9 +186,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             }))
             continue;
         // Arm: drain our eventfd, ask the peer to wake us, look once more.
-        uint64_t drained;
-        ssize_t rc = sys::real().read(c.rx_event, &drained, sizeof drained);
-        (void)rc;
+        smc_drain_rx_event(c);
         c.tx.control()->waiting.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
         avail = available(c);
         if (!avail || *avail > 0 || peer_conn_flags(c)) continue;
@@ -198,32 +223,22 @@ bool smc_check_peer(SmcConn& c) {
 
 short smc_arm(SmcConn& c, short want) {
     short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
-    uint64_t v = 1;
     if (!(ready & POLLIN) && (want & POLLIN)) {
-        ssize_t rc = sys::real().read(c.rx_event, &v, sizeof v);
-        (void)rc;
+        smc_drain_rx_event(c);
         c.tx.control()->waiting.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
         if (!(ready & POLLIN) && smc_check_peer(c)) ready |= POLLIN | POLLERR;
     }
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
-        uint64_t sat = 0xfffffffffffffffeull;
-        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-        rc = sys::real().write(c.tx_event, &sat, sizeof sat);
-        (void)rc;
+        smc_block_tx_event(c);
         c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
         ready |= smc_poll_events(c) & POLLOUT;
     }
-    // Make the eventfds show what is already true, for a level-triggered watcher.
-    if (ready & (POLLIN | POLLERR | POLLHUP)) {
-        v = 1;
-        ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v);
-        (void)rc;
-    }
-    if (ready & POLLOUT) {
-        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-        (void)rc;
-    }
+    // Make the eventfds show what is already true, for a level-triggered
+    // watcher (a count we wrote and did not drain still shows).
+    if ((ready & (POLLIN | POLLERR | POLLHUP)) && !c.rx_event_self.load(std::memory_order_acquire))
+        smc_self_wake(c);
+    if (ready & POLLOUT) smc_open_tx_event(c);
     return ready;
 }
 

@@ -14,8 +14,6 @@ namespace usmc {
 
 namespace {
 
-constexpr uint64_t kSaturated = 0xfffffffffffffffeull; // an eventfd at this count is not writable
-
 // Free space in the peer's ring, from its consumer cursor (which it writes
 // into our control line). nullopt: the peer's cursor is impossible.
 std::optional<uint32_t> peer_free(const SmcConn& c) {
@@ -143,13 +141,9 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
                     return !f || *f > 0;
                 }))
                 continue;
-            uint64_t sat = kSaturated;
-            uint64_t drained;
-            // Make tx_event unwritable (drain, then saturate) before arming, so
-            // a wake-up after this point leaves it writable.
-            ssize_t rc = sys::real().read(c.tx_event, &drained, sizeof drained);
-            rc = sys::real().write(c.tx_event, &sat, sizeof sat);
-            (void)rc;
+            // Make tx_event unwritable before arming, so a wake-up after this
+            // point leaves it writable.
+            smc_block_tx_event(c);
             c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
             free = peer_free(c);
             if (free && *free > 0) continue;

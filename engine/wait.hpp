@@ -7,6 +7,15 @@
 
 namespace usmc::wait {
 
+// One pause of a spin loop (lets the sibling hyperthread run).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
 // Spins up to `us` microseconds while `ready()` is false. True if it became ready.
 bool spin(uint32_t us, const std::function<bool()>& ready);
 

@@ -106,11 +106,13 @@ USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
 }
 
 USMC_EXPORT int epoll_wait(int epfd, epoll_event* evs, int max, int timeout) {
+    if (af_smc::epoll_spins(epfd)) return af_smc::epoll_wait_spin(epfd, evs, max, timeout, nullptr);
     return sys::real().epoll_wait(epfd, evs, max, timeout);
 }
 
 USMC_EXPORT int epoll_pwait(int epfd, epoll_event* evs, int max, int timeout,
                             const sigset_t* mask) {
+    if (af_smc::epoll_spins(epfd)) return af_smc::epoll_wait_spin(epfd, evs, max, timeout, mask);
     return sys::real().epoll_pwait(epfd, evs, max, timeout, mask);
 }
 

@@ -26,6 +26,7 @@ CASES = [
     ("poll server, nonblocking client", ["--mode", "poll"], ["--io", "nonblocking"], 6),
     ("selectors (epoll) server", ["--mode", "selectors"], [], 6),
     ("epoll server, nonblocking client", ["--mode", "selectors"], ["--io", "nonblocking"], 6),
+    ("epoll add/delete churn server", ["--mode", "epollchurn"], ["--io", "nonblocking"], 6),
     ("pre-fork server", ["--mode", "prefork", "--workers", "2"], [], 6),
     ("accept-then-fork server", ["--mode", "forkaccept"], [], 4),
     ("server speaks first", ["--mode", "blocking", "--banner"], ["--banner"], 4),
@@ -36,14 +37,14 @@ CASES = [
 ]
 
 
-def smc_case(env, name, s_args, c_args, conns, wrap_server=True, wrap_client=True):
+def smc_case(env, name, s_args, c_args, conns, wrap_server=True, wrap_client=True, opts=()):
     before = env.stats()
     s_cmd = [PYTHON, APP, "server", "--conns", str(conns), *s_args]
-    server = env.start(env.wrap(s_cmd) if wrap_server else s_cmd)
+    server = env.start(env.wrap(s_cmd, *opts) if wrap_server else s_cmd)
     port = read_ready(server)
     c_cmd = [PYTHON, APP, "client", "--port", str(port), "--conns", str(conns), "--blocking-connect", *c_args]
     t0 = time.monotonic()
-    r = env.run(env.wrap(c_cmd) if wrap_client else c_cmd, timeout=180)
+    r = env.run(env.wrap(c_cmd, *opts) if wrap_client else c_cmd, timeout=180)
     elapsed = time.monotonic() - t0
     out, err = server.communicate(timeout=60)
     ok = r.returncode == 0 and server.returncode == 0 and "DONE" in out
@@ -51,7 +52,8 @@ def smc_case(env, name, s_args, c_args, conns, wrap_server=True, wrap_client=Tru
     if not ok:
         print("    client:", r.stdout[-2000:], r.stderr[-2000:], "\n    server:", out[-2000:], err[-2000:])
     after = env.stats()
-    return {k: after.get(k, 0) - before.get(k, 0) for k in ("conn_smcd", "conn_tcp", "handshake_errors")}, after
+    keys = ("conn_smcd", "conn_tcp", "handshake_errors", "busy_poll_hits")
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}, after
 
 
 with Env() as env:
@@ -72,6 +74,17 @@ with Env() as env:
     check(st["notifications_suppressed"] > 0, "wake-ups were suppressed when nobody waited")
     print(f"  info notifications {st['notifications']}, suppressed {st['notifications_suppressed']}, "
           f"cursor updates {st['cursor_updates']}")
+
+    # Busy polling (busy_poll_us): epoll_wait and poll spin before sleeping;
+    # the same echoes, and the spins found events.
+    busy = os.path.join(env.dir, "busy.toml")
+    with open(busy, "w") as f:
+        f.write("busy_poll_us = 200\n")
+    for name, s_args in (("busy-poll epoll server", ["--mode", "selectors"]),
+                         ("busy-poll poll server", ["--mode", "poll"])):
+        d, _ = smc_case(env, name, s_args, ["--io", "nonblocking"], 6, opts=("-c", busy))
+        check(d["conn_smcd"] == 12 and d["busy_poll_hits"] > 0,
+              f"{name}: SMC-D, and spins found events ({d})")
 
     # Mixed pairs: plain TCP, untouched, counted as such.
     d, st = smc_case(env, "usmc client -> plain server", ["--mode", "selectors"], [], 3, wrap_server=False)

@@ -150,10 +150,48 @@ def serve_multiplexed(lst, args):
 
 _selector = None
 _poller = None
+_epoll = None
+_epoll_rounds = 0
+
+
+def wait_epoll_churn(rlist, wlist):
+    """Raw epoll the way ae/libevent loops use it: every descriptor added
+    before the wait and deleted after it; the epoll set itself closed and made
+    anew every few rounds (the new one usually gets the old number). Checks
+    EEXIST on a second add and ENOENT on a modify after delete."""
+    global _epoll, _epoll_rounds
+    _epoll_rounds += 1
+    if _epoll is None or _epoll_rounds % 7 == 0:
+        if _epoll is not None:
+            _epoll.close()
+        _epoll = select.epoll()
+    objs = {s.fileno(): s for s in rlist + wlist}
+    for fd, s in objs.items():
+        ev = (select.EPOLLIN if s in rlist else 0) | (select.EPOLLOUT if s in wlist else 0)
+        _epoll.register(fd, ev)
+        try:
+            _epoll.register(fd, ev)
+            raise SystemExit("epoll: a second add did not fail with EEXIST")
+        except FileExistsError:
+            pass
+    ready = _epoll.poll(1.0)
+    for fd in objs:
+        _epoll.unregister(fd)
+    for fd in list(objs)[:1]:
+        try:
+            _epoll.modify(fd, select.EPOLLIN)
+            raise SystemExit("epoll: a modify after delete did not fail with ENOENT")
+        except FileNotFoundError:
+            pass
+    r = [objs[fd] for fd, ev in ready if ev & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR)]
+    w = [objs[fd] for fd, ev in ready if ev & select.EPOLLOUT]
+    return r, w
 
 
 def wait(mode, rlist, wlist):
     global _selector, _poller
+    if mode == "epollchurn":
+        return wait_epoll_churn(rlist, wlist)
     if mode == "select":
         r, w, _ = select.select(rlist, wlist, [], 1.0)
         return r, w
@@ -360,7 +398,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("role", choices=["server", "client"])
     p.add_argument("--mode", default="blocking",
-                   choices=["blocking", "select", "poll", "selectors", "prefork", "forkaccept"])
+                   choices=["blocking", "select", "poll", "selectors", "epollchurn", "prefork", "forkaccept"])
     p.add_argument("--io", default="blocking", choices=["blocking", "nonblocking"])
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--conns", type=int, default=4)
