@@ -120,6 +120,7 @@ void release(SmcConn* c) {
     if (c->rx.control()->owner_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         // The last process holding this side: tell the peer. Unread data
         // means an abort, as TCP answers with a reset.
+        if (c->fork_gen) c->adopt_published();
         smc_close(*c, smc_rx_available(*c) > 0);
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev)
@@ -461,8 +462,9 @@ void on_exit() {
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
         if (!c || is_late(c) || c->phase.load() != Phase::Active) continue;
-        if (c->rx.valid() && c->rx.control()->owner_refs.load() <= 1 &&
-            !(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
+        if (!c->rx.valid() || c->rx.control()->owner_refs.load() > 1) continue;
+        if (c->fork_gen) c->adopt_published();
+        if (!(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
             smc_close(*c, false);
     }
 }

@@ -335,16 +335,24 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
         }
         std::unique_lock intake_lock(l->intake_mu());
         bool full = check_backlog(l);
-        if (full || (!listener_nonblock && l->in_handshake() > 0)) {
+        // A blocking listener is accepted from only when the kernel has a
+        // connection now (looked at under intake_mu): what an earlier poll
+        // saw may have gone to our listen watcher or another process, and a
+        // blocking accept() would then sleep past handshakes that complete
+        // into our queue.
+        bool wait = full;
+        if (!full && !listener_nonblock) {
+            pollfd now{lfd, POLLIN, 0};
+            wait = sys::real().poll(&now, 1, 0) != 1;
+        }
+        if (wait) {
             intake_lock.unlock();
             if (listener_nonblock) return fail(EAGAIN);
             // Blocking: a worker may finish first (and below the backlog the
-            // kernel listener may have a connection).
+            // kernel listener may get a connection).
             pollfd p[2] = {{l->done_event(), POLLIN, 0}, {lfd, POLLIN, 0}};
             if (sys::real().poll(p, full ? 1 : 2, -1) < 0) return -1;
-            if (full || !(p[1].revents & POLLIN)) continue;
-            intake_lock.lock();
-            if (check_backlog(l)) continue; // filled up meanwhile
+            continue;
         }
         int saved = errno;
         Intake in = intake(l, lfd, addr, len, flags, use_accept4);

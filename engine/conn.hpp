@@ -106,6 +106,12 @@ struct SmcConn {
     // in the peer's control line. A short spin lock keeps the word monotonic.
     void publish_cons();
     void publish_flags();
+    // A connection shared across fork() is closed by whichever process
+    // closes last, which may not be the one that used it last: its own
+    // cursors and flags are then stale. Take those all processes published
+    // in shared memory instead (consumer cursor and flags in the peer's
+    // control line, producer cursor in ours).
+    void adopt_published();
 
   private:
     std::atomic_flag pub_lock_ = ATOMIC_FLAG_INIT;

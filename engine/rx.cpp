@@ -135,6 +135,17 @@ void SmcConn::publish_cons() {
     cursor_updates.fetch_add(1, std::memory_order_relaxed);
 }
 
+void SmcConn::adopt_published() {
+    while (pub_lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
+    announced_ = cdc::pack_prod(cdc::unpack_cons(word));
+    pub_lock_.clear(std::memory_order_release);
+    rx_cons = rx_cons_announced = cdc::unpack_cons(word);
+    conn_flags.fetch_or(cdc::conn_flags_of(word), std::memory_order_acq_rel);
+    tx_prod = cdc::unpack_prod(tx.control()->prod.load(std::memory_order_seq_cst));
+}
+
 void SmcConn::publish_flags() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
