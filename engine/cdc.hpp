@@ -55,6 +55,10 @@ enum ConnFlags : uint8_t {
 enum WaitFlags : uint64_t {
     kWaitData = 1,  // the peer sleeps until data arrives in its DMB
     kWaitSpace = 2, // the peer sleeps until space frees in this DMB
+    // Set by the writer that took kWaitData until its wake-up has been
+    // written: the reader re-arms (and drains) only after it has landed, so
+    // no wake-up for data already read is left behind as a stale "readable".
+    kWakingData = 4,
 };
 
 constexpr uint8_t kCdcType = 0xFE;

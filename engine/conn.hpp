@@ -145,6 +145,10 @@ short smc_poll_events(const SmcConn& c);
 // the peer's wake-ups so the eventfds will fire.
 short smc_arm(SmcConn& c, short want);
 
+// Ask the peer for a wake-up on its next write: after any wake-up it is
+// writing has landed, drain rx_event, set kWaitData. The caller looks at the
+// ring again afterwards.
+void smc_arm_for_data(SmcConn& c);
 // Our rx_event: drain it (only if it may hold a count), or write it
 // ourselves (a wake-up for data the peer slipped in, or level-triggered truth).
 void smc_drain_rx_event(SmcConn& c);

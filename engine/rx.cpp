@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -78,14 +79,34 @@ void after_consume(SmcConn& c, bool ring_empty) {
 // wake us on its next write (an edge-triggered watcher waits for it). If
 // data slipped in before the request was visible, wake ourselves.
 void arm_on_empty(SmcConn& c) {
-    smc_drain_rx_event(c);
-    auto& w = c.tx.control()->waiting;
-    w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+    smc_arm_for_data(c);
     auto avail = available(c);
     if (!avail || *avail > 0 || peer_conn_flags(c)) smc_self_wake(c);
 }
 
 } // namespace
+
+void smc_arm_for_data(SmcConn& c) {
+    auto& w = c.tx.control()->waiting;
+    // A wake-up the peer is writing now must land before we drain. The peer
+    // may be descheduled mid-way (or hostile): bounded, then go on.
+    if (w.load(std::memory_order_seq_cst) & cdc::kWakingData) {
+        timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; w.load(std::memory_order_seq_cst) & cdc::kWakingData; ++i) {
+            if (i < 256) {
+                wait::cpu_relax();
+                continue;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) > 2000000L)
+                break;
+            sched_yield();
+        }
+    }
+    smc_drain_rx_event(c);
+    w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+}
 
 void smc_drain_rx_event(SmcConn& c) {
     bool self = c.rx_event_self.exchange(false, std::memory_order_acq_rel);
@@ -197,8 +218,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             }))
             continue;
         // Arm: drain our eventfd, ask the peer to wake us, look once more.
-        smc_drain_rx_event(c);
-        c.tx.control()->waiting.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+        smc_arm_for_data(c);
         avail = available(c);
         if (!avail || *avail > 0 || peer_conn_flags(c)) continue;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;
@@ -235,8 +255,7 @@ bool smc_check_peer(SmcConn& c) {
 short smc_arm(SmcConn& c, short want) {
     short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
     if (!(ready & POLLIN) && (want & POLLIN)) {
-        smc_drain_rx_event(c);
-        c.tx.control()->waiting.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+        smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
         if (!(ready & POLLIN) && smc_check_peer(c)) ready |= POLLIN | POLLERR;
     }

@@ -56,39 +56,30 @@ uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t
 
 void wake_peer_reader(SmcConn& c) {
     auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
-    if (w.load(std::memory_order_seq_cst) & cdc::kWaitData) {
-        if (w.fetch_and(~uint64_t{cdc::kWaitData}, std::memory_order_seq_cst) & cdc::kWaitData) {
-            // Already read all of it (the reader announces its cursor when it
-            // empties the ring, then re-arms)? Then the flag asks for the
-            // next write: leave it set, and send no wake-up that would find
-            // nothing to read.
-            auto free = peer_free(c);
-            if (free && *free == c.tx.ring_size()) {
-                w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
-                c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
-                return;
-            }
-            uint64_t one = 1;
-            ssize_t rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
-            // The reader may have read everything and armed again between our
-            // look and our write: this wake-up would then find nothing, and
-            // level-triggered watchers that count EAGAIN as an error (wrk)
-            // would see one. Take it back (and give back a close's, which
-            // shares the eventfd).
-            auto after = peer_free(c);
-            if (after && *after == c.tx.ring_size() &&
-                (w.load(std::memory_order_seq_cst) & cdc::kWaitData)) {
-                uint64_t v;
-                rc = sys::real().read(c.peer_rx_event, &v, sizeof v);
-                if (c.conn_flags.load(std::memory_order_seq_cst))
-                    rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
-            }
-            (void)rc;
-            c.notifications.fetch_add(1, std::memory_order_relaxed);
-            return;
-        }
+    uint64_t cur = w.load(std::memory_order_seq_cst);
+    // Take the reader's request, marking a wake-up in flight (kWakingData).
+    while ((cur & cdc::kWaitData) &&
+           !w.compare_exchange_weak(cur, (cur & ~uint64_t{cdc::kWaitData}) | cdc::kWakingData,
+                                    std::memory_order_seq_cst)) {
     }
-    c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
+    if (!(cur & cdc::kWaitData)) {
+        c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    // Already read all of it? Then the request stands for the next write,
+    // and no wake-up is sent that would find nothing to read.
+    auto free = peer_free(c);
+    if (free && *free == c.tx.ring_size()) {
+        w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+        w.fetch_and(~uint64_t{cdc::kWakingData}, std::memory_order_seq_cst);
+        c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    uint64_t one = 1;
+    ssize_t rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
+    (void)rc;
+    w.fetch_and(~uint64_t{cdc::kWakingData}, std::memory_order_seq_cst);
+    c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
 
 int deadline_left(const timespec& deadline) {

@@ -34,9 +34,9 @@ def smcd_share(stats_dir):
 
 
 def run(server_cmd, client_cmd, port, wrap, env, parse, timeout):
-    if wrap:
-        server_cmd = [USMC_RUN, "--", *server_cmd]
-        client_cmd = [USMC_RUN, "--", *client_cmd]
+    if wrap is not None:
+        server_cmd = [USMC_RUN, *wrap, "--", *server_cmd]
+        client_cmd = [USMC_RUN, *wrap, "--", *client_cmd]
     cpu0, t0 = cpu_children(), time.monotonic()
     srv = subprocess.Popen(["taskset", "-c", "0", *server_cmd], env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
@@ -66,14 +66,24 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     p.add_argument("--requests", type=int, default=200000, help="redis-benchmark requests per test")
+    p.add_argument("--busy-poll-us", type=int, default=50,
+                   help="a third column with busy_poll_us set (0: no such column)")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="usmc-bench-")
     os.chmod(tmp, 0o755)
+    busy_cfg = os.path.join(tmp, "busy.toml")
+    with open(busy_cfg, "w") as f:
+        f.write(f"busy_poll_us = {args.busy_poll_us}\n")
+    os.chmod(busy_cfg, 0o644)
+    # (column name, usmc-run options; None = not wrapped)
+    variants = [("TCP", None), ("SMC-D", [])]
+    if args.busy_poll_us:
+        variants.append((f"busy{args.busy_poll_us}", ["-c", busy_cfg]))
+    names = [n for n, _ in variants]
     results = {}
     try:
         for rnd in range(args.runs):
-            for wrap in ((False, True) if rnd % 2 == 0 else (True, False)):
-                name = "SMC-D" if wrap else "TCP"
+            for name, wrap in (variants if rnd % 2 == 0 else variants[::-1]):
                 d = os.path.join(tmp, f"{name}-{rnd}")
                 os.mkdir(d)
                 stats_dir = os.path.join(d, "stats")
@@ -91,7 +101,7 @@ def main():
                     raise SystemExit(f"wrk errors ({name}): {w}")
                 results.setdefault(("nginx+wrk keep-alive c=100", name), []).append((w["rps"], cpu))
                 print(f"  run {rnd + 1} {name:6} nginx+wrk   {w['rps']:10.0f} req/s cpu {cpu:4.0f}%"
-                      + (f"  ({smcd_share(stats_dir)})" if wrap else ""), flush=True)
+                      + (f"  ({smcd_share(stats_dir)})" if wrap is not None else ""), flush=True)
                 # redis-server + redis-benchmark GET/SET, c=50
                 port = free_port()
                 rb, cpu = run(redis_server_cmd(port),
@@ -101,16 +111,18 @@ def main():
                 for test in ("SET", "GET"):
                     results.setdefault((f"redis-benchmark {test} c=50", name), []).append((rb.get(test, 0), cpu))
                 print(f"  run {rnd + 1} {name:6} redis       SET {rb.get('SET', 0):9.0f} GET {rb.get('GET', 0):9.0f} "
-                      f"cpu {cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap else ""), flush=True)
+                      f"cpu {cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap is not None else ""), flush=True)
         print()
         print(f"server on CPU 0, client on CPU 1, median of {args.runs} runs (cpu: both processes, % of one core)")
-        print(f"  {'workload':30} {'TCP':>10} {'cpu':>5} {'SMC-D':>10} {'cpu':>5} {'ratio':>6}")
+        head = "".join(f" {n:>10} {'cpu':>5}" for n in names)
+        ratios = "".join(f" {n + '/TCP':>10}" for n in names[1:])
+        print(f"  {'workload':30}{head}{ratios}")
         for workload in ("nginx+wrk keep-alive c=100", "redis-benchmark SET c=50", "redis-benchmark GET c=50"):
-            t = statistics.median(v for v, _ in results[(workload, "TCP")])
-            tc = statistics.median(c for _, c in results[(workload, "TCP")])
-            s = statistics.median(v for v, _ in results[(workload, "SMC-D")])
-            sc = statistics.median(c for _, c in results[(workload, "SMC-D")])
-            print(f"  {workload:30} {t:10.0f} {tc:4.0f}% {s:10.0f} {sc:4.0f}% {s / t:6.2f}")
+            med = {n: (statistics.median(v for v, _ in results[(workload, n)]),
+                       statistics.median(c for _, c in results[(workload, n)])) for n in names}
+            cols = "".join(f" {med[n][0]:10.0f} {med[n][1]:4.0f}%" for n in names)
+            rat = "".join(f" {med[n][0] / med['TCP'][0]:10.2f}" for n in names[1:])
+            print(f"  {workload:30}{cols}{rat}")
     finally:
         subprocess.run(["rm", "-rf", tmp])
 
