@@ -127,10 +127,12 @@ void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known
         }
     }
     runtime::count(counters::handshakes_inflight, uint64_t(-1));
-    if (auto back = l->push_done(std::move(a)))
+    // Counted before it is visible: accept() may take it at once.
+    runtime::count(counters::accept_queue);
+    if (auto back = l->push_done(std::move(a))) {
+        runtime::count(counters::accept_queue, uint64_t(-1));
         discard_accepted(*back);
-    else
-        runtime::count(counters::accept_queue);
+    }
     l->unref();
 }
 
@@ -278,11 +280,12 @@ void watch_listener(SmcListener* l) {
         a.fd = in.fd;
         a.reason = in.reason;
         a.late_clc = in.late;
-        l->handshake_started(); // push_done counts it out again
-        if (auto back = l->push_done(std::move(a)))
+        l->handshake_started();                 // push_done counts it out again
+        runtime::count(counters::accept_queue); // before accept() can take it
+        if (auto back = l->push_done(std::move(a))) {
+            runtime::count(counters::accept_queue, uint64_t(-1));
             discard_accepted(*back);
-        else
-            runtime::count(counters::accept_queue);
+        }
     }
 }
 

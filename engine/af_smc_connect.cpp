@@ -64,6 +64,12 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             runtime::count(counters::handshake_errors);
             sys::real().shutdown(fd, SHUT_RDWR); // the connection is unusable
         }
+        // TCP from here on, before the socket itself joins the application's
+        // sets: an event there makes the application send at once, and
+        // send() must then reach the kernel, not answer EAGAIN as while
+        // connecting.
+        set_mode(fd, SockMode::Tcp, reason);
+        c->phase.store(Phase::Tcp, std::memory_order_release);
         for (auto& r : c->connecting_regs) {
             sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
             sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
@@ -71,8 +77,6 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             note_epoll_member(r.epfd, -1);
         }
         c->connecting_regs.clear();
-        set_mode(fd, SockMode::Tcp, reason);
-        c->phase.store(Phase::Tcp, std::memory_order_release);
         // Wake poll()ers on the eventfds: they look again and see TCP.
         uint64_t v = 1;
         ssize_t rc = sys::real().write(c->rx_event, &v, sizeof v);
