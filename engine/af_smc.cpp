@@ -10,6 +10,7 @@
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
+#include "engine/tx.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -17,6 +18,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <linux/sockios.h>
+#include <netinet/tcp.h>
 #include <new>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -58,6 +60,7 @@ HandshakeConfig handshake_config() {
     h.dmb_size = static_cast<uint32_t>(
         std::bit_floor(std::clamp<uint64_t>(cfg.rmem + cfg.wmem, 16 << 10, 1 << 20)));
     h.busy_poll_us = cfg.busy_poll_us;
+    h.autocorking_size = static_cast<uint32_t>(std::min<uint64_t>(cfg.autocorking_size, 1u << 30));
     return h;
 }
 
@@ -105,6 +108,8 @@ void drop_local(SmcConn* c) {
 void release(SmcConn* c) {
     peer_watch::remove(c);
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
+    smc_flush(*c);   // held (corked) bytes are sent, as close() sends them
+    smc_cork_forget(*c);
     // Take our eventfds out of every epoll set: the peer holds references to
     // them, so the kernel would keep the registrations (and their epoll_data).
     {
@@ -135,6 +140,7 @@ void release(SmcConn* c) {
 
 void discard(SmcConn* c) {
     peer_watch::remove(c);
+    smc_cork_forget(*c);
     for (auto& r : c->connecting_regs) // closed while its handshake ran
         note_epoll_member(r.epfd, -1);
     c->connecting_regs.clear();
@@ -369,7 +375,7 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
         if (r < 0) return fail(int(-r));
     }
     if (flags & MSG_OOB) return fail(EOPNOTSUPP);
-    ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load());
+    ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE);
     if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
     runtime::count(counters::smcd_bytes_tx, uint64_t(r));
@@ -415,8 +421,22 @@ int shutdown(SmcConn* c, int fd, int how) {
     if (c->phase.load(std::memory_order_acquire) != Phase::Active)
         return sys::real().shutdown(fd, how); // mid-handshake: the handshake fails, TCP stays
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return fail(EINVAL);
-    if (how != SHUT_RD) smc_shutdown_write(*c);
+    if (how != SHUT_RD) {
+        smc_flush(*c); // held (corked) bytes go before the end of the stream
+        smc_shutdown_write(*c);
+    }
     return 0;
+}
+
+void on_tcp_option(SmcConn* c, int optname, const void* optval, socklen_t optlen) {
+    if (!optval || optlen < sizeof(int) ||
+        c->phase.load(std::memory_order_acquire) != Phase::Active)
+        return;
+    int on = *static_cast<const int*>(optval);
+    if (optname == TCP_CORK)
+        smc_set_cork(*c, on != 0);
+    else if (optname == TCP_NODELAY && on)
+        smc_flush(*c); // as the kernel pushes what is pending
 }
 
 void set_nonblock(SmcConn* c, bool on) {
@@ -501,6 +521,7 @@ void on_fork_child() {
     // queues on first need. (The parent's objects are left alone: their
     // locks may be held.)
     peer_watch::on_fork_child();
+    smc_cork_after_fork_child();
     listen_watch_fork_child();
     registry::on_fork_child();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();

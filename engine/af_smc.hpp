@@ -64,6 +64,8 @@ int shutdown(SmcConn* c, int fd, int how);
 // fcntl F_SETFL / ioctl FIONBIO / SO_RCVTIMEO / SO_SNDTIMEO seen on an SMC fd.
 void set_nonblock(SmcConn* c, bool on);
 void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
+// setsockopt(IPPROTO_TCP, TCP_CORK / TCP_NODELAY) succeeded on an SMC fd.
+void on_tcp_option(SmcConn* c, int optname, const void* optval, socklen_t optlen);
 // FIONREAD/SIOCINQ and SIOCOUTQ.
 int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out);
 // getsockopt(SO_ERROR): the error of a failed background handshake, once

@@ -46,6 +46,7 @@ struct SmcConn {
     int peer_tx_event = -1; // the peer's tx_event (we drain it to wake it)
     int tcp_fd = -1;        // the TCP connection: a dead peer shows up here
     uint32_t busy_poll_us = 0;
+    uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 
     // Written only by this side.
     cdc::Cursor tx_prod;                // bytes produced into the peer's ring
@@ -56,6 +57,13 @@ struct SmcConn {
     std::atomic<bool> peer_gone{false}; // TCP connection closed under us
     std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
+
+    // Corking (tx.cpp): bytes copied into the peer's ring but not yet
+    // published (under tx_mu), TCP_CORK as set on the socket, and whether
+    // the backstop flusher knows the connection.
+    uint32_t tx_held = 0;
+    std::atomic<bool> corked{false};
+    std::atomic<bool> cork_listed{false};
 
     std::mutex tx_mu; // one sender at a time
     std::mutex rx_mu; // one receiver at a time
@@ -128,7 +136,9 @@ bool smc_conn_init_events(SmcConn& c);
 // -ECONNRESET on abort or a broken peer, -ETIMEDOUT/-EAGAIN after
 // `timeout_ms` (>= 0; -1 waits forever), -EINTR when a signal interrupts.
 // recv flags: MSG_PEEK, MSG_WAITALL. Returns 0 at EOF.
-ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms);
+// `more`: MSG_MORE (hold the bytes back, see tx.hpp).
+ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,
+                 bool more = false);
 ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
                  int timeout_ms);
 

@@ -31,6 +31,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     conn->rx = *own;
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
+    conn->autocorking_size = cfg.autocorking_size;
     // On failure the connection gives back what the handshake took; its own
     // eventfds stay (the caller may have them in epoll sets).
     auto fail = [&](ConnectResult r) {

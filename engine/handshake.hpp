@@ -26,6 +26,7 @@ struct HandshakeConfig {
     int clc_timeout_ms = 6000; // CLC_WAIT_TIME
     int attach_timeout_ms = 1000;
     uint32_t busy_poll_us = 0;
+    uint32_t autocorking_size = 64 * 1024;
 };
 
 struct Fallback {

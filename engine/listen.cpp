@@ -36,6 +36,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     conn->rx = *own;
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
+    conn->autocorking_size = cfg.autocorking_size;
     auto fail = [&](HandshakeResult res) {
         ep.withdraw(conn->rx.token);
         smc_conn_release(*conn, dev, static_cast<uid_t>(-1));

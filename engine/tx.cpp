@@ -1,14 +1,20 @@
 // Sending on an SMC-D connection: copy straight into the peer's DMB ring
 // (there is no send buffer: the peer's ring is it), publish the producer
 // cursor, wake the peer only if it sleeps waiting for data.
-#include "engine/conn.hpp"
+#include "engine/tx.hpp"
+
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <sys/eventfd.h>
+#include <thread>
 #include <time.h>
+#include <vector>
 
 namespace usmc {
 
@@ -82,6 +88,89 @@ void wake_peer_reader(SmcConn& c) {
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Makes everything copied so far visible to the reader.
+void publish_prod(SmcConn& c) {
+    c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod), std::memory_order_seq_cst);
+    c.tx_held = 0;
+    c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Under tx_mu: publish held bytes and wake the reader if it waits.
+void flush_locked(SmcConn& c) {
+    if (c.tx_held == 0) return;
+    publish_prod(c);
+    wake_peer_reader(c);
+}
+
+// The backstop: held bytes are published at the latest kCorkCeilingMs after
+// they were first held, by one thread per process started on first need.
+using Clock = std::chrono::steady_clock;
+struct Corked {
+    SmcConn* c;
+    Clock::time_point due;
+};
+// Never destroyed: the thread may wait on the condition variable at exit
+// (destroying it there would block exit), and a forked child starts a fresh
+// one (the parent's lock may have been held at the fork).
+struct CorkState {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Corked> corked; // under mu
+    bool thread = false;
+};
+std::atomic<CorkState*> g_cork{nullptr};
+
+CorkState& cork_state() {
+    CorkState* s = g_cork.load(std::memory_order_acquire);
+    if (s) return *s;
+    auto* fresh = new CorkState;
+    if (g_cork.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) return *fresh;
+    delete fresh;
+    return *s;
+}
+
+void cork_loop(CorkState* st) {
+    std::unique_lock lock(st->mu);
+    while (true) {
+        if (st->corked.empty()) {
+            st->cv.wait(lock);
+            continue;
+        }
+        auto now = Clock::now();
+        auto first =
+            std::min_element(st->corked.begin(), st->corked.end(),
+                             [](const Corked& a, const Corked& b) { return a.due < b.due; });
+        if (first->due > now) {
+            st->cv.wait_until(lock, first->due);
+            continue;
+        }
+        // (Holding the lock keeps smc_cork_forget, and so the connection's
+        // end, waiting. A sender inside tx_mu publishes by itself or holds
+        // again: look again a little later.)
+        std::unique_lock tx(first->c->tx_mu, std::try_to_lock);
+        if (!tx.owns_lock()) {
+            first->due = now + std::chrono::milliseconds(1);
+            continue;
+        }
+        flush_locked(*first->c);
+        first->c->cork_listed.store(false, std::memory_order_relaxed);
+        st->corked.erase(first);
+    }
+}
+
+// Under tx_mu: bytes are held; make sure the backstop knows.
+void cork_list(SmcConn& c) {
+    if (c.cork_listed.exchange(true, std::memory_order_relaxed)) return;
+    CorkState& st = cork_state();
+    std::lock_guard lock(st.mu);
+    st.corked.push_back({&c, Clock::now() + std::chrono::milliseconds(kCorkCeilingMs)});
+    if (!st.thread) {
+        st.thread = true;
+        std::thread(cork_loop, &st).detach();
+    }
+    st.cv.notify_one();
+}
+
 int deadline_left(const timespec& deadline) {
     timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -91,7 +180,8 @@ int deadline_left(const timespec& deadline) {
 
 } // namespace
 
-ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms) {
+ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,
+                 bool more) {
     size_t total = 0;
     for (int i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
@@ -125,6 +215,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             continue;
         }
         if (*free == 0) {
+            flush_locked(c); // (held bytes never fill the ring; a reader must see them)
             // Bounded spin first, then arm: ask the peer to wake us when it
             // frees space, and look again (it may have freed some meanwhile).
             if (!nonblock && wait::spin(c.busy_poll_us, [&] {
@@ -151,9 +242,14 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         uint32_t n = copy_in(c, iov, iovcnt, sent,
                              static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
         c.tx_prod = cdc::advance(c.tx_prod, n, c.tx.ring_size());
-        c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod), std::memory_order_seq_cst);
         sent += n;
-        c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
+        if (cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
+                      c.corked.load(std::memory_order_relaxed), *free - n)) {
+            c.tx_held += n; // (holding implies it all fit: sent == total)
+            cork_list(c);
+            continue;
+        }
+        publish_prod(c);
         // One wake-up per call at most: only after the last copy, or before
         // we would block with the reader still asleep.
         if (sent == total)
@@ -162,6 +258,32 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             wake_peer_reader(c);
     }
     return ssize_t(sent);
+}
+
+void smc_flush(SmcConn& c) {
+    // A sender inside tx_mu publishes when it ends (or holds again, and the
+    // backstop publishes): no waiting here behind a sender blocked for space.
+    std::unique_lock lock(c.tx_mu, std::try_to_lock);
+    if (lock.owns_lock()) flush_locked(c);
+}
+
+void smc_set_cork(SmcConn& c, bool on) {
+    c.corked.store(on, std::memory_order_relaxed);
+    if (!on) smc_flush(c);
+}
+
+void smc_cork_forget(SmcConn& c) {
+    if (!c.cork_listed.load(std::memory_order_relaxed)) return;
+    CorkState& st = cork_state();
+    std::lock_guard lock(st.mu);
+    std::erase_if(st.corked, [&](const Corked& e) { return e.c == &c; });
+    c.cork_listed.store(false, std::memory_order_relaxed);
+}
+
+void smc_cork_after_fork_child() {
+    // The parent's thread and lock state do not exist here; what the parent
+    // held is the parent's to publish.
+    g_cork.store(nullptr, std::memory_order_release); // (the parent's copy is left alone)
 }
 
 uint32_t smc_tx_unconsumed(const SmcConn& c) {

@@ -7,6 +7,7 @@
 #include "preload/shim.hpp"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 
 using namespace usmc;
 
@@ -195,5 +196,7 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
     int rc = sys::real().setsockopt(fd, level, optname, optval, optlen);
     if (rc == 0 && level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO))
         if (SmcConn* c = shim::smc(fd)) af_smc::set_timeout(c, optname, optval, optlen);
+    if (rc == 0 && level == IPPROTO_TCP && (optname == TCP_CORK || optname == TCP_NODELAY))
+        if (SmcConn* c = shim::smc(fd)) af_smc::on_tcp_option(c, optname, optval, optlen);
     return rc;
 }

@@ -169,6 +169,45 @@ print(len(data), data == bytes(range(256)) * 4096)
     check(r.stdout.strip() == "1048576 True", f"sendfile onto an SMC socket: {r.stdout.strip()}")
     check(out.strip() == "spliced 100000 True sent 1048576", f"splice from an SMC socket: {out.strip()}")
 
+    # Corking: MSG_MORE and TCP_CORK hold bytes back until the last part or
+    # the uncork (the reader sees the whole message at once, as with TCP);
+    # a cork never lifted is published after 200 ms (TCP_CORK's ceiling).
+    cork_cases = [
+        ("MSG_MORE", "s.send(b'part1', socket.MSG_MORE); time.sleep(0.1); s.send(b'part2')",
+         "part1part2", 0.08, 0.5),
+        ("TCP_CORK", "s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1); s.send(b'part1'); "
+         "time.sleep(0.1); s.send(b'part2'); time.sleep(0.05); "
+         "s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)", "part1part2", 0.13, 0.5),
+        ("TCP_CORK never lifted", "s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1); "
+         "s.send(b'part1'); time.sleep(0.6)", "part1", 0.15, 0.55),
+    ]
+    for name, client_code, want, t_min, t_max in cork_cases:
+        before = env.stats()
+        server = env.start(env.wrap([PYTHON, "-c", """
+import socket, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+c.recv(1)  # the client's go byte
+t0 = time.monotonic()
+first = c.recv(100)
+print(first.decode(), round(time.monotonic() - t0, 3), flush=True)
+c.recv(100)
+"""]))
+        port = int(server.stdout.readline())
+        r = env.run(env.wrap([PYTHON, "-c", f"""
+import socket, time
+s = socket.socket(); s.connect(("127.0.0.1", {port}))
+s.send(b"g")
+{client_code}
+s.close()
+"""]), timeout=30)
+        out, _ = server.communicate(timeout=30)
+        got, took = (out.split() + ["", "0"])[:2]
+        d = {k: env.stats()[k] - before[k] for k in ("conn_smcd",)}
+        check(r.returncode == 0 and got == want and t_min <= float(took) <= t_max and d["conn_smcd"] == 2,
+              f"{name}: the reader's first read got {got!r} after {took} s (want {want!r} within "
+              f"{t_min}-{t_max} s), SMC-D ({d})")
+
     st = env.stats()
     check(st["handshake_errors"] == 0, "no handshake errors")
 finish()

@@ -1,4 +1,5 @@
 #include "engine/conn.hpp"
+#include "engine/tx.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -40,6 +41,8 @@ struct Pair {
         b.tcp_fd = tcp[1];
     }
     ~Pair() {
+        smc_cork_forget(a); // the backstop flusher must not see them again
+        smc_cork_forget(b);
         for (int fd : {a.rx_event, a.tx_event, b.rx_event, b.tx_event, tcp[0], tcp[1]})
             if (fd >= 0) close(fd);
         ism::unmap(da);
@@ -426,4 +429,68 @@ TEST_CASE("closing under a blocked reader and writer: both return EBADF, then th
     writer.join();
     CHECK(rr == -EBADF);
     CHECK(sr == -EBADF);
+}
+
+TEST_CASE("corking decision: MSG_MORE / TCP_CORK up to min(ring / 2, autocorking_size)") {
+    constexpr uint32_t K = 1024;
+    static_assert(cork_hold(0, 100, 64 * K, 64 * K, true, false, 1000));      // MSG_MORE
+    static_assert(cork_hold(0, 100, 64 * K, 64 * K, false, true, 1000));      // TCP_CORK
+    static_assert(!cork_hold(0, 100, 64 * K, 64 * K, false, false, 1000));    // neither
+    static_assert(cork_hold(0, 32 * K, 64 * K, 64 * K, true, false, 1));      // ring / 2 exactly
+    static_assert(!cork_hold(0, 32 * K + 1, 64 * K, 64 * K, true, false, 1)); // past ring / 2
+    static_assert(!cork_hold(30 * K, 3 * K, 64 * K, 64 * K, true, false, 1)); // held + n past it
+    static_assert(!cork_hold(0, 9 * K, 1024 * K, 8 * K, true, false, 1));     // autocorking_size
+    static_assert(!cork_hold(0, 1, 64 * K, 0, true, true, 1000));             // 0 disables
+    static_assert(!cork_hold(0, 100, 64 * K, 64 * K, true, true, 0));         // ring full: publish
+    SUCCEED();
+}
+
+TEST_CASE("MSG_MORE and TCP_CORK hold bytes back (no wake-up), the last part publishes all") {
+    Pair p;
+    p.a.autocorking_size = 64 * 1024;
+    char buf[256];
+    // b arms for data (an empty nonblocking read), as a reader going to sleep.
+    REQUIRE(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
+    iovec part{const_cast<char*>("hello "), 6};
+    REQUIRE(smc_send(p.a, &part, 1, true, -1, /*more=*/true) == 6);
+    CHECK(p.a.tx_held == 6);
+    CHECK(smc_rx_available(p.b) == 0); // not visible
+    pollfd pf{p.b.rx_event, POLLIN, 0};
+    CHECK(poll(&pf, 1, 0) == 0); // and nobody was woken for it
+    iovec last{const_cast<char*>("world"), 5};
+    REQUIRE(smc_send(p.a, &last, 1, true, -1, false) == 5);
+    CHECK(p.a.tx_held == 0);
+    CHECK(poll(&pf, 1, 0) == 1); // one wake-up, for the whole message
+    REQUIRE(recv_buf(p.b, buf, sizeof buf, 0, true) == 11);
+    CHECK(std::memcmp(buf, "hello world", 11) == 0);
+
+    // TCP_CORK: held until uncorked.
+    smc_set_cork(p.a, true);
+    REQUIRE(send_buf(p.a, "abc", 3, true) == 3);
+    CHECK(smc_rx_available(p.b) == 0);
+    smc_set_cork(p.a, false);
+    CHECK(smc_rx_available(p.b) == 3);
+    REQUIRE(recv_buf(p.b, buf, sizeof buf, 0, true) == 3);
+
+    // Past the corking size (ring / 2 = 32 KiB here) it goes out at once.
+    std::vector<char> big(40 * 1024, 'x');
+    iovec bigv{big.data(), big.size()};
+    REQUIRE(smc_send(p.a, &bigv, 1, true, -1, true) == ssize_t(big.size()));
+    CHECK(smc_rx_available(p.b) == big.size());
+}
+
+TEST_CASE("a forgotten cork is published by the backstop within its ceiling") {
+    Pair p;
+    p.a.autocorking_size = 64 * 1024;
+    smc_set_cork(p.a, true);
+    REQUIRE(send_buf(p.a, "late", 4, true) == 4);
+    CHECK(smc_rx_available(p.b) == 0);
+    auto t0 = std::chrono::steady_clock::now();
+    while (smc_rx_available(p.b) == 0 &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(smc_rx_available(p.b) == 4);
+    CHECK(took >= std::chrono::milliseconds(kCorkCeilingMs - 20));
+    CHECK(took < std::chrono::milliseconds(kCorkCeilingMs + 500));
 }
