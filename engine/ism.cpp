@@ -1,5 +1,7 @@
 #include "engine/ism.hpp"
 
+#include "engine/cdc.hpp"
+
 #include "engine/sys.hpp"
 
 #include <cstring>
@@ -69,8 +71,32 @@ void unmap(Dmb& d) {
 
 Device::Device(uint64_t max_memory) : gid_(random64()), max_memory_(max_memory) {}
 
+void Device::sweep_waiting() {
+    constexpr uint8_t kDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+    for (size_t i = 0; i < waiting_.size();) {
+        Dmb& d = waiting_[i].dmb;
+        if (!(cdc::conn_flags_of(d.control()->cons.load(std::memory_order_acquire)) & kDone)) {
+            ++i;
+            continue;
+        }
+        if (free_.size() < kMaxFreeDmbs) {
+            free_.push_back(waiting_[i]);
+        } else {
+            in_use_ -= d.size;
+            unmap(d);
+        }
+        waiting_.erase(waiting_.begin() + static_cast<long>(i));
+    }
+}
+
+size_t Device::spare_count() const {
+    std::lock_guard lock(mu_);
+    return free_.size() + waiting_.size();
+}
+
 std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     std::lock_guard lock(mu_);
+    sweep_waiting();
     for (size_t i = 0; i < free_.size(); ++i) {
         if (free_[i].dmb.size == size && free_[i].last_peer == peer_uid) {
             Dmb d = free_[i].dmb;
@@ -84,10 +110,12 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
         }
     }
     // Free DMBs of other sizes/peers count against the cap: drop them first.
-    while (in_use_ + size > max_memory_ && !free_.empty()) {
-        in_use_ -= free_.back().dmb.size;
-        unmap(free_.back().dmb);
-        free_.pop_back();
+    for (auto* spare : {&free_, &waiting_}) {
+        while (in_use_ + size > max_memory_ && !spare->empty()) {
+            in_use_ -= spare->back().dmb.size;
+            unmap(spare->back().dmb);
+            spare->pop_back();
+        }
     }
     if (in_use_ + size > max_memory_) return std::nullopt;
     auto d = create_dmb(size);
@@ -100,6 +128,10 @@ void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     std::lock_guard lock(mu_);
     if (reusable && free_.size() < kMaxFreeDmbs) {
         free_.push_back({dmb, peer_uid});
+        return;
+    }
+    if (!reusable && waiting_.size() < kMaxFreeDmbs) {
+        waiting_.push_back({dmb, peer_uid});
         return;
     }
     in_use_ -= dmb.size;

@@ -48,10 +48,15 @@ class Device {
     // cap (the connection then declines with MAX_DMB / MEM and runs as TCP).
     std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid);
     // `reusable`: the peer is known to be done writing into it (its close or
-    // abort flag is in the control line, or it never had it); otherwise a
+    // abort flag is in the control line, or it never had it). Otherwise a
     // late write of the old peer could land in the next connection's DMB, so
-    // it is dropped (the peer's mapping keeps the memory until it unmaps).
+    // it waits until the peer's flag shows up (a server that closes first —
+    // every `Connection: close` — would else make a new DMB per connection);
+    // past the cap it is dropped (the peer's mapping keeps the memory until
+    // it unmaps).
     void release(Dmb dmb, uid_t peer_uid, bool reusable = true);
+    // DMBs held for reuse: ready, and waiting for their old peer's close.
+    size_t spare_count() const;
     uint64_t memory_in_use() const;
 
   private:
@@ -63,7 +68,9 @@ class Device {
     uint64_t max_memory_;
     uint64_t in_use_ = 0;
     std::vector<Free> free_;
+    std::vector<Free> waiting_; // released before the old peer closed
     mutable std::mutex mu_;
+    void sweep_waiting(); // under mu_: those whose peer has closed become free
 };
 
 } // namespace usmc::ism

@@ -413,6 +413,37 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
     ism::unmap(*small);
 }
 
+TEST_CASE("DMB device: a DMB released before its peer closed is reused only after the close") {
+    ism::Device dev(4 * 64 * 1024);
+    auto inode = [](int fd) {
+        struct stat st;
+        fstat(fd, &st);
+        return st.st_ino;
+    };
+    auto d = dev.allocate(64 * 1024, 1000);
+    REQUIRE(d);
+    ino_t first = inode(d->fd);
+    dev.release(*d, 1000, /*reusable=*/false); // the peer may still write
+    CHECK(dev.spare_count() == 1);
+    auto fresh = dev.allocate(64 * 1024, 1000);
+    REQUIRE(fresh);
+    CHECK(inode(fresh->fd) != first); // not while the old peer may write
+    // The old peer closes: its flag lands in the control line.
+    d->control()->cons.store(uint64_t{cdc::kPeerConnClosed} << 56);
+    auto reused = dev.allocate(64 * 1024, 1000);
+    REQUIRE(reused);
+    CHECK(inode(reused->fd) == first);
+    CHECK(cdc::conn_flags_of(reused->control()->cons.load()) == 0); // a clean control line
+    // Waiting ones give way under the memory cap.
+    dev.release(*fresh, 1000, false);
+    dev.release(*reused, 1000, false);
+    CHECK(dev.allocate(64 * 1024, 1000));
+    CHECK(dev.allocate(64 * 1024, 1000));
+    CHECK(dev.allocate(64 * 1024, 1000));
+    CHECK(dev.allocate(64 * 1024, 1000));
+    CHECK(dev.memory_in_use() == 4 * 64 * 1024);
+}
+
 TEST_CASE("closing under a blocked reader and writer: both return EBADF, then the memory may go") {
     Pair p(16 * 1024);
     auto big = pattern(64 * 1024, 11);
