@@ -18,7 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, stop_process, wait_port  # noqa: E402
+from harness import USMC, USMC_RUN, free_port, run_dir, stop_process, wait_port  # noqa: E402
 
 
 def cpu_children():
@@ -84,13 +84,7 @@ def main():
     try:
         for rnd in range(args.runs):
             for name, wrap in (variants if rnd % 2 == 0 else variants[::-1]):
-                d = os.path.join(tmp, f"{name}-{rnd}")
-                os.mkdir(d)
-                stats_dir = os.path.join(d, "stats")
-                os.mkdir(stats_dir)
-                os.chmod(stats_dir, 0o1777)
-                env = dict(os.environ, USMC_STATS_DIR=stats_dir)
-                env.pop("LD_PRELOAD", None)
+                d, stats_dir, env = run_dir(tmp, f"{name}-{rnd}")
                 # nginx + wrk keep-alive, c=100
                 port = free_port()
                 w, cpu = run(make_nginx(d, port, workers=1),

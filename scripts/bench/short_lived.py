@@ -25,7 +25,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, stop_process, wait_port  # noqa: E402
+from harness import USMC, USMC_RUN, free_port, run_dir, stop_process, wait_port  # noqa: E402
 
 VARIANTS = {
     "tcp": None,
@@ -74,13 +74,7 @@ def main():
         for c in conns:
             for rnd in range(args.runs):
                 for variant in names[rnd % len(names):] + names[:rnd % len(names)]:
-                    d = os.path.join(tmp, f"{variant}-{c}-{rnd}".replace("+", "_"))
-                    os.mkdir(d)
-                    stats_dir = os.path.join(d, "stats")
-                    os.mkdir(stats_dir)
-                    os.chmod(stats_dir, 0o1777)
-                    env = dict(os.environ, USMC_STATS_DIR=stats_dir)
-                    env.pop("LD_PRELOAD", None)
+                    d, stats_dir, env = run_dir(tmp, f"{variant}-{c}-{rnd}".replace("+", "_"))
                     if VARIANTS[variant] is not None:
                         cfg = os.path.join(d, "usmc.toml")
                         with open(cfg, "w") as f:

@@ -49,6 +49,21 @@ def stop_process(p, timeout=15):
     return p.returncode
 
 
+def run_dir(parent, name):
+    """A directory for one benchmark run (nginx workers run as nobody: 0755)
+    with its own world-writable stats directory, and the environment that
+    points usmc there. Returns (dir, stats_dir, env)."""
+    d = os.path.join(parent, name)
+    os.mkdir(d)
+    os.chmod(d, 0o755)
+    stats_dir = os.path.join(d, "stats")
+    os.mkdir(stats_dir)
+    os.chmod(stats_dir, 0o1777)
+    env = dict(os.environ, USMC_STATS_DIR=stats_dir)
+    env.pop("LD_PRELOAD", None)
+    return d, stats_dir, env
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
