@@ -46,7 +46,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             uint32_t common = r.ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
             epoll_event k_rx{(r.ev.events & EPOLLIN) | common, r.ev.data};
             epoll_event k_tx{(r.ev.events & EPOLLOUT) | common, r.ev.data};
-            c->epoll_members.push_back({r.epfd, r.ev, k_rx, k_tx, false});
+            c->epoll_members.push_back({r.epfd, k_rx, k_tx, false});
             if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
         if (!c->connecting_regs.empty()) peer_watch::add(c);

@@ -123,7 +123,7 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
             sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
             return fail(saved);
         }
-        members.push_back({epfd, *ev, rx, tx, false});
+        members.push_back({epfd, rx, tx, false});
         note_epoll_member(epfd, 1);
         newly =
             short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
@@ -149,7 +149,6 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
         newly = short(((ev->events & EPOLLIN) && touch_rx ? POLLIN : 0) |
                       ((ev->events & EPOLLOUT) && touch_tx ? POLLOUT : 0));
         if (it->parked) note_epoll_member(epfd, 1);
-        it->app = *ev;
         it->parked = false;
     }
     c->epoll_watched.store(true, std::memory_order_relaxed);

@@ -82,7 +82,6 @@ struct SmcConn {
     // set with no events) so a later add is a modify of one eventfd.
     struct EpollMember {
         int epfd;
-        epoll_event app;        // what the application asked (meaningless when parked)
         epoll_event k_rx, k_tx; // what the kernel holds for rx_event / tx_event
         bool parked = false;    // the application deleted it
     };

@@ -124,23 +124,6 @@ void smc_self_wake(SmcConn& c) {
     (void)rc;
 }
 
-void smc_block_tx_event(SmcConn& c) {
-    // Drain, then saturate (0xfffffffffffffffe): no longer writable, and the
-    // peer's drain makes it writable again.
-    uint64_t v, sat = 0xfffffffffffffffeull;
-    c.tx_event_full.store(true, std::memory_order_release);
-    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-    rc = sys::real().write(c.tx_event, &sat, sizeof sat);
-    (void)rc;
-}
-
-void smc_open_tx_event(SmcConn& c) {
-    if (!c.tx_event_full.exchange(false, std::memory_order_acq_rel)) return;
-    uint64_t v;
-    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-    (void)rc;
-}
-
 void SmcConn::store_cons_word() {
     uint64_t flags = conn_flags.load(std::memory_order_acquire);
     tx.control()->cons.store(announced_ | flags << 56, std::memory_order_seq_cst);

@@ -180,6 +180,23 @@ int deadline_left(const timespec& deadline) {
 
 } // namespace
 
+void smc_block_tx_event(SmcConn& c) {
+    // Drain, then saturate (0xfffffffffffffffe): no longer writable, and the
+    // peer's drain makes it writable again.
+    uint64_t v, sat = 0xfffffffffffffffeull;
+    c.tx_event_full.store(true, std::memory_order_release);
+    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+    rc = sys::real().write(c.tx_event, &sat, sizeof sat);
+    (void)rc;
+}
+
+void smc_open_tx_event(SmcConn& c) {
+    if (!c.tx_event_full.exchange(false, std::memory_order_acq_rel)) return;
+    uint64_t v;
+    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+    (void)rc;
+}
+
 ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,
                  bool more) {
     size_t total = 0;
