@@ -24,7 +24,10 @@ struct Config {
     // usmc's own.
     ModeSet mode = kModeAuto;               // transports allowed when no policy rule matches
     uint32_t clc_detect_timeout_ms = 50;    // server: wait this long for a CLC Proposal
-    uint32_t busy_poll_us = 0;              // bounded spin before sleeping; 0 = never spin
+    // Bounded spin before sleeping (recv/send, epoll_wait/poll/select on SMC
+    // fds); 0 = never spin. 20 us catches a reply that comes within a
+    // cross-core wake-up's time (~7 us one way here) at little CPU.
+    uint32_t busy_poll_us = 20;
     uint64_t max_dmb_memory = 256ull << 20; // per-process cap on DMB memory
     uint32_t hs_workers = 2;                // handshake workers per process and role
     // Sleeps this long before every server handshake: creates handshake

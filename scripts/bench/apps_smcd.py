@@ -66,8 +66,9 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     p.add_argument("--requests", type=int, default=200000, help="redis-benchmark requests per test")
-    p.add_argument("--busy-poll-us", type=int, default=50,
-                   help="a third column with busy_poll_us set (0: no such column)")
+    p.add_argument("--busy-poll-us", type=int, default=0,
+                   help="a third column with busy_poll_us set to this (default 0: no spinning, "
+                        "against the default's 20 us; -1: no third column)")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="usmc-bench-")
     os.chmod(tmp, 0o755)
@@ -77,7 +78,7 @@ def main():
     os.chmod(busy_cfg, 0o644)
     # (column name, usmc-run options; None = not wrapped)
     variants = [("TCP", None), ("SMC-D", [])]
-    if args.busy_poll_us:
+    if args.busy_poll_us >= 0:
         variants.append((f"busy{args.busy_poll_us}", ["-c", busy_cfg]))
     names = [n for n, _ in variants]
     results = {}

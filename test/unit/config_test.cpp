@@ -32,6 +32,7 @@ TEST_CASE("an empty file gives the kernel's defaults") {
     CHECK(c.rmem == 65536);
     CHECK(c.wmem == 65536);
     CHECK(c.autocorking_size == 65536);
+    CHECK(c.busy_poll_us == 20); // usmc's own default (the kernel has no such knob)
     CHECK(c.mode == kModeAuto);
     CHECK(c.policies.empty());
     CHECK(c.source == "test.toml");
