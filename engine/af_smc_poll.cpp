@@ -253,13 +253,15 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
                 if (want & POLLIN) {
                     k.push_back({c->rx_event, POLLIN, 0});
                     owner.push_back({i, Kind::Smc});
-                    if (active) { // the TCP socket only wakes when the peer is gone
-                        k.push_back({fds[i].fd, POLLIN, 0});
-                        owner.push_back({i, Kind::Smc});
-                    }
                 }
                 if (want & POLLOUT) {
                     k.push_back({c->tx_event, POLLOUT, 0});
+                    owner.push_back({i, Kind::Smc});
+                }
+                if (active && (want & (POLLIN | POLLOUT))) {
+                    // The TCP socket only wakes when the peer is gone (a
+                    // writer waiting for space must learn it too).
+                    k.push_back({fds[i].fd, POLLRDHUP, 0});
                     owner.push_back({i, Kind::Smc});
                 }
                 continue;
@@ -274,14 +276,19 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             k.push_back({fds[i].fd, fds[i].events, 0});
             owner.push_back({i, Kind::Plain});
         }
-        int wait_ms = ready ? 0 : ms_left(start, timeout_ms);
+        int left = ms_left(start, timeout_ms);
+        int wait_ms = ready ? 0 : left;
+        // Only when the timeout has run out may a look that finds nothing be
+        // reported (0 = timed out). Readiness seen while arming can be gone
+        // after the kernel's poll, an eventfd event can say nothing the
+        // application asked about: then wait on for what is left.
+        bool last = left == 0;
         int r = 0;
         if (wait_ms != 0) {
             r = spin_probe(wait_ms, [&] {
                 int p = sys::real().poll(k.data(), k.size(), 0);
                 return p < 0 && errno == EINTR ? 0 : p;
             });
-            if (r != 0) wait_ms = 0;
         }
         timespec ts{wait_ms / 1000, (wait_ms % 1000) * 1000000L};
         if (r == 0)
@@ -309,7 +316,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             }
             if (fds[i].revents) ++ready;
         }
-        if (ready || (wait_ms == 0 && !changed)) return ready;
+        if (ready || (last && !changed)) return ready;
         // Woken with nothing to report (a stale eventfd count, a handshake
         // that ended): wait again for what is left of the timeout.
     }

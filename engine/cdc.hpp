@@ -96,4 +96,17 @@ inline uint8_t conn_flags_of(uint64_t cons_word) {
     return uint8_t(cons_word >> 56);
 }
 
+// A cursor one thread advances (under its lock) while others read it without
+// one (poll, FIONREAD): one atomic word, so a reader never pairs the wrap of
+// one value with the count of another (a torn cursor looks impossible, and
+// poll then reported an error it took back a moment later).
+class SharedCursor {
+  public:
+    Cursor load() const { return unpack_prod(word_.load(std::memory_order_acquire)); }
+    void store(Cursor c) { word_.store(pack_prod(c), std::memory_order_release); }
+
+  private:
+    std::atomic<uint64_t> word_{0};
+};
+
 } // namespace usmc::cdc

@@ -2,6 +2,7 @@
 // the peer's DMB say what happened (done writing, closed, aborted), and a
 // sleeping peer is woken to see them.
 #include "engine/conn.hpp"
+#include "engine/log.hpp"
 #include "engine/sys.hpp"
 
 #include <sys/eventfd.h>
@@ -10,6 +11,10 @@ namespace usmc {
 
 namespace {
 void tell_peer(SmcConn& c, uint8_t flag) {
+    log::debug("fd {}: tells the peer {}", c.tcp_fd,
+               flag == cdc::kPeerDoneWriting  ? "done writing"
+               : flag == cdc::kPeerConnClosed ? "closed"
+                                              : "abort");
     c.conn_flags.fetch_or(flag, std::memory_order_acq_rel);
     c.publish_flags();
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
@@ -38,7 +43,9 @@ void tell_peer(SmcConn& c, uint8_t flag) {
 bool smc_conn_init_events(SmcConn& c) {
     c.rx_event = sys::place_high_strict(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     c.tx_event = sys::place_high_strict(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    c.tx_prod = c.rx_cons = c.rx_cons_announced = cdc::Cursor{};
+    c.tx_prod.store({});
+    c.rx_cons.store({});
+    c.rx_cons_announced = cdc::Cursor{};
     return c.rx_event >= 0 && c.tx_event >= 0;
 }
 

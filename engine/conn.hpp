@@ -49,8 +49,8 @@ struct SmcConn {
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 
     // Written only by this side.
-    cdc::Cursor tx_prod;                // bytes produced into the peer's ring
-    cdc::Cursor rx_cons;                // bytes consumed from our ring
+    cdc::SharedCursor tx_prod;          // bytes produced into the peer's ring (under tx_mu)
+    cdc::SharedCursor rx_cons;          // bytes consumed from our ring (under rx_mu)
     cdc::Cursor rx_cons_announced;      // what the peer has been told (receiver thread only)
     std::atomic<uint8_t> conn_flags{0}; // cdc::ConnFlags we sent
     std::atomic<bool> broken{false};

@@ -2,6 +2,7 @@
 // the peer how far we have consumed — but only past the window update limit,
 // when the ring runs empty, or when the peer sleeps waiting for space.
 #include "engine/conn.hpp"
+#include "engine/log.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 
@@ -20,7 +21,7 @@ namespace {
 // nullopt: the peer's producer cursor is impossible.
 std::optional<uint32_t> available(const SmcConn& c) {
     cdc::Cursor prod = cdc::unpack_prod(c.rx.control()->prod.load(std::memory_order_seq_cst));
-    return cdc::distance(c.rx_cons, prod, c.rx.ring_size());
+    return cdc::distance(c.rx_cons.load(), prod, c.rx.ring_size());
 }
 
 uint8_t peer_conn_flags(const SmcConn& c) {
@@ -31,7 +32,7 @@ uint8_t peer_conn_flags(const SmcConn& c) {
 // `skip` bytes into them (MSG_WAITALL fills them over several rounds).
 uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
     uint32_t ring = c.rx.ring_size();
-    uint32_t pos = c.rx_cons.count;
+    uint32_t pos = c.rx_cons.load().count;
     uint32_t done = 0;
     size_t iov_skip = skip;
     for (int i = 0; i < iovcnt && done < max; ++i) {
@@ -58,7 +59,8 @@ uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, u
 // After consuming: announce the consumer cursor when it matters, and wake a
 // writer that sleeps for space.
 void after_consume(SmcConn& c, bool ring_empty) {
-    auto to_confirm = cdc::distance(c.rx_cons_announced, c.rx_cons, c.rx.ring_size()).value_or(0);
+    auto to_confirm =
+        cdc::distance(c.rx_cons_announced, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
     auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
     bool writer_waits = w.load(std::memory_order_seq_cst) & cdc::kWaitSpace;
     if (to_confirm == 0) return;
@@ -132,10 +134,11 @@ void SmcConn::store_cons_word() {
 void SmcConn::publish_cons() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
-    announced_ = cdc::pack_prod(rx_cons);
+    cdc::Cursor cons = rx_cons.load();
+    announced_ = cdc::pack_prod(cons);
     store_cons_word();
     pub_lock_.clear(std::memory_order_release);
-    rx_cons_announced = rx_cons;
+    rx_cons_announced = cons;
     cursor_updates.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -145,9 +148,10 @@ void SmcConn::adopt_published() {
     uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
     announced_ = cdc::pack_prod(cdc::unpack_cons(word));
     pub_lock_.clear(std::memory_order_release);
-    rx_cons = rx_cons_announced = cdc::unpack_cons(word);
+    rx_cons_announced = cdc::unpack_cons(word);
+    rx_cons.store(rx_cons_announced);
     conn_flags.fetch_or(cdc::conn_flags_of(word), std::memory_order_acq_rel);
-    tx_prod = cdc::unpack_prod(tx.control()->prod.load(std::memory_order_seq_cst));
+    tx_prod.store(cdc::unpack_prod(tx.control()->prod.load(std::memory_order_seq_cst)));
 }
 
 void SmcConn::publish_flags() {
@@ -173,6 +177,12 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
         auto avail = available(c);
         if (!avail) {
+            cdc::Cursor prod =
+                cdc::unpack_prod(c.rx.control()->prod.load(std::memory_order_seq_cst));
+            log::warn("fd {}: impossible producer cursor {}:{} (ours {}:{}, ring {}): connection "
+                      "broken",
+                      c.tcp_fd, prod.wrap, prod.count, c.rx_cons.load().wrap,
+                      c.rx_cons.load().count, c.rx.ring_size());
             c.broken.store(true, std::memory_order_release);
             continue;
         }
@@ -180,7 +190,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             uint32_t n = copy_out(c, iov, iovcnt, got,
                                   static_cast<uint32_t>(std::min<size_t>(*avail, total - got)));
             if (peek) return n;
-            c.rx_cons = cdc::advance(c.rx_cons, n, c.rx.ring_size());
+            c.rx_cons.store(cdc::advance(c.rx_cons.load(), n, c.rx.ring_size()));
             got += n;
             after_consume(c, n == *avail);
             if (n == *avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
@@ -229,6 +239,8 @@ bool smc_check_peer(SmcConn& c) {
     char b;
     ssize_t n = sys::real().recv(c.tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        log::debug("fd {}: the peer's TCP socket is gone ({})", c.tcp_fd,
+                   n == 0 ? "end of stream" : strerror(errno));
         c.peer_gone.store(true, std::memory_order_release);
         return true;
     }
@@ -263,7 +275,11 @@ short smc_poll_events(const SmcConn& c) {
     if (*avail > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
     if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) ev |= POLLRDHUP;
     if (pf & cdc::kPeerConnAbort || c.peer_gone.load()) ev |= POLLIN | POLLERR | POLLHUP;
-    if (smc_tx_unconsumed(c) < c.tx.ring_size() && !(c.conn_flags.load() & cdc::kPeerDoneWriting))
+    // Writable: room in the peer's ring, or a write fails at once (EPIPE:
+    // we shut down writing, or the peer closed and will never read again,
+    // as TCP reports POLLOUT after SEND_SHUTDOWN or a reset).
+    if (smc_tx_unconsumed(c) < c.tx.ring_size() || (c.conn_flags.load() & cdc::kPeerDoneWriting) ||
+        (pf & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) || c.peer_gone.load())
         ev |= POLLOUT;
     return ev;
 }

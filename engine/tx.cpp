@@ -3,6 +3,7 @@
 // cursor, wake the peer only if it sleeps waiting for data.
 #include "engine/tx.hpp"
 
+#include "engine/log.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 // into our control line). nullopt: the peer's cursor is impossible.
 std::optional<uint32_t> peer_free(const SmcConn& c) {
     cdc::Cursor peer_cons = cdc::unpack_cons(c.rx.control()->cons.load(std::memory_order_seq_cst));
-    auto used = cdc::distance(peer_cons, c.tx_prod, c.tx.ring_size());
+    auto used = cdc::distance(peer_cons, c.tx_prod.load(), c.tx.ring_size());
     if (!used) return std::nullopt;
     return c.tx.ring_size() - *used;
 }
@@ -37,7 +38,7 @@ uint8_t peer_conn_flags(const SmcConn& c) {
 // peer's ring at our producer cursor, wrapping at the ring's end.
 uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
     uint32_t ring = c.tx.ring_size();
-    uint32_t pos = c.tx_prod.count;
+    uint32_t pos = c.tx_prod.load().count;
     uint32_t done = 0;
     for (int i = 0; i < iovcnt && done < max; ++i) {
         size_t len = iov[i].iov_len;
@@ -90,7 +91,7 @@ void wake_peer_reader(SmcConn& c) {
 
 // Makes everything copied so far visible to the reader.
 void publish_prod(SmcConn& c) {
-    c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod), std::memory_order_seq_cst);
+    c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod.load()), std::memory_order_seq_cst);
     c.tx_held = 0;
     c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
 }
@@ -228,6 +229,11 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             return sent ? ssize_t(sent) : -EPIPE;
         auto free = peer_free(c);
         if (!free) {
+            cdc::Cursor cons = cdc::unpack_cons(c.rx.control()->cons.load());
+            log::warn("fd {}: impossible consumer cursor {}:{} (ours {}:{}, ring {}): connection "
+                      "broken",
+                      c.tcp_fd, cons.wrap, cons.count, c.tx_prod.load().wrap,
+                      c.tx_prod.load().count, c.tx.ring_size());
             c.broken.store(true, std::memory_order_release);
             continue;
         }
@@ -258,7 +264,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         }
         uint32_t n = copy_in(c, iov, iovcnt, sent,
                              static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
-        c.tx_prod = cdc::advance(c.tx_prod, n, c.tx.ring_size());
+        c.tx_prod.store(cdc::advance(c.tx_prod.load(), n, c.tx.ring_size()));
         sent += n;
         if (cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
                       c.corked.load(std::memory_order_relaxed), *free - n)) {

@@ -1,5 +1,6 @@
 #include "engine/wait.hpp"
 
+#include "engine/log.hpp"
 #include "engine/sys.hpp"
 
 #include <cerrno>
@@ -32,8 +33,11 @@ int sleep(SmcConn& c, int fd, short events, int timeout_ms) {
     int n = sys::real().poll(p, c.tcp_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0) return -errno;
     if (n == 0) return -ETIMEDOUT;
-    if (c.tcp_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+    if (c.tcp_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        log::debug("fd {}: the peer's TCP socket is gone (poll {:#x})", c.tcp_fd,
+                   unsigned(p[1].revents));
         c.peer_gone.store(true, std::memory_order_release);
+    }
     return 0;
 }
 

@@ -4,6 +4,7 @@ The counters prove which connections used SMC-D; every reply is verified
 byte for byte; every process is stopped by PID."""
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -207,6 +208,76 @@ s.close()
         check(r.returncode == 0 and got == want and t_min <= float(took) <= t_max and d["conn_smcd"] == 2,
               f"{name}: the reader's first read got {got!r} after {took} s (want {want!r} within "
               f"{t_min}-{t_max} s), SMC-D ({d})")
+
+    # A writer waiting in poll(POLLOUT) on a full ring. The peer's wake-ups
+    # that free no space (its shutdown) must not end the wait early: poll
+    # returning 0 before its timeout reads as "timed out" (Python's sendall
+    # raised TimeoutError that way, ~1 run in 20 of the 1 GiB echo). A peer
+    # that closes or dies must end the wait at once: the send then fails.
+    writer = """
+import select, socket, sys, time
+s = socket.socket(); s.connect(("127.0.0.1", PORT)); s.setblocking(False)
+filled = 0
+try:
+    while True:
+        filled += s.send(b"w" * 65536)
+except BlockingIOError:
+    pass
+print("full", filled, flush=True)
+p = select.poll(); p.register(s, select.POLLOUT)
+t0 = time.monotonic()
+ev = p.poll(5000)
+took = time.monotonic() - t0
+mask = ev[0][1] if ev else 0
+try:
+    s.send(b"x")
+    after = "sent"
+except (BrokenPipeError, ConnectionResetError):
+    after = "EPIPE"
+except BlockingIOError:
+    after = "EAGAIN"
+print(f"poll {mask:#x} after {took:.2f} send {after}", flush=True)
+"""
+    spin = os.path.join(env.dir, "spin.toml")
+    with open(spin, "w") as f:
+        f.write("busy_poll_us = 100000\n")  # the shutdown lands while the writer spins
+    peers = {
+        # shut down writing (a wake-up, no space), then read everything
+        "shutdown then read": ("c.recv(1, socket.MSG_PEEK); time.sleep(0.05); c.shutdown(socket.SHUT_WR)\n"
+                               "time.sleep(0.4)\nwhile c.recv(1 << 20): pass", ("-c", spin)),
+        "close": ("time.sleep(0.3); c.close(); time.sleep(2)", ()),
+        "killed": ("time.sleep(60)", ()),
+    }
+    for name, (peer_code, w_opts) in peers.items():
+        before = env.stats()
+        server = env.start(env.wrap([PYTHON, "-c", f"""
+import socket, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+c.recv(0)
+print("accepted", flush=True)
+{peer_code}
+"""]))
+        port = int(server.stdout.readline())
+        w = env.start(env.wrap([PYTHON, "-c", writer.replace("PORT", str(port))], *w_opts))
+        full = w.stdout.readline().split()
+        if name == "killed":
+            time.sleep(0.3)
+            server.send_signal(signal.SIGKILL)
+        try:
+            out, _ = w.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            out = "HANG"
+        env.stop(server)
+        f = out.split()  # poll <mask> after <seconds> send <outcome>
+        mask, took, after = (int(f[1], 16), float(f[3]), f[5]) if len(f) == 6 else (0, 99.0, out)
+        d = env.stats()["conn_smcd"] - before["conn_smcd"]
+        if name == "shutdown then read":
+            ok = mask & select.POLLOUT and 0.4 <= took < 3 and after == "sent"
+        else:
+            ok = mask != 0 and took < 1.5 and after == "EPIPE"
+        check(bool(ok) and d == 2 and full[:1] == ["full"],
+              f"writer waiting for space, peer {name}: {out.strip()} ({' '.join(full)}, SMC-D ends {d})")
 
     st = env.stats()
     check(st["handshake_errors"] == 0, "no handshake errors")

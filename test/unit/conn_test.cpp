@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <poll.h>
@@ -104,6 +105,35 @@ TEST_CASE("cursor arithmetic across the wrap and the window update limit") {
     CHECK(cdc::unpack_cons(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == Cursor{5, 12345});
     CHECK(cdc::conn_flags_of(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == 0x40);
     CHECK(cdc::prod_flags_of(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == 0x80);
+}
+
+TEST_CASE("a shared cursor read by another thread is never torn") {
+    // One thread advances a cursor as a receiver does; another reads it as
+    // poll does. Every value read must be one that was stored: each stored
+    // count is a function of its wrap, so a wrap of one value with the count
+    // of another shows up (a torn read made poll report, then take back, an
+    // error, and Python's sendall raised TimeoutError early).
+    constexpr uint32_t kSize = 131008;
+    auto count_for = [](uint16_t wrap) { return uint32_t(wrap) * 7919u % kSize; };
+    cdc::SharedCursor shared;
+    shared.store({0, count_for(0)});
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> torn{0}, reads{0};
+    std::thread reader([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            cdc::Cursor c = shared.load();
+            if (c.count != count_for(c.wrap)) torn.fetch_add(1);
+            reads.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    for (uint32_t i = 1; i < 2000000; ++i) {
+        uint16_t wrap = uint16_t(i);
+        shared.store({wrap, count_for(wrap)});
+    }
+    stop = true;
+    reader.join();
+    CHECK(reads.load() > 0);
+    CHECK(torn.load() == 0);
 }
 
 TEST_CASE("send and recv through the DMBs; no wake-up when nobody waits") {
