@@ -525,7 +525,10 @@ void on_fork_child() {
     listen_watch_fork_child();
     registry::on_fork_child();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();
-    g_engine = Engine{};
+    g_engine.dev = nullptr;
+    g_engine.ep = nullptr;
+    g_engine.server_q = nullptr;
+    g_engine.client_q.store(nullptr);
     new (&g_engine_mu) std::mutex();
     new (&g_listen_mu) std::mutex();
     auto* conns = g_conns.load();

@@ -86,6 +86,13 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     *reason_out = reason;
 }
 
+// Client handshakes wait for a worker (the queue's congestion, as the
+// server's): read without creating the queue or taking a lock.
+bool client_congested() {
+    HandshakeQueue* q = g_engine.client_q.load(std::memory_order_acquire);
+    return q && q->congested();
+}
+
 // The client port connect() chose (0 if unknown): announced so the server
 // knows which connection will send a Proposal.
 uint16_t local_port(int fd) {
@@ -202,13 +209,14 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
 namespace detail {
 HandshakeQueue* client_queue() {
     std::lock_guard lock(g_engine_mu);
-    if (!g_engine.client_q)
+    if (!g_engine.client_q.load(std::memory_order_relaxed))
         // A client handshake mostly waits for its server; a queued one sends
         // its Proposal late, and a server past clc_detect_timeout_ms would
         // take the connection as TCP. So more workers here than for servers.
-        g_engine.client_q =
-            new HandshakeQueue(std::max(8u, 4 * runtime::get().cfg.hs_workers), nullptr);
-    return g_engine.client_q;
+        g_engine.client_q.store(
+            new HandshakeQueue(std::max(8u, 4 * runtime::get().cfg.hs_workers), nullptr),
+            std::memory_order_release);
+    return g_engine.client_q.load(std::memory_order_relaxed);
 }
 } // namespace detail
 
@@ -228,6 +236,13 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
         else if (found->flags & registry::kCongested) {
             reason = fallback::HSLIMIT; // the kernel's listener would withhold the SYN option
             runtime::count(counters::hs_limit_bypassed);
+        } else if ((found->flags & registry::kLimitHs) && nonblock && client_congested()) {
+            // The same bypass for our own side: handshakes wait for a client
+            // worker (wrk, thousands of short connections), so a new one
+            // would only queue behind them. Only where the server asked for
+            // it with SMC_LIMIT_HS.
+            reason = fallback::HSLIMIT;
+            runtime::count(counters::hs_client_bypassed);
         } else if (found->pid == getpid() && !nonblock)
             reason = fallback::SAMEPROC; // we would wait for our own accept()
         else if (!in_table(fd) || !fd_budget_ok(fd))

@@ -54,7 +54,7 @@ struct Engine {
     ism::Device* dev = nullptr;
     ism::Endpoint* ep = nullptr;
     HandshakeQueue* server_q = nullptr;
-    HandshakeQueue* client_q = nullptr;
+    std::atomic<HandshakeQueue*> client_q{nullptr}; // (connect() reads it without the lock)
 };
 extern std::mutex g_engine_mu;
 extern Engine g_engine;

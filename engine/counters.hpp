@@ -32,6 +32,7 @@ namespace usmc::counters {
     X(backlog_stalls, "times accept() stopped taking from the kernel (backlog full)")              \
     X(hs_congestion_onsets, "times the server handshake queue became congested")                   \
     X(hs_limit_bypassed, "connects that skipped SMC: listener congested (SMC_LIMIT_HS)")           \
+    X(hs_client_bypassed, "connects that skipped SMC: own client handshakes congested (LIMIT_HS)") \
     X(hs_congested_declines, "Proposals declined at once: handshake queue congested")              \
     X(client_async_handshakes, "nonblocking connects handshaken on a worker")                      \
     X(busy_poll_hits, "epoll_wait/poll spins that found an event (no sleep)")                      \

@@ -108,6 +108,7 @@ def main():
                     total = st.get("server_accepts", 0)
                     note = (f"errors {w['errors']:>5} non2xx {w['non2xx']} drops {drops:>6}"
                             + (f"  smc-d {smc}/{total} bypassed {st.get('hs_limit_bypassed', 0)}"
+                               f"+{st.get('hs_client_bypassed', 0)}"
                                if st else ""))
                     notes.setdefault(key, []).append(note)
                     print(f"  c={c:<6} run {rnd + 1} {variant:10} {w['rps']:10.0f} req/s  {note}", flush=True)

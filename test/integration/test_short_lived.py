@@ -82,22 +82,45 @@ for limit in (True, False):
             check(st["conn_smcd"] > 0, f"{name}: some connections still used SMC-D ({st['conn_smcd']})")
             check(st["hs_congestion_onsets"] > 0, f"{name}: congestion seen ({st['hs_congestion_onsets']})")
         else:
-            check(st["hs_limit_bypassed"] == 0 and st["conn_smcd"] == 48,
-                  f"{name}: no bypass, all SMC-D (bypassed {st['hs_limit_bypassed']}, smcd {st['conn_smcd']})")
+            check(st["hs_limit_bypassed"] == 0 and st["hs_client_bypassed"] == 0 and st["conn_smcd"] == 48,
+                  f"{name}: no bypass, all SMC-D (bypassed {st['hs_limit_bypassed']}+"
+                  f"{st['hs_client_bypassed']}, smcd {st['conn_smcd']})")
         env.stop(server)
+
+# 3b. The same bypass for the client's own side: a client that starts far
+#    more nonblocking connects at once than it has handshake workers (wrk
+#    with thousands of connections) connects the excess as plain TCP while
+#    its own queue is congested, when the listener set SMC_LIMIT_HS. The
+#    server has many workers and no delay: the congestion is the client's.
+with Env() as env:
+    write_config(env, "hs_workers = 1\n")  # the client: 8 handshake workers
+    server_cfg = os.path.join(env.dir, "server.toml")
+    with open(server_cfg, "w") as f:
+        f.write("limit_smc_hs = true\nhs_workers = 16\n")
+    server = env.start(env.wrap([PYTHON, APP, "server", "--seconds", "60"], "-c", server_cfg))
+    port = read_ready(server)
+    r, done = burst(env, port, 300)
+    st = env.stats()
+    check(done == "DONE ok=300 bad=0 unfinished=0", f"client congestion: every echo correct ({done})")
+    check(st["hs_client_bypassed"] > 0 and st["conn_smcd"] > 0,
+          f"client congestion: the client bypassed SMC for some ({st['hs_client_bypassed']}), "
+          f"SMC-D for others ({st['conn_smcd'] // 2})")
+    env.stop(server)
 
 # 4. The global knob flipped while the server runs: new connections follow it.
 with Env() as env:
     cfg = write_config(env, "limit_smc_hs = false\nhs_workers = 1\ntestonly_server_handshake_delay_ms = 40\n")
     server, port = start_server(env)
     r, done = burst(env, port, 16)
-    before = env.stats()["hs_limit_bypassed"]
+    st = env.stats()
+    before = st["hs_limit_bypassed"] + st["hs_client_bypassed"]
     check(done == "DONE ok=16 bad=0 unfinished=0" and before == 0, f"knob off: no bypass ({done}, {before})")
     r = env.run([USMC, "limit-hs", "enable", "-c", cfg])
     check(r.returncode == 0 and "limit_smc_hs = true" in r.stdout, "usmc limit-hs enable edits the file")
     time.sleep(1.2)  # running programs look at the file at most once a second
     r, done = burst(env, port, 24)
-    after = env.stats()["hs_limit_bypassed"]
+    st = env.stats()  # the server's congestion or the client's own (both need the knob)
+    after = st["hs_limit_bypassed"] + st["hs_client_bypassed"]
     check(done == "DONE ok=24 bad=0 unfinished=0" and after > 0, f"knob on while running: bypass ({done}, {after})")
     r = env.run([USMC, "limit-hs", "show", "-c", cfg])
     check("limit_smc_hs = true" in r.stdout and "kernel:" in r.stdout, "usmc limit-hs show reports both knobs")
