@@ -191,12 +191,14 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
     }
     // Did a usmc client announce this connection (by its port)? Then its
     // Proposal is worth waiting for (on a worker, clc_detect_timeout_ms).
-    // While clients are connecting, one not (yet) known gets a short grace
-    // on a worker to announce itself (kPortGraceMs).
+    // While clients are between connect() and their port's announcement,
+    // one not (yet) known gets a short grace on a worker (kPortGraceMs).
+    // Others are plain TCP at once: clients that connect without SMC (the
+    // limit_hs bypass, plain programs) never wait for a worker.
     bool announced = false, known = false;
     uint16_t port = 0;
     if (l->reg().pending_connects() > 0) {
-        announced = true;
+        bool unknown_ports = l->reg().unported_connects() > 0; // before the port table
         sockaddr_storage peer{};
         socklen_t plen = sizeof peer;
         if (sys::real().getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0)
@@ -204,6 +206,7 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
                 ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
                                                  : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
         known = l->reg().expects_port(port);
+        announced = known || unknown_ports;
     }
     auto first = clc::classify(nfd, 0);
     in.reason = fallback::PEERNOSMC;

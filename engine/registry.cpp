@@ -285,6 +285,11 @@ uint64_t Listener::pending_connects() const {
     return pending_->connects.load(std::memory_order_acquire);
 }
 
+uint64_t Listener::unported_connects() const {
+    if (!pending_ || pending_->deadline_ns.load(std::memory_order_acquire) < now_ns()) return 0;
+    return pending_->unported.load(std::memory_order_seq_cst);
+}
+
 bool still_listening(uint64_t inode) {
     for (const char* path : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
         FILE* f = std::fopen(path, "re");
@@ -337,21 +342,29 @@ std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
 }
 
 namespace {
-void announce_port(Pending* p, uint16_t port, bool begin) {
+// Places (begin) or removes the port's slot; whether it was there to place
+// or to remove.
+bool announce_port(Pending* p, uint16_t port, bool begin) {
     uint64_t now_ms = now_ns() / 1000000;
     for (unsigned i = 0; i < 8; ++i) {
         auto& slot = p->ports[(port + i) % Pending::kPortSlots];
         uint64_t v = slot.load(std::memory_order_acquire);
         bool mine = (v >> 48) == port;
         if (!begin) {
-            if (mine) slot.compare_exchange_strong(v, 0);
-            if (mine) return;
+            if (mine) return slot.compare_exchange_strong(v, 0);
             continue;
         }
         bool free = v == 0 || (v & ((1ull << 48) - 1)) <= now_ms;
         if ((free || mine) && slot.compare_exchange_strong(
                                   v, uint64_t{port} << 48 | (now_ms + kPendingTtlNs / 1000000)))
-            return;
+            return true;
+    }
+    return false;
+}
+
+void count_down(std::atomic<uint64_t>& n) {
+    uint64_t v = n.load(std::memory_order_acquire);
+    while (v > 0 && !n.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst)) {
     }
 }
 } // namespace
@@ -373,14 +386,24 @@ void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t 
     if (!c) return;
     auto* p = static_cast<Pending*>(c->map);
     if (client_port) {
-        announce_port(p, client_port, begin);
-        if (begin) return; // counted already, before connect()
+        bool placed = announce_port(p, client_port, begin);
+        // Counted already, before connect(); known by its port from now on
+        // (the port first, then the count: see unported_connects).
+        if (begin) {
+            if (placed) count_down(p->unported);
+            return;
+        }
+        if (!placed) count_down(p->unported); // it never left the count
+        count_down(p->connects);
+        return;
     }
     if (begin) {
         p->connects.fetch_add(1, std::memory_order_acq_rel);
+        p->unported.fetch_add(1, std::memory_order_seq_cst);
         p->deadline_ns.store(now_ns() + kPendingTtlNs, std::memory_order_release);
-    } else if (p->connects.load(std::memory_order_acquire) > 0) {
-        p->connects.fetch_sub(1, std::memory_order_acq_rel);
+    } else {
+        count_down(p->connects);
+        count_down(p->unported);
     }
 }
 

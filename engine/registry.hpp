@@ -44,7 +44,10 @@ struct Entry {
 
 struct Pending {
     std::atomic<uint64_t> connects;    // SMC connects announced, not yet finished
-    std::atomic<uint64_t> deadline_ns; // CLOCK_MONOTONIC: after this, ignore `connects`
+    std::atomic<uint64_t> deadline_ns; // CLOCK_MONOTONIC: after this, ignore both counts
+    // Of those, the ones whose client port is not in `ports` (yet): between
+    // connect() and the port's announcement, or no slot was free.
+    std::atomic<uint64_t> unported;
     // Which connections: the client ports of announced connects, as
     // port << 48 | expiry (CLOCK_MONOTONIC ms), open addressing by port.
     // (The kernel knows per connection from the SYN's SMC option; this is
@@ -87,6 +90,10 @@ class Listener {
     void set_flag(uint32_t flag, bool on);
     // Clients that announced an SMC connect and have not finished it.
     uint64_t pending_connects() const;
+    // Of those, the ones whose client port is not known: a connection from
+    // a port not announced may still be one of them. (Read it before
+    // expects_port: a client announces its port, then leaves this count.)
+    uint64_t unported_connects() const;
     // Whether the connection from client port `port` was announced.
     bool expects_port(uint16_t port) const;
     void withdraw();

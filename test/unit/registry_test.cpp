@@ -130,12 +130,37 @@ TEST_CASE("pending connects: announced by clients, expire, never below zero") {
     auto nobody = v4("127.0.0.1", 7001);
     // Which connection: by client port, until finished.
     registry::announce_pending(sa(addr), sizeof addr, true);
+    CHECK(l.unported_connects() == 1); // between connect() and the port
     registry::announce_pending(sa(addr), sizeof addr, true, 40001);
+    CHECK(l.unported_connects() == 0);
+    CHECK(l.pending_connects() == 1);
     CHECK(l.expects_port(40001));
     CHECK_FALSE(l.expects_port(40002));
     CHECK_FALSE(l.expects_port(40001 + 2048)); // same slot, other port
     registry::announce_pending(sa(addr), sizeof addr, false, 40001);
     CHECK_FALSE(l.expects_port(40001));
+    CHECK(l.pending_connects() == 0);
+    CHECK(l.unported_connects() == 0);
+    // A connect that failed before its port was known leaves both counts.
+    registry::announce_pending(sa(addr), sizeof addr, true);
+    registry::announce_pending(sa(addr), sizeof addr, false);
+    CHECK(l.pending_connects() == 0);
+    CHECK(l.unported_connects() == 0);
+    // No free slot for the port (8 probes, all taken by live ports): the
+    // connect stays unported (servers give unknown ports their grace) until
+    // it ends.
+    for (uint16_t i = 0; i < 8; ++i) {
+        registry::announce_pending(sa(addr), sizeof addr, true);
+        registry::announce_pending(sa(addr), sizeof addr, true, uint16_t(41000 + i));
+    }
+    registry::announce_pending(sa(addr), sizeof addr, true);
+    registry::announce_pending(sa(addr), sizeof addr, true, uint16_t(41000 + 2048));
+    CHECK_FALSE(l.expects_port(41000 + 2048));
+    CHECK(l.unported_connects() == 1);
+    registry::announce_pending(sa(addr), sizeof addr, false, uint16_t(41000 + 2048));
+    CHECK(l.unported_connects() == 0);
+    for (uint16_t i = 0; i < 8; ++i)
+        registry::announce_pending(sa(addr), sizeof addr, false, uint16_t(41000 + i));
     CHECK(l.pending_connects() == 0);
     registry::announce_pending(sa(nobody), sizeof nobody, true); // no listener: nothing happens
 }
