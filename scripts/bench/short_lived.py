@@ -9,6 +9,9 @@ series. Columns, in the same run, order rotated each round, median of N:
   on+delay       limit_smc_hs = true and every server handshake delayed
                  (testonly_server_handshake_delay_ms): the congested regime
   off+delay      the same delay without the bypass: what the series fixed
+  shim           both under usmc-run with mode = "tcp" (intercept, never SMC):
+                 what interposition alone costs, the floor of every bypass
+                 (not run by default: --variants ...,shim)
 
 Reports req/s, the ratio to TCP, wrk's socket errors, the kernel's listen
 overflows/drops (nstat) during the run, and how nginx's connections ended
@@ -33,7 +36,9 @@ VARIANTS = {
     "on": "limit_smc_hs = true\n",
     "on+delay": "limit_smc_hs = true\ntestonly_server_handshake_delay_ms = {delay}\n",
     "off+delay": "limit_smc_hs = false\ntestonly_server_handshake_delay_ms = {delay}\n",
+    "shim": 'mode = "tcp"\n',
 }
+DEFAULT_VARIANTS = ["tcp", "off", "on", "on+delay", "off+delay"]
 
 
 def nstat():
@@ -58,7 +63,7 @@ def main():
     p.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     p.add_argument("--connections", default="1000,10000")
     p.add_argument("--delay-ms", type=int, default=5, help="injected server handshake delay")
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     args = p.parse_args()
     conns = [int(c) for c in args.connections.split(",")]
     names = args.variants.split(",")
