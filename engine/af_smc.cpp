@@ -278,6 +278,10 @@ bool is_listener(int fd) {
 Closed on_close(int fd) {
     Closed closed;
     if (!in_table(fd)) return closed;
+    // An epoll set closed with SMC registrations still counted: the next set
+    // to get its number must not spin for them. (Only with busy polling.)
+    if (auto* sets = g_epoll_smc; sets && sets[fd].load(std::memory_order_relaxed) != 0)
+        sets[fd].store(0, std::memory_order_relaxed);
     // Most closes are of fds usmc holds nothing for: two loads, no stores.
     if (g_listeners[fd].load(std::memory_order_acquire) == nullptr &&
         slot(fd).load(std::memory_order_acquire) == nullptr)

@@ -209,6 +209,40 @@ s.close()
               f"{name}: the reader's first read got {got!r} after {took} s (want {want!r} within "
               f"{t_min}-{t_max} s), SMC-D ({d})")
 
+    # An epoll set closed while it still held an SMC connection: the next
+    # set that gets its number (holding only a pipe) must not busy-poll.
+    before = env.stats()
+    server = env.start(env.wrap([PYTHON, "-c", """
+import os, select, socket, sys
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+c.recv(1)  # blocking, no timeout: no poll() of ours counts a spin
+a = select.epoll(); a.register(c, select.EPOLLIN)
+n = a.fileno(); a.close()  # closed with the connection still in it
+b = select.epoll(); r, w = os.pipe(); b.register(r, select.EPOLLIN)
+print("reused" if b.fileno() == n else "other", flush=True)
+sys.stdin.readline()
+for _ in range(20):
+    b.poll(0.01)
+print("done", flush=True)
+"""], "-c", busy), stdin=subprocess.PIPE)
+    port = int(server.stdout.readline())
+    client = env.start(env.wrap([PYTHON, "-c", f"""
+import socket, time
+s = socket.socket(); s.connect(("127.0.0.1", {port})); s.send(b"g"); time.sleep(5)
+"""], "-c", busy))
+    reused = server.stdout.readline().strip()
+    mid = env.stats()
+    server.stdin.write("go\n")
+    server.stdin.flush()
+    done = server.stdout.readline().strip()
+    after = env.stats()
+    spins = sum(after[k] - mid[k] for k in ("busy_poll_hits", "busy_poll_misses"))
+    env.stop(client)
+    env.stop(server)
+    check(reused == "reused" and done == "done" and spins == 0 and mid["conn_smcd"] - before["conn_smcd"] == 2,
+          f"a closed epoll set's number, reused without SMC fds, does not spin ({reused}, {spins} spins)")
+
     # A writer waiting in poll(POLLOUT) on a full ring. The peer's wake-ups
     # that free no space (its shutdown) must not end the wait early: poll
     # returning 0 before its timeout reads as "timed out" (Python's sendall
