@@ -72,8 +72,8 @@ struct SmcConn {
     std::atomic<int> fd_refs{1};       // descriptors of this process naming the connection (dup)
     std::atomic<bool> nonblock{false}; // O_NONBLOCK, followed through fcntl/ioctl
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
-    uid_t peer_uid = 0;
-    uint64_t fork_gen = 0; // af_smc's marker: counted in this fork already
+    uid_t peer_uid = ism::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
+    uint64_t fork_gen = 0;              // af_smc's marker: counted in this fork already
     std::mutex epoll_mu;
     // The epoll sets our eventfds are in. Event loops (ae, libevent) add,
     // modify and delete a descriptor around every request; each application

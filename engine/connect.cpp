@@ -24,18 +24,17 @@ std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
 ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
                                     const HandshakeConfig& cfg) {
     SmcConn* conn = &c;
-    errno = 0;
-    auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
-    if (!own) // nothing sent yet: plain TCP as is
-        return Fallback{errno == EMFILE ? fallback::FDLIMIT : fallback::MEM, 0};
-    conn->rx = *own;
+    // Our DMB is made (or reused) at attach time, when the server's user is
+    // known; whether it would fit is asked now, while nothing is sent yet
+    // and plain TCP costs nothing.
+    if (!dev.has_room(cfg.dmb_size)) return Fallback{fallback::MEM, 0};
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
     // On failure the connection gives back what the handshake took; its own
     // eventfds stay (the caller may have them in epoll sets).
     auto fail = [&](ConnectResult r) {
-        dev.release(conn->rx, static_cast<uid_t>(-1));
+        dev.release(conn->rx, conn->peer_uid);
         conn->rx = ism::Dmb{};
         if (conn->tx.valid()) ism::unmap(conn->tx);
         for (int* pfd : {&conn->peer_rx_event, &conn->peer_tx_event}) {
@@ -86,13 +85,26 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     const auto& accept = std::get<clc::AcceptConfirmD>(decoded);
     uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
 
-    ism::Fds ours{conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event};
+    uint32_t no_dmb = 0; // why our DMB could not be had, if that ended the attach
+    auto ours = [&](uid_t server_uid) -> std::optional<ism::Fds> {
+        errno = 0;
+        auto own = dev.allocate(cfg.dmb_size, server_uid);
+        if (!own) {
+            no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+            return std::nullopt;
+        }
+        conn->rx = *own;
+        conn->peer_uid = server_uid;
+        return ism::Fds{conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event};
+    };
     auto peer = ism::attach(accept.gid, accept.token, ours, cfg.attach_timeout_ms);
     std::optional<ism::Dmb> peer_dmb;
     if (peer && peer->fds.dmb_size == peer_size)
         peer_dmb = ism::map_peer_dmb(peer->fds.dmb, peer_size);
     if (!peer_dmb) {
-        uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::INTERR;
+        uint32_t reason = no_dmb            ? no_dmb
+                          : errno == EMFILE ? uint32_t{fallback::FDLIMIT}
+                                            : uint32_t{fallback::INTERR};
         if (peer) ism::close_fds(peer->fds);
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});

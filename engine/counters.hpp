@@ -26,6 +26,8 @@ namespace usmc::counters {
     X(notifications, "wake-ups sent to a waiting peer (system calls)")                             \
     X(notifications_suppressed, "wake-ups not needed: the peer was not waiting")                   \
     X(cursor_updates, "cursor publications in shared memory")                                      \
+    X(dmb_created, "DMBs created (new shared memory)")                                             \
+    X(dmb_reused, "DMBs reused for a peer of the same user")                                       \
     X(late_proposals, "CLC Proposals declined after the connection went TCP")                      \
     X(handshakes_inflight, "gauge: server handshakes queued or running")                           \
     X(accept_queue, "gauge: SMC connections handshaken, not yet accepted")                         \

@@ -1,6 +1,7 @@
 #include "engine/ism.hpp"
 
 #include "engine/cdc.hpp"
+#include "engine/runtime.hpp"
 
 #include "engine/sys.hpp"
 
@@ -97,7 +98,7 @@ size_t Device::spare_count() const {
 std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     std::lock_guard lock(mu_);
     sweep_waiting();
-    for (size_t i = 0; i < free_.size(); ++i) {
+    for (size_t i = 0; peer_uid != kUnknownPeer && i < free_.size(); ++i) {
         if (free_[i].dmb.size == size && free_[i].last_peer == peer_uid) {
             Dmb d = free_[i].dmb;
             free_.erase(free_.begin() + static_cast<long>(i));
@@ -106,6 +107,7 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
                 std::memset(d.base, 0, d.size);
             d.token = random64();
             init_control(d);
+            runtime::count(counters::dmb_reused);
             return d;
         }
     }
@@ -119,23 +121,36 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     }
     if (in_use_ + size > max_memory_) return std::nullopt;
     auto d = create_dmb(size);
-    if (d) in_use_ += size;
+    if (d) {
+        in_use_ += size;
+        runtime::count(counters::dmb_created);
+    }
     return d;
 }
 
 void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     if (!dmb.valid()) return;
     std::lock_guard lock(mu_);
-    if (reusable && free_.size() < kMaxFreeDmbs) {
+    bool known = peer_uid != kUnknownPeer;
+    if (known && reusable && free_.size() < kMaxFreeDmbs) {
         free_.push_back({dmb, peer_uid});
         return;
     }
-    if (!reusable && waiting_.size() < kMaxFreeDmbs) {
+    if (known && !reusable && waiting_.size() < kMaxFreeDmbs) {
         waiting_.push_back({dmb, peer_uid});
         return;
     }
     in_use_ -= dmb.size;
     unmap(dmb);
+}
+
+bool Device::has_room(uint32_t size) const {
+    std::lock_guard lock(mu_);
+    uint64_t spare = 0;
+    for (auto* list : {&free_, &waiting_})
+        for (const auto& f : *list)
+            spare += f.dmb.size;
+    return in_use_ - spare + size <= max_memory_;
 }
 
 uint64_t Device::memory_in_use() const {

@@ -39,6 +39,10 @@ std::optional<Dmb> create_dmb(uint32_t size);
 std::optional<Dmb> map_peer_dmb(int fd, uint32_t size);
 void unmap(Dmb& dmb); // unmaps and closes
 
+// A peer whose user is not known (a handshake that failed before or
+// during the attach): its DMB is never reused.
+constexpr uid_t kUnknownPeer = static_cast<uid_t>(-1);
+
 class Device {
   public:
     explicit Device(uint64_t max_memory);
@@ -46,6 +50,9 @@ class Device {
     uint64_t gid() const { return gid_; }
     // A DMB for a connection to a peer of `peer_uid`; nullopt past the memory
     // cap (the connection then declines with MAX_DMB / MEM and runs as TCP).
+    // A freed DMB is reused only for a peer of the same user: an old peer
+    // may keep its mapping, and must never see another user's bytes. With
+    // kUnknownPeer it is always a new one.
     std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid);
     // `reusable`: the peer is known to be done writing into it (its close or
     // abort flag is in the control line, or it never had it). Otherwise a
@@ -58,6 +65,8 @@ class Device {
     // DMBs held for reuse: ready, and waiting for their old peer's close.
     size_t spare_count() const;
     uint64_t memory_in_use() const;
+    // Whether a DMB of `size` fits under the cap now (spares count as room).
+    bool has_room(uint32_t size) const;
 
   private:
     struct Free {

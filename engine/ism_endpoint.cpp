@@ -256,7 +256,9 @@ void Endpoint::withdraw(uint64_t token) {
     offers_.erase(it);
 }
 
-std::optional<PeerFds> attach(uint64_t gid, uint64_t token, const Fds& ours, int timeout_ms) {
+std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
+                              const std::function<std::optional<Fds>(uid_t)>& ours,
+                              int timeout_ms) {
     int s = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) return std::nullopt;
     timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -265,21 +267,25 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token, const Fds& ours, int
     sockaddr_un sun;
     socklen_t len = endpoint_address(gid, sun);
     std::optional<PeerFds> result;
-    Request req{kMagic, ours.dmb_size, token};
-    int out[kFdCount] = {ours.dmb, ours.rx_event, ours.tx_event};
-    Reply reply{};
-    int in[kFdCount];
+    ucred cred{};
+    socklen_t clen = sizeof cred;
+    std::optional<Fds> mine;
+    // The endpoint's owner (who listen()ed on it) is the process that will
+    // map our DMB: known from connect() on, before any descriptor goes out.
     if (sys::real().connect(s, reinterpret_cast<sockaddr*>(&sun), len) == 0 &&
-        send_with_fds(s, &req, sizeof req, out, kFdCount)) {
+        sys::real().getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
+        (mine = ours(cred.uid))) {
+        Request req{kMagic, mine->dmb_size, token};
+        int out[kFdCount] = {mine->dmb, mine->rx_event, mine->tx_event};
+        Reply reply{};
+        int in[kFdCount];
         // A refusal carries no descriptors; an acceptance exactly three.
-        if (recv_with_fds(s, &reply, sizeof reply, in, true) && reply.magic == kMagic &&
+        if (send_with_fds(s, &req, sizeof req, out, kFdCount) &&
+            recv_with_fds(s, &reply, sizeof reply, in, true) && reply.magic == kMagic &&
             reply.status == 0) {
             PeerFds peer;
             peer.fds = {in[0], reply.dmb_size, in[1], in[2]};
-            ucred cred{};
-            socklen_t clen = sizeof cred;
-            if (sys::real().getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
-                plausible(peer.fds)) {
+            if (plausible(peer.fds)) {
                 peer.pid = cred.pid;
                 peer.uid = cred.uid;
                 result = peer;
@@ -288,7 +294,9 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token, const Fds& ours, int
             }
         }
     }
+    int saved = errno;
     sys::real().close(s);
+    errno = saved;
     return result;
 }
 

@@ -9,6 +9,7 @@
 // token the endpoint gives nothing.
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -69,9 +70,13 @@ class Endpoint {
     std::map<uint64_t, Offer> offers_;
 };
 
-// Client side: attach to endpoint `gid` with `token`, giving `ours`.
-// Returns the server's descriptors, or nullopt (no such endpoint, token
-// refused, malformed answer, timeout).
-std::optional<PeerFds> attach(uint64_t gid, uint64_t token, const Fds& ours, int timeout_ms);
+// Client side: attach to endpoint `gid` with `token`. `ours(uid)` gives our
+// descriptors once the kernel has said who owns the endpoint (SO_PEERCRED):
+// the DMB can then be one this side used before with a peer of that user
+// (ism::Device reuses DMBs only for the same peer uid); nullopt from it
+// ends the attach. Returns the server's descriptors, or nullopt (no such
+// endpoint, token refused, malformed answer, timeout, `ours` failed).
+std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
+                              const std::function<std::optional<Fds>(uid_t)>& ours, int timeout_ms);
 
 } // namespace usmc::ism

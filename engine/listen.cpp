@@ -27,7 +27,8 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
 
     auto conn = std::make_unique<SmcConn>();
     errno = 0;
-    auto own = dev.allocate(cfg.dmb_size, static_cast<uid_t>(-1));
+    auto own =
+        dev.allocate(cfg.dmb_size, ism::kUnknownPeer); // (the client's user is not known yet)
     if (!own) {
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
@@ -39,7 +40,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     conn->autocorking_size = cfg.autocorking_size;
     auto fail = [&](HandshakeResult res) {
         ep.withdraw(conn->rx.token);
-        smc_conn_release(*conn, dev, static_cast<uid_t>(-1));
+        smc_conn_release(*conn, dev, ism::kUnknownPeer); // it may have been attached: never reused
         return res;
     };
     if (!smc_conn_init_events(*conn)) {
@@ -84,6 +85,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
         return fail(-ECONNRESET);
     }
     conn->tx = *peer_dmb;
+    conn->peer_uid = peer->uid; // our DMB, once released, is reused only for this user
     conn->peer_rx_event = peer->fds.rx_event;
     conn->peer_tx_event = peer->fds.tx_event;
     return conn;

@@ -434,6 +434,22 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
     auto other = dev.allocate(64 * 1024, 2000); // another user's peer: not the old DMB
     REQUIRE(other);                             // (the free one was dropped to make room)
     CHECK(inode(other->fd) != old_inode);
+    // A DMB whose peer's user is unknown (a handshake that failed around the
+    // attach: that peer may hold it) is never reused, nor is one reused for
+    // an unknown peer.
+    ino_t other_inode = inode(other->fd);
+    dev.release(*other, ism::kUnknownPeer);
+    auto unknown = dev.allocate(64 * 1024, ism::kUnknownPeer);
+    REQUIRE(unknown);
+    CHECK(inode(unknown->fd) != other_inode);
+    ino_t unknown_inode = inode(unknown->fd);
+    dev.release(*unknown, 1000);
+    auto for_unknown = dev.allocate(64 * 1024, ism::kUnknownPeer);
+    REQUIRE(for_unknown);
+    CHECK(inode(for_unknown->fd) != unknown_inode);
+    CHECK_FALSE(dev.has_room(64 * 1024)); // d2, d3 and this one: the cap
+    dev.release(*for_unknown, 2000);
+    CHECK(dev.has_room(64 * 1024)); // a spare counts as room
     CHECK(dev.gid() != 0);
     CHECK_FALSE(ism::create_dmb(1000));    // below 16 KiB
     CHECK_FALSE(ism::create_dmb(2 << 20)); // above 1 MiB

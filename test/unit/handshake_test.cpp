@@ -268,13 +268,24 @@ TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor"
     ep->offer(42, {mine->fd, mine->size, tmp.rx_event, tmp.tx_event});
     int before = open_fds();
     auto other = ism::create_dmb(16384);
-    ism::Fds theirs{other->fd, other->size, tmp.rx_event, tmp.tx_event};
-    CHECK_FALSE(ism::attach(dev.gid(), 43, theirs, 500));         // wrong token
-    CHECK_FALSE(ism::attach(dev.gid() + 1, 42, theirs, 500));     // no such endpoint
-    ism::Fds lying{other->fd, 65536, tmp.rx_event, tmp.tx_event}; // size does not match the file
+    uid_t asked_for = 12345;
+    auto theirs = [&](uid_t uid) -> std::optional<ism::Fds> {
+        asked_for = uid;
+        return ism::Fds{other->fd, other->size, tmp.rx_event, tmp.tx_event};
+    };
+    CHECK_FALSE(ism::attach(dev.gid(), 43, theirs, 500));     // wrong token
+    CHECK_FALSE(ism::attach(dev.gid() + 1, 42, theirs, 500)); // no such endpoint
+    auto lying = [&](uid_t) -> std::optional<ism::Fds> {      // size does not match the file
+        return ism::Fds{other->fd, 65536, tmp.rx_event, tmp.tx_event};
+    };
     CHECK_FALSE(ism::attach(dev.gid(), 42, lying, 500));
+    auto none = [](uid_t) -> std::optional<ism::Fds> { return std::nullopt; };
+    CHECK_FALSE(ism::attach(dev.gid(), 42, none, 500)); // no DMB for us: nothing is sent
+    asked_for = 12345;
     auto ok = ism::attach(dev.gid(), 42, theirs, 500);
     REQUIRE(ok);
+    CHECK(asked_for == getuid()); // the endpoint owner's user, before our DMB went out
+    CHECK(ok->uid == getuid());
     CHECK(ok->fds.dmb_size == 16384);
     CHECK(ok->pid == getpid());
     CHECK_FALSE(ism::attach(dev.gid(), 42, theirs, 500)); // single use
