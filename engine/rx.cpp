@@ -240,7 +240,7 @@ bool smc_check_peer(SmcConn& c) {
     ssize_t n = sys::real().recv(c.tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         log::debug("fd {}: the peer's TCP socket is gone ({})", c.tcp_fd,
-                   n == 0 ? "end of stream" : strerror(errno));
+                   n == 0 ? 0 : errno); // (0: end of stream)
         c.peer_gone.store(true, std::memory_order_release);
         return true;
     }
