@@ -307,7 +307,9 @@ print("accepted", flush=True)
         mask, took, after = (int(f[1], 16), float(f[3]), f[5]) if len(f) == 6 else (0, 99.0, out)
         d = env.stats()["conn_smcd"] - before["conn_smcd"]
         if name == "shutdown then read":
-            ok = mask & select.POLLOUT and 0.4 <= took < 3 and after == "sent"
+            # (The bug returned 0 mid-wait: mask 0. No lower bound on the
+            # time: a writer descheduled while filling starts waiting late.)
+            ok = mask & select.POLLOUT and took < 3 and after == "sent"
         else:
             ok = mask != 0 and took < 1.5 and after == "EPIPE"
         check(bool(ok) and d == 2 and full[:1] == ["full"],
