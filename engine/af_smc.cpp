@@ -44,7 +44,7 @@ bool ensure_engine(bool need_endpoint) {
     std::lock_guard lock(g_engine_mu);
     const auto& cfg = runtime::get().cfg;
     if (!g_engine.dev) g_engine.dev = new ism::Device(cfg.max_dmb_memory);
-    if (need_endpoint && !g_engine.ep) g_engine.ep = ism::Endpoint::start(g_engine.dev->gid());
+    if (need_endpoint && !g_engine.ep) g_engine.ep = ism::Endpoint::start(*g_engine.dev);
     return !need_endpoint || g_engine.ep != nullptr;
 }
 
@@ -93,13 +93,16 @@ void fold_counters(SmcConn* c) {
 }
 
 // Our copies of the descriptors and mappings, without touching the peer or
-// the DMB pool (another process may still use them).
+// the DMB pool (another process may still use them). The peer's DMB may be
+// a mapping our device caches: it goes back there.
 void drop_local(SmcConn* c) {
     for (int* fd : {&c->rx_event, &c->tx_event, &c->peer_rx_event, &c->peer_tx_event}) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }
     ism::unmap(c->rx);
+    std::lock_guard lock(g_engine_mu);
+    if (g_engine.dev) g_engine.dev->unmap_peer(c->tx);
     ism::unmap(c->tx);
 }
 
@@ -127,11 +130,13 @@ void release(SmcConn* c) {
         // means an abort, as TCP answers with a reset.
         if (c->fork_gen) c->adopt_published();
         smc_close(*c, smc_rx_available(*c) > 0);
-        std::lock_guard lock(g_engine_mu);
-        if (g_engine.dev)
+        std::unique_lock lock(g_engine_mu);
+        if (g_engine.dev) {
             smc_conn_release(*c, *g_engine.dev, c->peer_uid);
-        else
+        } else {
+            lock.unlock();
             drop_local(c);
+        }
     } else {
         drop_local(c);
     }

@@ -36,7 +36,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     auto fail = [&](ConnectResult r) {
         dev.release(conn->rx, conn->peer_uid);
         conn->rx = ism::Dmb{};
-        if (conn->tx.valid()) ism::unmap(conn->tx);
+        dev.unmap_peer(conn->tx);
         for (int* pfd : {&conn->peer_rx_event, &conn->peer_tx_event}) {
             if (*pfd >= 0) sys::real().close(*pfd);
             *pfd = -1;
@@ -99,8 +99,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     };
     auto peer = ism::attach(accept.gid, accept.token, ours, cfg.attach_timeout_ms);
     std::optional<ism::Dmb> peer_dmb;
-    if (peer && peer->fds.dmb_size == peer_size)
-        peer_dmb = ism::map_peer_dmb(peer->fds.dmb, peer_size);
+    if (peer && peer->fds.dmb_size == peer_size) peer_dmb = dev.map_peer(peer->fds.dmb, peer_size);
     if (!peer_dmb) {
         uint32_t reason = no_dmb            ? no_dmb
                           : errno == EMFILE ? uint32_t{fallback::FDLIMIT}
@@ -136,7 +135,7 @@ void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
         dev.release(c.rx, peer_uid, peer_done);
     }
     c.rx = ism::Dmb{};
-    if (c.tx.valid()) ism::unmap(c.tx);
+    dev.unmap_peer(c.tx);
 }
 
 } // namespace usmc

@@ -28,6 +28,7 @@ namespace usmc::counters {
     X(cursor_updates, "cursor publications in shared memory")                                      \
     X(dmb_created, "DMBs created (new shared memory)")                                             \
     X(dmb_reused, "DMBs reused for a peer of the same user")                                       \
+    X(peer_maps_reused, "peer DMBs found mapped already (no mmap)")                                \
     X(late_proposals, "CLC Proposals declined after the connection went TCP")                      \
     X(handshakes_inflight, "gauge: server handshakes queued or running")                           \
     X(accept_queue, "gauge: SMC connections handshaken, not yet accepted")                         \

@@ -18,6 +18,7 @@ namespace {
 constexpr size_t kMaxFreeDmbs = 64;
 constexpr uint32_t kMinDmb = 16 << 10;
 constexpr uint32_t kMaxDmb = 1 << 20;
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 void init_control(Dmb& d) {
     auto* c = d.control();
@@ -35,9 +36,9 @@ uint64_t random64() {
 
 std::optional<Dmb> create_dmb(uint32_t size) {
     if (size < kMinDmb || size > kMaxDmb) return std::nullopt;
-    int fd = sys::place_high_strict(memfd_create("usmc-dmb", MFD_CLOEXEC));
+    int fd = sys::place_high_strict(memfd_create("usmc-dmb", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (fd < 0) return std::nullopt;
-    if (ftruncate(fd, size) != 0) {
+    if (ftruncate(fd, size) != 0 || fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
         sys::real().close(fd);
         return std::nullopt;
     }
@@ -51,17 +52,26 @@ std::optional<Dmb> create_dmb(uint32_t size) {
     return d;
 }
 
-std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
-    struct stat st;
+namespace {
+// The identity and size check of a peer's DMB descriptor.
+bool peer_dmb_ok(int fd, uint32_t size, struct stat& st) {
     if (size < kMinDmb || size > kMaxDmb || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_size != static_cast<off_t>(size))
-        return std::nullopt;
+        return false;
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & kSizeSeals) == kSizeSeals;
+}
+} // namespace
+
+std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
+    struct stat st;
+    if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return std::nullopt;
     // The mapping keeps the memory; the descriptor would only count against
     // the application's RLIMIT_NOFILE.
     sys::real().close(fd);
-    return Dmb{-1, static_cast<uint8_t*>(p), size, 0};
+    return Dmb{-1, static_cast<uint8_t*>(p), size, 0, static_cast<uint64_t>(st.st_ino)};
 }
 
 void unmap(Dmb& d) {
@@ -98,13 +108,19 @@ size_t Device::spare_count() const {
 std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     std::lock_guard lock(mu_);
     sweep_waiting();
-    for (size_t i = 0; peer_uid != kUnknownPeer && i < free_.size(); ++i) {
+    // The most recently freed first: its pages are warm, and the peer most
+    // likely still has it mapped (Device::map_peer's cache).
+    for (size_t i = free_.size(); peer_uid != kUnknownPeer && i-- > 0;) {
         if (free_[i].dmb.size == size && free_[i].last_peer == peer_uid) {
             Dmb d = free_[i].dmb;
             free_.erase(free_.begin() + static_cast<long>(i));
             // Zero it: the new peer must not see the old connection's bytes.
-            if (fallocate(d.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, d.size) != 0)
-                std::memset(d.base, 0, d.size);
+            // Its old peer wrote only up to the producer cursor it published
+            // (held bytes are published at close); a short-lived connection
+            // touched a few hundred bytes of the ring, not all of it.
+            cdc::Cursor hi = cdc::unpack_prod(d.control()->prod.load(std::memory_order_acquire));
+            uint32_t used = hi.wrap == 0 && hi.count < d.ring_size() ? hi.count : d.ring_size();
+            std::memset(d.ring(), 0, used);
             d.token = random64();
             init_control(d);
             runtime::count(counters::dmb_reused);
@@ -151,6 +167,60 @@ bool Device::has_room(uint32_t size) const {
         for (const auto& f : *list)
             spare += f.dmb.size;
     return in_use_ - spare + size <= max_memory_;
+}
+
+std::optional<Dmb> Device::map_peer(int fd, uint32_t size) {
+    struct stat st;
+    if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
+    uint64_t key = static_cast<uint64_t>(st.st_ino);
+    {
+        std::lock_guard lock(mu_);
+        auto it = peer_maps_.find(key);
+        if (it != peer_maps_.end() && it->second.dev == st.st_dev && it->second.dmb.size == size) {
+            if (it->second.refs++ == 0) idle_peer_maps_.erase(it->second.idle);
+            sys::real().close(fd);
+            runtime::count(counters::peer_maps_reused);
+            return it->second.dmb;
+        }
+    }
+    auto d = map_peer_dmb(fd, size);
+    if (!d) return d;
+    std::lock_guard lock(mu_);
+    auto [it, fresh] = peer_maps_.try_emplace(key);
+    // (Another thread mapped the same file meanwhile, or an inode of
+    // another device: the new mapping then stays out of the cache.)
+    if (!fresh) return d;
+    it->second.dmb = *d;
+    it->second.dev = st.st_dev;
+    it->second.refs = 1;
+    return d;
+}
+
+void Device::unmap_peer(Dmb& dmb) {
+    if (!dmb.valid()) return;
+    {
+        std::lock_guard lock(mu_);
+        auto it = peer_maps_.find(dmb.ino);
+        if (it != peer_maps_.end() && it->second.dmb.base == dmb.base) {
+            if (it->second.refs > 0 && --it->second.refs == 0) {
+                it->second.idle = idle_peer_maps_.insert(idle_peer_maps_.end(), dmb.ino);
+                while (idle_peer_maps_.size() > kMaxIdlePeerMaps) {
+                    auto old = peer_maps_.find(idle_peer_maps_.front());
+                    idle_peer_maps_.pop_front();
+                    unmap(old->second.dmb);
+                    peer_maps_.erase(old);
+                }
+            }
+            dmb = Dmb{};
+            return;
+        }
+    }
+    unmap(dmb);
+}
+
+size_t Device::idle_peer_maps() const {
+    std::lock_guard lock(mu_);
+    return idle_peer_maps_.size();
 }
 
 uint64_t Device::memory_in_use() const {

@@ -7,13 +7,26 @@
 // Reuse: a freed DMB is kept for a later connection only to a peer of the
 // same uid as its last peer (same-uid processes can read each other's memory
 // anyway; another user's process might still have the old mapping). Reused
-// DMBs are zeroed (pages punched out of the memfd).
+// DMBs are zeroed (memset, as the kernel's smc_buf_get_slot reuse does: its
+// pages stay resident, where punching them out cost a fault per page).
+//
+// A DMB's size is sealed (F_SEAL_SHRINK | F_SEAL_GROW): the mapping side
+// checks the seals, so a peer cannot truncate the file under our mapping
+// and turn our next access into SIGBUS.
+//
+// Peer mappings are cached by the file's identity: a peer that reuses its
+// DMB for our next connection sends the same memfd again, and we use the
+// mapping we have instead of mmap/munmap and a page fault per page touched.
+// The mapping holds the file, so its inode number cannot be recycled while
+// it is cached.
 #include "engine/cdc.hpp"
 
 #include <cstdint>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <sys/types.h>
+#include <unordered_map>
 #include <vector>
 
 namespace usmc::ism {
@@ -23,6 +36,7 @@ struct Dmb {
     uint8_t* base = nullptr;
     uint32_t size = 0; // control line + ring
     uint64_t token = 0;
+    uint64_t ino = 0; // a peer's DMB: the file's inode (the mapping cache's key)
 
     bool valid() const { return base != nullptr; }
     cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }
@@ -32,10 +46,12 @@ struct Dmb {
 
 uint64_t random64(); // getrandom(): GIDs and tokens
 
-// A new DMB of `size` bytes (16 KiB .. 1 MiB).
+// A new DMB of `size` bytes (16 KiB .. 1 MiB), its size sealed.
 std::optional<Dmb> create_dmb(uint32_t size);
 // Maps a DMB descriptor received from a peer, after checking with fstat()
-// that it really is `size` bytes (a short file would fault on access).
+// that it really is `size` bytes and with F_GET_SEALS that it stays so (a
+// short file would fault on access). On success `fd` is closed (the
+// mapping keeps the memory); on failure it is left to the caller.
 std::optional<Dmb> map_peer_dmb(int fd, uint32_t size);
 void unmap(Dmb& dmb); // unmaps and closes
 
@@ -68,6 +84,17 @@ class Device {
     // Whether a DMB of `size` fits under the cap now (spares count as room).
     bool has_room(uint32_t size) const;
 
+    // A peer's DMB (the descriptor as map_peer_dmb), from the mapping
+    // cache when this file is mapped already; give it back with unmap_peer.
+    std::optional<Dmb> map_peer(int fd, uint32_t size);
+    // Done with a peer's DMB: it stays mapped for reuse (at most
+    // kMaxIdlePeerMaps idle mappings, least recently used go first). A
+    // mapping this device does not know (a forked child's inherited one)
+    // is unmapped.
+    void unmap_peer(Dmb& dmb);
+    size_t idle_peer_maps() const;
+    static constexpr size_t kMaxIdlePeerMaps = 64;
+
   private:
     struct Free {
         Dmb dmb;
@@ -78,6 +105,14 @@ class Device {
     uint64_t in_use_ = 0;
     std::vector<Free> free_;
     std::vector<Free> waiting_; // released before the old peer closed
+    struct PeerMap {
+        Dmb dmb;
+        dev_t dev;
+        uint32_t refs = 0;
+        std::list<uint64_t>::iterator idle; // valid while refs == 0
+    };
+    std::unordered_map<uint64_t, PeerMap> peer_maps_; // by inode
+    std::list<uint64_t> idle_peer_maps_;              // least recently used first
     mutable std::mutex mu_;
     void sweep_waiting(); // under mu_: those whose peer has closed become free
 };

@@ -143,10 +143,11 @@ void close_fds(Fds& f) {
     }
 }
 
-Endpoint* Endpoint::start(uint64_t gid) {
+Endpoint* Endpoint::start(Device& dev) {
     auto* e = new Endpoint();
+    e->dev_ = &dev;
     sockaddr_un sun;
-    socklen_t len = endpoint_address(gid, sun);
+    socklen_t len = endpoint_address(dev.gid(), sun);
     e->listen_fd_ = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (e->listen_fd_ < 0 ||
         sys::real().bind(e->listen_fd_, reinterpret_cast<sockaddr*>(&sun), len) != 0 ||
@@ -168,7 +169,10 @@ Endpoint::~Endpoint() {
     for (int fd : {listen_fd_, wake_[0], wake_[1]})
         if (fd >= 0) sys::real().close(fd);
     for (auto& [token, o] : offers_)
-        if (o.peer) close_fds(o.peer->fds);
+        if (o.done) {
+            close_fds(o.done->peer.fds);
+            dev_->release(o.done->ours, kUnknownPeer);
+        }
 }
 
 void Endpoint::abandon_after_fork() {
@@ -207,53 +211,77 @@ void Endpoint::handle(int conn) {
     peer.pid = cred.pid;
     peer.uid = cred.uid;
     Reply reply{kMagic, EACCES, 0, 0};
-    Fds ours;
+    OfferSpec spec;
     {
         std::lock_guard lock(mu_);
         auto it = offers_.find(req.token);
-        if (req.magic == kMagic && creds && it != offers_.end() && !it->second.peer &&
+        if (req.magic == kMagic && creds && it != offers_.end() && !it->second.taken &&
             plausible(peer.fds)) {
-            ours = it->second.ours;
+            it->second.taken = true;
+            spec = it->second.spec;
             reply.status = 0;
-            reply.dmb_size = ours.dmb_size;
-            it->second.peer = peer;
+        }
+    }
+    std::optional<Dmb> ours;
+    if (reply.status == 0) {
+        // Outside our lock: the device has its own, and a withdraw meanwhile
+        // is noticed below.
+        ours = dev_->allocate(spec.dmb_size, peer.uid);
+        if (!ours) reply.status = ENOMEM;
+    }
+    if (reply.status == 0) {
+        std::lock_guard lock(mu_);
+        auto it = offers_.find(req.token);
+        if (it == offers_.end()) {
+            reply.status = EACCES; // withdrawn while we took the DMB
+        } else {
+            it->second.done = Attached{peer, *ours};
         }
     }
     if (reply.status != 0) {
+        if (ours) dev_->release(*ours, kUnknownPeer);
         close_fds(peer.fds);
         send_with_fds(conn, &reply, sizeof reply, nullptr, 0);
         return;
     }
-    int out[kFdCount] = {ours.dmb, ours.rx_event, ours.tx_event};
+    reply.dmb_size = ours->size;
+    int out[kFdCount] = {ours->fd, spec.rx_event, spec.tx_event};
     send_with_fds(conn, &reply, sizeof reply, out, kFdCount);
     cv_.notify_all();
 }
 
-void Endpoint::offer(uint64_t token, const Fds& ours) {
+void Endpoint::offer(uint64_t token, const OfferSpec& spec) {
     std::lock_guard lock(mu_);
-    offers_[token] = Offer{ours, std::nullopt};
+    offers_[token] = Offer{spec, false, std::nullopt};
 }
 
-std::optional<PeerFds> Endpoint::wait_attached(uint64_t token, int timeout_ms) {
+std::optional<Attached> Endpoint::wait_attached(uint64_t token, int timeout_ms) {
     std::unique_lock lock(mu_);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     auto it = offers_.find(token);
-    while (it != offers_.end() && !it->second.peer) {
+    while (it != offers_.end() && !it->second.done) {
         if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
         it = offers_.find(token);
     }
     if (it == offers_.end()) return std::nullopt;
-    std::optional<PeerFds> peer = it->second.peer;
+    std::optional<Attached> done = it->second.done;
     offers_.erase(it);
-    return peer;
+    return done;
 }
 
 void Endpoint::withdraw(uint64_t token) {
-    std::lock_guard lock(mu_);
-    auto it = offers_.find(token);
-    if (it == offers_.end()) return;
-    if (it->second.peer) close_fds(it->second.peer->fds);
-    offers_.erase(it);
+    std::optional<Attached> done;
+    {
+        std::lock_guard lock(mu_);
+        auto it = offers_.find(token);
+        if (it == offers_.end()) return;
+        done = it->second.done;
+        offers_.erase(it);
+    }
+    if (done) {
+        close_fds(done->peer.fds);
+        dev_->release(done->ours, kUnknownPeer);
+    }
 }
 
 std::optional<PeerFds> attach(uint64_t gid, uint64_t token,

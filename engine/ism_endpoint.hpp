@@ -7,6 +7,8 @@
 // offered, unused token (single use), swapping descriptors both ways with
 // SCM_RIGHTS. Nothing is reachable by guessing: without the 64-bit random
 // token the endpoint gives nothing.
+#include "engine/ism.hpp"
+
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -36,17 +38,33 @@ struct PeerFds {
 
 void close_fds(Fds& f);
 
+// What the server offers under a token: a DMB of `dmb_size` (taken at
+// attach time) and its eventfds (they stay ours; the peer gets dups).
+struct OfferSpec {
+    uint32_t dmb_size = 0;
+    int rx_event = -1;
+    int tx_event = -1;
+};
+
+// A completed attach, server side: the peer's descriptors and our DMB.
+struct Attached {
+    PeerFds peer;
+    Dmb ours;
+};
+
 class Endpoint {
   public:
-    // Binds the endpoint for `gid` and starts its thread; nullptr on failure.
-    static Endpoint* start(uint64_t gid);
+    // Binds the endpoint for `dev`'s GID and starts its thread; nullptr on
+    // failure. Offered DMBs come from `dev`.
+    static Endpoint* start(Device& dev);
     ~Endpoint();
 
-    // Offers our descriptors under `token` (they stay ours; the peer gets dups).
-    void offer(uint64_t token, const Fds& ours);
-    // Waits until the peer attached under `token` (its descriptors), or
-    // `timeout_ms` passes. Withdraws the offer either way.
-    std::optional<PeerFds> wait_attached(uint64_t token, int timeout_ms);
+    void offer(uint64_t token, const OfferSpec& spec);
+    // Waits until the peer attached under `token`, or `timeout_ms` passes.
+    // Withdraws the offer either way.
+    std::optional<Attached> wait_attached(uint64_t token, int timeout_ms);
+    // Withdraws an offer; a DMB it took goes back to the device, never to
+    // be reused (the peer may have it mapped).
     void withdraw(uint64_t token);
 
     // In a forked child: the thread is gone; forget the endpoint without
@@ -59,9 +77,11 @@ class Endpoint {
     void handle(int conn);
 
     struct Offer {
-        Fds ours;
-        std::optional<PeerFds> peer;
+        OfferSpec spec;
+        bool taken = false; // an attach is being served for it
+        std::optional<Attached> done;
     };
+    Device* dev_ = nullptr;
     int listen_fd_ = -1;
     int wake_[2] = {-1, -1};
     std::thread thread_;

@@ -26,20 +26,19 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     }
 
     auto conn = std::make_unique<SmcConn>();
-    errno = 0;
-    auto own =
-        dev.allocate(cfg.dmb_size, ism::kUnknownPeer); // (the client's user is not known yet)
-    if (!own) {
-        uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
-        clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
-        return Fallback{reason, 0};
+    // Our DMB is taken when the client attaches and its user is known (see
+    // ism_endpoint.hpp); whether it would fit is asked now, while a Decline
+    // still costs nothing.
+    if (!dev.has_room(cfg.dmb_size)) {
+        clc::send_decline(fd, 0, fallback::MAX_DMB, cfg.clc_timeout_ms);
+        return Fallback{fallback::MAX_DMB, 0};
     }
-    conn->rx = *own;
+    uint64_t token = ism::random64();
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
     auto fail = [&](HandshakeResult res) {
-        ep.withdraw(conn->rx.token);
+        ep.withdraw(token);
         smc_conn_release(*conn, dev, ism::kUnknownPeer); // it may have been attached: never reused
         return res;
     };
@@ -48,14 +47,14 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});
     }
-    ep.offer(conn->rx.token, {conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event});
+    ep.offer(token, {cfg.dmb_size, conn->rx_event, conn->tx_event});
 
     clc::AcceptConfirmD accept;
     accept.type = clc::Type::Accept;
     accept.first_contact = false;
     accept.gid = dev.gid();
-    accept.token = conn->rx.token;
-    accept.dmbe_size_code = clc::size_to_code(conn->rx.size, clc::kMaxDmbeSizeCode);
+    accept.token = token;
+    accept.dmbe_size_code = clc::size_to_code(cfg.dmb_size, clc::kMaxDmbeSizeCode);
     accept.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
 
@@ -71,13 +70,18 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     }
     auto confirm = clc::decode_accept_confirm_d(c.bytes);
     // The client attached before sending Confirm, so its descriptors are here.
-    auto peer = ep.wait_attached(conn->rx.token, cfg.attach_timeout_ms);
+    auto attached = ep.wait_attached(token, cfg.attach_timeout_ms);
+    std::optional<ism::PeerFds> peer;
+    if (attached) {
+        conn->rx = attached->ours;
+        peer = attached->peer;
+    }
     std::optional<ism::Dmb> peer_dmb;
     if (peer && std::holds_alternative<clc::AcceptConfirmD>(confirm)) {
         const auto& cf = std::get<clc::AcceptConfirmD>(confirm);
         uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf.dmbe_size_code));
         if (cf.type == clc::Type::Confirm && cf.token != 0 && peer->fds.dmb_size == size)
-            peer_dmb = ism::map_peer_dmb(peer->fds.dmb, size);
+            peer_dmb = dev.map_peer(peer->fds.dmb, size);
     }
     if (!peer_dmb) {
         if (peer) ism::close_fds(peer->fds);

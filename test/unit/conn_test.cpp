@@ -416,7 +416,13 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
     REQUIRE(d3);
     CHECK_FALSE(dev.allocate(64 * 1024, 1000)); // past the cap
     CHECK(dev.memory_in_use() == 3 * 64 * 1024);
+    // The peer wrote two bytes and published them; a wrapped peer may have
+    // written anywhere.
     d1->ring()[0] = 0x5a;
+    d1->ring()[1] = 0x5b;
+    d1->control()->prod.store(cdc::pack_prod({0, 2}));
+    d2->ring()[d2->ring_size() - 1] = 0x5c;
+    d2->control()->prod.store(cdc::pack_prod({1, 0}));
     uint64_t old_token = d1->token;
     auto inode = [](int fd) {
         struct stat st;
@@ -429,7 +435,14 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
     REQUIRE(again);
     CHECK(inode(again->fd) == old_inode); // reused
     CHECK(again->ring()[0] == 0);         // zeroed
+    CHECK(again->ring()[1] == 0);
+    CHECK(again->control()->prod.load() == 0);
     CHECK(again->token != old_token);
+    dev.release(*d2, 1000);
+    auto wrapped = dev.allocate(64 * 1024, 1000);
+    REQUIRE(wrapped);
+    CHECK(wrapped->ring()[wrapped->ring_size() - 1] == 0);
+    d2 = wrapped;
     dev.release(*again, 1000);
     auto other = dev.allocate(64 * 1024, 2000); // another user's peer: not the old DMB
     REQUIRE(other);                             // (the free one was dropped to make room)

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -93,7 +94,7 @@ TEST_CASE("classify: Proposal, other first bytes, silence, partial headers") {
 TEST_CASE("handshake between two threads: SMC-D up, data both ways, TCP stream untouched") {
     TcpPair t;
     ism::Device server_dev(8 << 20), client_dev(8 << 20);
-    ism::Endpoint* ep = ism::Endpoint::start(server_dev.gid());
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev);
     REQUIRE(ep != nullptr);
     HandshakeConfig cfg;
     HandshakeResult server_result;
@@ -122,12 +123,94 @@ TEST_CASE("handshake between two threads: SMC-D up, data both ways, TCP stream u
     delete ep;
 }
 
+TEST_CASE("a second connection between the same peers reuses both DMBs and their mappings") {
+    ism::Device server_dev(8 << 20), client_dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev);
+    REQUIRE(ep != nullptr);
+    HandshakeConfig cfg;
+    uint8_t* server_rx[2] = {};
+    uint8_t* client_rx[2] = {};
+    uint8_t* client_tx[2] = {};
+    for (int round = 0; round < 2; ++round) {
+        TcpPair t;
+        HandshakeResult server_result;
+        std::thread server([&] {
+            REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
+            server_result = smc_listen_handshake(t.server, server_dev, *ep, cfg);
+        });
+        SmcConn c;
+        REQUIRE(smc_conn_init_events(c));
+        ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
+        server.join();
+        REQUIRE(std::holds_alternative<std::monostate>(client_result));
+        REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
+        auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
+        server_rx[round] = s.rx.base;
+        client_rx[round] = c.rx.base;
+        client_tx[round] = c.tx.base;
+        CHECK(s.peer_uid == getuid()); // from SO_PEERCRED at attach time
+        const std::string msg = round == 0 ? "first" : "again";
+        CHECK(send_str(c, msg.c_str()) == ssize_t(msg.size()));
+        CHECK(recv_str(s, msg.size()) == msg);
+        smc_close(c, false);
+        smc_close(s, false);
+        smc_conn_release(c, client_dev, c.peer_uid);
+        smc_conn_release(s, server_dev, s.peer_uid);
+    }
+    // The server took its DMB once the client's user was known, so the
+    // second connection got the same one back (zeroed), as did the client.
+    CHECK(server_rx[1] == server_rx[0]);
+    CHECK(client_rx[1] == client_rx[0]);
+    CHECK(client_tx[1] == client_tx[0]); // the server's DMB was still mapped: no mmap
+    delete ep;
+}
+
+TEST_CASE("the peer-mapping cache: same file mapped once, idle ones bounded, others refused") {
+    ism::Device dev(64 << 20);
+    auto own = ism::create_dmb(16384);
+    REQUIRE(own);
+    auto a = dev.map_peer(dup(own->fd), 16384);
+    REQUIRE(a);
+    auto b = dev.map_peer(dup(own->fd), 16384);
+    REQUIRE(b);
+    CHECK(a->base == b->base); // the same file: the mapping is shared
+    dev.unmap_peer(*a);
+    CHECK(dev.idle_peer_maps() == 0); // still used by b
+    dev.unmap_peer(*b);
+    CHECK(dev.idle_peer_maps() == 1);
+    auto c = dev.map_peer(dup(own->fd), 16384);
+    REQUIRE(c);
+    CHECK(dev.idle_peer_maps() == 0);
+    dev.unmap_peer(*c);
+    // Many files: idle mappings stay bounded.
+    std::vector<ism::Dmb> owned;
+    for (size_t i = 0; i < ism::Device::kMaxIdlePeerMaps + 10; ++i) {
+        auto d = ism::create_dmb(16384);
+        REQUIRE(d);
+        auto m = dev.map_peer(dup(d->fd), 16384);
+        REQUIRE(m);
+        dev.unmap_peer(*m);
+        owned.push_back(*d);
+    }
+    CHECK(dev.idle_peer_maps() == ism::Device::kMaxIdlePeerMaps);
+    for (auto& d : owned)
+        ism::unmap(d);
+    // A memfd whose size is not sealed could be truncated under our
+    // mapping (SIGBUS on the next access): refused.
+    int loose = memfd_create("loose", MFD_CLOEXEC);
+    REQUIRE(ftruncate(loose, 16384) == 0);
+    CHECK_FALSE(dev.map_peer(loose, 16384));
+    CHECK_FALSE(ism::map_peer_dmb(loose, 16384));
+    close(loose);
+    ism::unmap(*own);
+}
+
 TEST_CASE("handshake across processes, 8 MiB checksummed") {
     TcpPair t;
     pid_t child = fork();
     if (child == 0) { // the server process
         ism::Device dev(8 << 20);
-        ism::Endpoint* ep = ism::Endpoint::start(dev.gid());
+        ism::Endpoint* ep = ism::Endpoint::start(dev);
         if (!ep || clc::classify(t.server, 2000) != clc::FirstBytes::Proposal) _exit(2);
         auto r = smc_listen_handshake(t.server, dev, *ep, HandshakeConfig{});
         if (!std::holds_alternative<std::unique_ptr<SmcConn>>(r)) _exit(3);
@@ -182,7 +265,7 @@ TEST_CASE("handshake across processes, 8 MiB checksummed") {
 TEST_CASE("a Decline leaves the application's bytes behind it intact") {
     TcpPair t;
     ism::Device dev(8 << 20);
-    ism::Endpoint* ep = ism::Endpoint::start(dev.gid());
+    ism::Endpoint* ep = ism::Endpoint::start(dev);
     REQUIRE(ep);
     clc::Proposal p; // offers nothing usmc's server can take
     p.typev2 = clc::kTypeN;
@@ -205,7 +288,7 @@ TEST_CASE("a Decline leaves the application's bytes behind it intact") {
 TEST_CASE("the server's memory cap: Decline MAX_DMB, client falls back") {
     TcpPair t;
     ism::Device server_dev(1), client_dev(8 << 20); // the server cannot afford a DMB
-    ism::Endpoint* ep = ism::Endpoint::start(server_dev.gid());
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev);
     HandshakeResult server_result;
     std::thread server([&] {
         clc::classify(t.server, 2000);
@@ -260,12 +343,11 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
 
 TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor") {
     ism::Device dev(8 << 20);
-    ism::Endpoint* ep = ism::Endpoint::start(dev.gid());
+    ism::Endpoint* ep = ism::Endpoint::start(dev);
     REQUIRE(ep);
-    auto mine = ism::create_dmb(16384);
     SmcConn tmp;
     REQUIRE(smc_conn_init_events(tmp));
-    ep->offer(42, {mine->fd, mine->size, tmp.rx_event, tmp.tx_event});
+    ep->offer(42, {16384, tmp.rx_event, tmp.tx_event});
     int before = open_fds();
     auto other = ism::create_dmb(16384);
     uid_t asked_for = 12345;
@@ -291,11 +373,12 @@ TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor"
     CHECK_FALSE(ism::attach(dev.gid(), 42, theirs, 500)); // single use
     auto got = ep->wait_attached(42, 100);
     REQUIRE(got);
-    ism::close_fds(got->fds);
+    CHECK(got->ours.size == 16384); // taken from the device when the attach came
+    ism::close_fds(got->peer.fds);
     ism::close_fds(ok->fds);
     ism::unmap(*other);
+    dev.release(got->ours, ism::kUnknownPeer);
     CHECK(open_fds() == before); // every descriptor that came in was closed or handed over
-    ism::unmap(*mine);
     close(tmp.rx_event);
     close(tmp.tx_event);
     delete ep;
