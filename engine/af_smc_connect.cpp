@@ -7,6 +7,7 @@
 // EAGAIN, so the application learns "connected" only once it is known
 // whether the connection runs as SMC-D or as TCP.
 #include "engine/af_smc_internal.hpp"
+#include "engine/clc_io.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
@@ -103,12 +104,19 @@ uint16_t local_port(int fd) {
                                              : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
 }
 
-void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
+// What connect() did about the Proposal (early_proposal).
+enum class Early : uint8_t { NotSent, Sent, Failed };
+
+void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
+                Early early) {
     pollfd p{fd, POLLOUT, 0};
-    int n = sys::real().poll(&p, 1, kTcpConnectWaitMs);
+    int n = early == Early::NotSent ? sys::real().poll(&p, 1, kTcpConnectWaitMs) : 1;
     ConnectResult result;
-    if (n == 1 && !(p.revents & (POLLERR | POLLHUP))) {
-        result = smc_connect_handshake(fd, *c, *g_engine.dev, handshake_config());
+    if (early == Early::Failed) {
+        result = -ECONNRESET; // a Proposal half written: the connection is unusable
+    } else if (n == 1 && !(p.revents & (POLLERR | POLLHUP))) {
+        result =
+            smc_connect_handshake(fd, *c, *g_engine.dev, handshake_config(), early == Early::Sent);
     } else {
         // The TCP connect failed (or is still going): the application reads
         // the outcome from the kernel as usual.
@@ -124,6 +132,20 @@ void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16
     // Last touch of `c`: close() may free it once worker_done is set.
     c->phase.notify_all();
     c->worker_done.store(true, std::memory_order_release);
+}
+
+// A loopback TCP connect is mostly complete when connect() returns. Then
+// the Proposal goes out now, from the caller's thread: the server finds it
+// at accept time and starts its handshake at once. Sent by a worker instead,
+// it would wait behind the client's queue while a server worker waits for
+// it (clc_detect_timeout_ms): two queues waiting on each other, which
+// stalled whole seconds of a c=1000 short-lived run.
+Early early_proposal(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    if (sys::real().poll(&p, 1, 0) != 1 || p.revents != POLLOUT) return Early::NotSent;
+    HandshakeConfig cfg = handshake_config();
+    if (!g_engine.dev->has_room(cfg.dmb_size)) return Early::NotSent; // the worker falls back
+    return smc_send_proposal(fd, *g_engine.dev, cfg) ? Early::Sent : Early::Failed;
 }
 
 // Nonblocking connect of a candidate: EINPROGRESS, handshake on a worker.
@@ -155,8 +177,15 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
     sockaddr_storage copy{};
     std::memcpy(&copy, addr, std::min<size_t>(len, sizeof copy));
     runtime::count(counters::client_async_handshakes);
-    if (!q->submit([fd, c, copy, len, port] { client_job(fd, c, copy, len, port); })) {
+    Early early = early_proposal(fd);
+    if (!q->submit(
+            [fd, c, copy, len, port, early] { client_job(fd, c, copy, len, port, early); })) {
         uint32_t ignored;
+        if (early == Early::Sent) {
+            // The server answers our Proposal: decline, and skip its answer.
+            clc::send_decline(fd, g_engine.dev->gid(), fallback::INTERR, 1000);
+            c->late_clc.store(true);
+        }
         finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
         registry::announce_pending(addr, len, false, port);
         c->worker_done.store(true);

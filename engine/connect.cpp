@@ -21,13 +21,23 @@ std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
 
 } // namespace
 
+bool smc_send_proposal(int fd, const ism::Device& dev, const HandshakeConfig& cfg) {
+    clc::Proposal p;
+    p.peer_id = peer_id_of(dev.gid());
+    p.ism_gid_v1 = dev.gid();
+    p.ism_chid = clc::kChidEmulated;
+    p.ism_v2 = {{dev.gid(), clc::kChidEmulated}};
+    return clc::write_message(fd, clc::encode(p), cfg.clc_timeout_ms);
+}
+
 ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
-                                    const HandshakeConfig& cfg) {
+                                    const HandshakeConfig& cfg, bool proposal_sent) {
     SmcConn* conn = &c;
     // Our DMB is made (or reused) at attach time, when the server's user is
     // known; whether it would fit is asked now, while nothing is sent yet
-    // and plain TCP costs nothing.
-    if (!dev.has_room(cfg.dmb_size)) return Fallback{fallback::MEM, 0};
+    // and plain TCP costs nothing. (After an early Proposal, a DMB that does
+    // not fit ends the attach with a Decline instead.)
+    if (!proposal_sent && !dev.has_room(cfg.dmb_size)) return Fallback{fallback::MEM, 0};
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
@@ -44,12 +54,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         return r;
     };
 
-    clc::Proposal p;
-    p.peer_id = peer_id_of(dev.gid());
-    p.ism_gid_v1 = dev.gid();
-    p.ism_chid = clc::kChidEmulated;
-    p.ism_v2 = {{dev.gid(), clc::kChidEmulated}};
-    if (!clc::write_message(fd, clc::encode(p), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+    if (!proposal_sent && !smc_send_proposal(fd, dev, cfg)) return fail(-ECONNRESET);
 
     auto r = clc::read_message(fd, cfg.clc_timeout_ms);
     switch (r.status) {

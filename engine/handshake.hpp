@@ -40,8 +40,13 @@ using HandshakeResult = std::variant<std::unique_ptr<SmcConn>, Fallback, int /* 
 // `conn` has its eventfds (smc_conn_init_events) and is filled in; on a
 // fallback or an error it holds only those again.
 using ConnectResult = std::variant<std::monostate /* SMC-D up */, Fallback, int /* -errno */>;
+// `proposal_sent`: smc_send_proposal ran already (a nonblocking connect
+// whose TCP connection was up at once sends it from connect() itself, so
+// the server finds it at accept time instead of waiting for it on a worker).
 ConnectResult smc_connect_handshake(int tcp_fd, SmcConn& conn, ism::Device& dev,
-                                    const HandshakeConfig& cfg);
+                                    const HandshakeConfig& cfg, bool proposal_sent = false);
+// Client: the CLC Proposal (false: the write failed, the connection is broken).
+bool smc_send_proposal(int tcp_fd, const ism::Device& dev, const HandshakeConfig& cfg);
 
 // Server: the first bytes of `tcp_fd` are a CLC Proposal (clc::classify).
 HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,

@@ -78,13 +78,19 @@ for limit in (True, False):
         name = "limit_hs on" if limit else "limit_hs off"
         check(done == "DONE ok=24 bad=0 unfinished=0", f"{name}: every echo correct ({done}, {took:.1f} s)")
         if limit:
-            check(st["hs_limit_bypassed"] > 0, f"{name}: clients bypassed SMC ({st['hs_limit_bypassed']})")
+            # A client that saw the congestion flag connects without CLC; one
+            # whose Proposal was already on its way (nonblocking connects
+            # send it from connect()) gets the immediate Decline.
+            skipped = st["hs_limit_bypassed"] + st["hs_congested_declines"]
+            check(skipped > 0, f"{name}: connections skipped SMC (bypassed {st['hs_limit_bypassed']}, "
+                               f"declined {st['hs_congested_declines']})")
             check(st["conn_smcd"] > 0, f"{name}: some connections still used SMC-D ({st['conn_smcd']})")
             check(st["hs_congestion_onsets"] > 0, f"{name}: congestion seen ({st['hs_congestion_onsets']})")
         else:
-            check(st["hs_limit_bypassed"] == 0 and st["hs_client_bypassed"] == 0 and st["conn_smcd"] == 48,
+            check(st["hs_limit_bypassed"] == 0 and st["hs_client_bypassed"] == 0
+                  and st["hs_congested_declines"] == 0 and st["conn_smcd"] == 48,
                   f"{name}: no bypass, all SMC-D (bypassed {st['hs_limit_bypassed']}+"
-                  f"{st['hs_client_bypassed']}, smcd {st['conn_smcd']})")
+                  f"{st['hs_client_bypassed']}, declined {st['hs_congested_declines']}, smcd {st['conn_smcd']})")
         env.stop(server)
 
 # 3b. The same bypass for the client's own side: a client that starts far
@@ -113,14 +119,17 @@ with Env() as env:
     server, port = start_server(env)
     r, done = burst(env, port, 16)
     st = env.stats()
-    before = st["hs_limit_bypassed"] + st["hs_client_bypassed"]
+    before = st["hs_limit_bypassed"] + st["hs_client_bypassed"] + st["hs_congested_declines"]
     check(done == "DONE ok=16 bad=0 unfinished=0" and before == 0, f"knob off: no bypass ({done}, {before})")
     r = env.run([USMC, "limit-hs", "enable", "-c", cfg])
     check(r.returncode == 0 and "limit_smc_hs = true" in r.stdout, "usmc limit-hs enable edits the file")
     time.sleep(1.2)  # running programs look at the file at most once a second
     r, done = burst(env, port, 24)
-    st = env.stats()  # the server's congestion or the client's own (both need the knob)
-    after = st["hs_limit_bypassed"] + st["hs_client_bypassed"]
+    # The server's congestion or the client's own (both need the knob), seen
+    # by the client before its connect (bypass) or by the server when the
+    # Proposal is already there (Decline).
+    st = env.stats()
+    after = st["hs_limit_bypassed"] + st["hs_client_bypassed"] + st["hs_congested_declines"]
     check(done == "DONE ok=24 bad=0 unfinished=0" and after > 0, f"knob on while running: bypass ({done}, {after})")
     r = env.run([USMC, "limit-hs", "show", "-c", cfg])
     check("limit_smc_hs = true" in r.stdout and "kernel:" in r.stdout, "usmc limit-hs show reports both knobs")
