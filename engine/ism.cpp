@@ -15,7 +15,14 @@
 namespace usmc::ism {
 
 namespace {
-constexpr size_t kMaxFreeDmbs = 64;
+// Spare DMBs kept per list (ready / waiting for the old peer's close): a
+// short-lived server at c=1000 cycles through about a thousand, and with
+// 64 most connections made a new one (and its peer a new mapping). They
+// count against the memory cap, which drops them first when it is reached.
+constexpr size_t kMaxSpareDmbs = 1024;
+// Waiting DMBs looked at per allocation (oldest first: connections mostly
+// end in the order they began), so an allocation never scans them all.
+constexpr size_t kSweepBatch = 16;
 constexpr uint32_t kMinDmb = 16 << 10;
 constexpr uint32_t kMaxDmb = 1 << 20;
 constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
@@ -84,15 +91,16 @@ Device::Device(uint64_t max_memory) : gid_(random64()), max_memory_(max_memory) 
 
 void Device::sweep_waiting() {
     constexpr uint8_t kDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
-    for (size_t i = 0; i < waiting_.size();) {
+    for (size_t i = 0, looked = 0; i < waiting_.size() && looked < kSweepBatch; ++looked) {
         Dmb& d = waiting_[i].dmb;
         if (!(cdc::conn_flags_of(d.control()->cons.load(std::memory_order_acquire)) & kDone)) {
             ++i;
             continue;
         }
-        if (free_.size() < kMaxFreeDmbs) {
+        if (free_.size() < kMaxSpareDmbs) {
             free_.push_back(waiting_[i]);
         } else {
+            spare_bytes_ -= d.size;
             in_use_ -= d.size;
             unmap(d);
         }
@@ -114,6 +122,7 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
         if (free_[i].dmb.size == size && free_[i].last_peer == peer_uid) {
             Dmb d = free_[i].dmb;
             free_.erase(free_.begin() + static_cast<long>(i));
+            spare_bytes_ -= d.size;
             // Zero it: the new peer must not see the old connection's bytes.
             // Its old peer wrote only up to the producer cursor it published
             // (held bytes are published at close); a short-lived connection
@@ -131,6 +140,7 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     for (auto* spare : {&free_, &waiting_}) {
         while (in_use_ + size > max_memory_ && !spare->empty()) {
             in_use_ -= spare->back().dmb.size;
+            spare_bytes_ -= spare->back().dmb.size;
             unmap(spare->back().dmb);
             spare->pop_back();
         }
@@ -148,12 +158,14 @@ void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     if (!dmb.valid()) return;
     std::lock_guard lock(mu_);
     bool known = peer_uid != kUnknownPeer;
-    if (known && reusable && free_.size() < kMaxFreeDmbs) {
+    if (known && reusable && free_.size() < kMaxSpareDmbs) {
         free_.push_back({dmb, peer_uid});
+        spare_bytes_ += dmb.size;
         return;
     }
-    if (known && !reusable && waiting_.size() < kMaxFreeDmbs) {
+    if (known && !reusable && waiting_.size() < kMaxSpareDmbs) {
         waiting_.push_back({dmb, peer_uid});
+        spare_bytes_ += dmb.size;
         return;
     }
     in_use_ -= dmb.size;
@@ -162,11 +174,7 @@ void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
 
 bool Device::has_room(uint32_t size) const {
     std::lock_guard lock(mu_);
-    uint64_t spare = 0;
-    for (auto* list : {&free_, &waiting_})
-        for (const auto& f : *list)
-            spare += f.dmb.size;
-    return in_use_ - spare + size <= max_memory_;
+    return in_use_ - spare_bytes_ + size <= max_memory_;
 }
 
 std::optional<Dmb> Device::map_peer(int fd, uint32_t size) {
@@ -177,7 +185,10 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size) {
         std::lock_guard lock(mu_);
         auto it = peer_maps_.find(key);
         if (it != peer_maps_.end() && it->second.dev == st.st_dev && it->second.dmb.size == size) {
-            if (it->second.refs++ == 0) idle_peer_maps_.erase(it->second.idle);
+            if (it->second.refs++ == 0) {
+                idle_peer_maps_.erase(it->second.idle);
+                idle_peer_bytes_ -= size;
+            }
             sys::real().close(fd);
             runtime::count(counters::peer_maps_reused);
             return it->second.dmb;
@@ -204,9 +215,12 @@ void Device::unmap_peer(Dmb& dmb) {
         if (it != peer_maps_.end() && it->second.dmb.base == dmb.base) {
             if (it->second.refs > 0 && --it->second.refs == 0) {
                 it->second.idle = idle_peer_maps_.insert(idle_peer_maps_.end(), dmb.ino);
-                while (idle_peer_maps_.size() > kMaxIdlePeerMaps) {
+                idle_peer_bytes_ += dmb.size;
+                while (idle_peer_maps_.size() > kMaxIdlePeerMaps ||
+                       idle_peer_bytes_ > max_memory_ / 4) {
                     auto old = peer_maps_.find(idle_peer_maps_.front());
                     idle_peer_maps_.pop_front();
+                    idle_peer_bytes_ -= old->second.dmb.size;
                     unmap(old->second.dmb);
                     peer_maps_.erase(old);
                 }

@@ -88,12 +88,13 @@ class Device {
     // cache when this file is mapped already; give it back with unmap_peer.
     std::optional<Dmb> map_peer(int fd, uint32_t size);
     // Done with a peer's DMB: it stays mapped for reuse (at most
-    // kMaxIdlePeerMaps idle mappings, least recently used go first). A
+    // kMaxIdlePeerMaps idle mappings and a quarter of our own memory cap in
+    // bytes: they keep the peer's memory; least recently used go first). A
     // mapping this device does not know (a forked child's inherited one)
     // is unmapped.
     void unmap_peer(Dmb& dmb);
     size_t idle_peer_maps() const;
-    static constexpr size_t kMaxIdlePeerMaps = 64;
+    static constexpr size_t kMaxIdlePeerMaps = 1024;
 
   private:
     struct Free {
@@ -105,6 +106,7 @@ class Device {
     uint64_t in_use_ = 0;
     std::vector<Free> free_;
     std::vector<Free> waiting_; // released before the old peer closed
+    uint64_t spare_bytes_ = 0;  // in free_ and waiting_
     struct PeerMap {
         Dmb dmb;
         dev_t dev;
@@ -113,6 +115,7 @@ class Device {
     };
     std::unordered_map<uint64_t, PeerMap> peer_maps_; // by inode
     std::list<uint64_t> idle_peer_maps_;              // least recently used first
+    uint64_t idle_peer_bytes_ = 0;
     mutable std::mutex mu_;
     void sweep_waiting(); // under mu_: those whose peer has closed become free
 };
