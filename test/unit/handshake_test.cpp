@@ -165,6 +165,36 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
     delete ep;
 }
 
+TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back when withdrawn") {
+    ism::Device dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(dev);
+    REQUIRE(ep);
+    SmcConn tmp;
+    REQUIRE(smc_conn_init_events(tmp));
+    ep->offer(7, {16384, tmp.rx_event, tmp.tx_event});
+    CHECK(dev.memory_in_use() == 0); // nothing taken before an attach
+    auto mine = ism::create_dmb(16384);
+    auto fds = [&](uid_t) -> std::optional<ism::Fds> {
+        return ism::Fds{mine->fd, mine->size, tmp.rx_event, tmp.tx_event};
+    };
+    auto got = ism::attach(dev.gid(), 7, fds, 500);
+    REQUIRE(got);
+    CHECK(dev.memory_in_use() == 16384); // taken for this attach
+    ism::close_fds(got->fds);
+    ep->withdraw(7); // the handshake failed after the attach: the DMB goes, never reused
+    CHECK(dev.memory_in_use() == 0);
+    CHECK(dev.spare_count() == 0);
+    CHECK_FALSE(ep->wait_attached(7, 10));
+    // An offer nobody attaches to: waiting ends at the timeout with nothing.
+    ep->offer(8, {16384, tmp.rx_event, tmp.tx_event});
+    CHECK_FALSE(ep->wait_attached(8, 20));
+    CHECK(dev.memory_in_use() == 0);
+    ism::unmap(*mine);
+    close(tmp.rx_event);
+    close(tmp.tx_event);
+    delete ep;
+}
+
 TEST_CASE("the peer-mapping cache: same file mapped once, idle ones bounded, others refused") {
     ism::Device dev(64 << 20);
     auto own = ism::create_dmb(16384);
