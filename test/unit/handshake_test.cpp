@@ -189,6 +189,22 @@ TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back 
     ep->offer(8, {16384, tmp.rx_event, tmp.tx_event});
     CHECK_FALSE(ep->wait_attached(8, 20));
     CHECK(dev.memory_in_use() == 0);
+    {
+        // The memory went elsewhere between the Accept and the attach: the
+        // attach is refused (the client then declines), nothing leaks.
+        ism::Device full(16384);
+        ism::Endpoint* fep = ism::Endpoint::start(full);
+        REQUIRE(fep);
+        auto taken = full.allocate(16384, ism::kUnknownPeer);
+        REQUIRE(taken);
+        fep->offer(9, {16384, tmp.rx_event, tmp.tx_event});
+        int before = open_fds();
+        CHECK_FALSE(ism::attach(full.gid(), 9, fds, 500));
+        CHECK(open_fds() == before);
+        CHECK_FALSE(fep->wait_attached(9, 10));
+        full.release(*taken, ism::kUnknownPeer);
+        delete fep;
+    }
     ism::unmap(*mine);
     close(tmp.rx_event);
     close(tmp.tx_event);
