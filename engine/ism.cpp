@@ -20,8 +20,8 @@ namespace {
 // 64 most connections made a new one (and its peer a new mapping). They
 // count against the memory cap, which drops them first when it is reached.
 constexpr size_t kMaxSpareDmbs = 1024;
-// Waiting DMBs looked at per allocation (oldest first: connections mostly
-// end in the order they began), so an allocation never scans them all.
+// Waiting DMBs looked at per allocation, so an allocation never scans them
+// all; the next one goes on where this one stopped.
 constexpr size_t kSweepBatch = 16;
 constexpr uint32_t kMinDmb = 16 << 10;
 constexpr uint32_t kMaxDmb = 1 << 20;
@@ -91,20 +91,24 @@ Device::Device(uint64_t max_memory) : gid_(random64()), max_memory_(max_memory) 
 
 void Device::sweep_waiting() {
     constexpr uint8_t kDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
-    for (size_t i = 0, looked = 0; i < waiting_.size() && looked < kSweepBatch; ++looked) {
-        Dmb& d = waiting_[i].dmb;
+    // A rotating position: entries whose peer never closes (it died) do not
+    // hide the ones behind them.
+    for (size_t looked = 0; looked < kSweepBatch && !waiting_.empty(); ++looked) {
+        if (sweep_pos_ >= waiting_.size()) sweep_pos_ = 0;
+        Dmb& d = waiting_[sweep_pos_].dmb;
         if (!(cdc::conn_flags_of(d.control()->cons.load(std::memory_order_acquire)) & kDone)) {
-            ++i;
+            ++sweep_pos_;
             continue;
         }
         if (free_.size() < kMaxSpareDmbs) {
-            free_.push_back(waiting_[i]);
+            free_.push_back(waiting_[sweep_pos_]);
         } else {
             spare_bytes_ -= d.size;
             in_use_ -= d.size;
             unmap(d);
         }
-        waiting_.erase(waiting_.begin() + static_cast<long>(i));
+        waiting_[sweep_pos_] = waiting_.back(); // (looked at next)
+        waiting_.pop_back();
     }
 }
 

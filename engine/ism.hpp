@@ -107,6 +107,7 @@ class Device {
     std::vector<Free> free_;
     std::vector<Free> waiting_; // released before the old peer closed
     uint64_t spare_bytes_ = 0;  // in free_ and waiting_
+    size_t sweep_pos_ = 0;      // where sweep_waiting goes on
     struct PeerMap {
         Dmb dmb;
         dev_t dev;

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -404,6 +405,42 @@ TEST_CASE("between two processes: 32 MiB through shared memory, checksummed") {
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(got == total);
     CHECK(same);
+}
+
+TEST_CASE("DMB device: waiting DMBs of peers that never close do not hide the others") {
+    ism::Device dev(64 << 20);
+    std::vector<ism::Dmb> held;
+    for (int i = 0; i < 20; ++i) {
+        auto d = dev.allocate(16 * 1024, 1000);
+        REQUIRE(d);
+        held.push_back(*d);
+    }
+    auto inode = [](int fd) {
+        struct stat st;
+        fstat(fd, &st);
+        return st.st_ino;
+    };
+    // All released before their peers closed; only the last two peers close.
+    std::vector<ino_t> closed;
+    for (int i = 0; i < 20; ++i) {
+        if (i >= 18) {
+            held[size_t(i)].control()->cons.store(cdc::pack_cons({0, 0}, 0, cdc::kPeerConnClosed));
+            closed.push_back(inode(held[size_t(i)].fd));
+        }
+        dev.release(held[size_t(i)], 1000, false);
+    }
+    CHECK(dev.spare_count() == 20);
+    // One allocation looks at a bounded batch; within two, the sweep has
+    // gone past the eighteen that never close and found the two that did.
+    auto first = dev.allocate(16 * 1024, 1000);
+    auto second = dev.allocate(16 * 1024, 1000);
+    REQUIRE(first);
+    REQUIRE(second);
+    bool reused = std::find(closed.begin(), closed.end(), inode(first->fd)) != closed.end() ||
+                  std::find(closed.begin(), closed.end(), inode(second->fd)) != closed.end();
+    CHECK(reused);
+    dev.release(*first, ism::kUnknownPeer);
+    dev.release(*second, ism::kUnknownPeer);
 }
 
 TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on reuse") {
