@@ -88,29 +88,17 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
 // connect() returns, so only a descheduled one misses this.
 constexpr int kPortGraceMs = 10;
 
-// While other handshakes wait for a worker, a worker waits at most this
-// long for a Proposal that is not there yet. A client whose Proposal is late
-// is usually one whose own handshake queue is long (its worker sends the
-// Proposal once the TCP connect completed after connect() returned); our
-// workers waiting for those made every handshake behind them wait too, and
-// the client's queue waited in turn for ours. Such a connection runs TCP;
-// its Proposal, when it comes, is declined.
-constexpr int kBusyDetectMs = 2;
-
 // Waits for the first bytes of an announced (or possibly announced, `port`
 // not yet known) client.
 clc::FirstBytes detect(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
     auto start = std::chrono::steady_clock::now();
-    HandshakeQueue* q = g_engine.server_q;
     while (true) {
-        auto first = clc::classify(fd, 1);
-        if (first != clc::FirstBytes::Nothing) return first;
-        if (!known) known = l->reg().expects_port(port);
+        auto first = clc::classify(fd, known ? detect_ms : 1);
+        if (first != clc::FirstBytes::Nothing || known) return first;
+        known = l->reg().expects_port(port);
         auto spent = std::chrono::steady_clock::now() - start;
         if (!known && spent >= std::chrono::milliseconds(kPortGraceMs)) return first;
         if (spent >= std::chrono::milliseconds(detect_ms)) return first;
-        if (q && q->waiting() > 0 && spent >= std::chrono::milliseconds(kBusyDetectMs))
-            return first;
     }
 }
 
