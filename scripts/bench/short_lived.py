@@ -14,8 +14,10 @@ series. Columns, in the same run, order rotated each round, median of N:
                  (not run by default: --variants ...,shim)
 
 Reports req/s, the ratio to TCP, wrk's socket errors, the kernel's listen
-overflows/drops (nstat) during the run, and how nginx's connections ended
-up (SMC-D / TCP / bypassed) from usmc's counters."""
+overflows/drops (nstat) during the run, the CPU time per request of wrk and
+of nginx (a run where neither is near duration / requests waited on
+something), and how nginx's connections ended up (SMC-D / TCP / bypassed)
+from usmc's counters."""
 import argparse
 import json
 import os
@@ -50,6 +52,24 @@ def nstat():
         if len(parts) >= 2 and parts[0].startswith("TcpExt"):
             vals[parts[0]] = int(parts[1])
     return vals
+
+
+def process_cpu(pid):
+    """CPU seconds (user + system) of process `pid` and its direct children
+    (nginx's master and worker), read from /proc before it is stopped."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def counters(stats_dir):
@@ -99,9 +119,15 @@ def main():
                         if not wait_port(port):
                             raise SystemExit(f"nginx ({variant}) did not start")
                         before = nstat()
+                        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                         r = subprocess.run(["taskset", "-c", "1", *wrk], env=env, capture_output=True,
                                            text=True, timeout=args.duration + 120)
+                        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                         after = nstat()
+                        # CPU per request of each side: where a saturated
+                        # side is the limit, and whether both sat idle.
+                        wrk_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+                        nginx_cpu = process_cpu(nginx.pid)
                         w = parse_wrk(r.stdout)
                         st = counters(stats_dir) if VARIANTS[variant] is not None else {}
                     finally:
@@ -111,7 +137,9 @@ def main():
                     results.setdefault(key, []).append(w["rps"])
                     smc = st.get("conn_smcd", 0) // 2
                     total = st.get("server_accepts", 0)
+                    reqs = max(w["requests"], 1)
                     note = (f"errors {w['errors']:>5} non2xx {w['non2xx']} drops {drops:>6}"
+                            f"  cpu us/req wrk {wrk_cpu / reqs * 1e6:4.0f} nginx {nginx_cpu / reqs * 1e6:4.0f}"
                             + (f"  smc-d {smc}/{total} bypassed {st.get('hs_limit_bypassed', 0)}"
                                f"+{st.get('hs_client_bypassed', 0)}"
                                if st else ""))
