@@ -91,24 +91,36 @@ TEST_CASE("classify: Proposal, other first bytes, silence, partial headers") {
     CHECK(clc::classify(t.server, 100) == clc::FirstBytes::Closed);
 }
 
-TEST_CASE("handshake between two threads: SMC-D up, data both ways, TCP stream untouched") {
-    TcpPair t;
-    ism::Device server_dev(8 << 20), client_dev(8 << 20);
-    ism::Endpoint* ep = ism::Endpoint::start(server_dev);
-    REQUIRE(ep != nullptr);
-    HandshakeConfig cfg;
+namespace {
+
+// Runs both sides of a handshake on `t` (the server in a thread) and
+// requires SMC-D on both: returns the server's connection; `c` is the client's.
+std::unique_ptr<SmcConn> handshake_pair(TcpPair& t, ism::Device& server_dev,
+                                        ism::Device& client_dev, ism::Endpoint& ep, SmcConn& c,
+                                        const HandshakeConfig& cfg = {}) {
     HandshakeResult server_result;
     std::thread server([&] {
         REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
-        server_result = smc_listen_handshake(t.server, server_dev, *ep, cfg);
+        server_result = smc_listen_handshake(t.server, server_dev, ep, cfg);
     });
-    SmcConn c;
     REQUIRE(smc_conn_init_events(c));
     ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
     server.join();
     REQUIRE(std::holds_alternative<std::monostate>(client_result));
     REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
-    auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
+    return std::move(std::get<std::unique_ptr<SmcConn>>(server_result));
+}
+
+} // namespace
+
+TEST_CASE("handshake between two threads: SMC-D up, data both ways, TCP stream untouched") {
+    TcpPair t;
+    ism::Device server_dev(8 << 20), client_dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev);
+    REQUIRE(ep != nullptr);
+    SmcConn c;
+    auto server_conn = handshake_pair(t, server_dev, client_dev, *ep, c);
+    auto& s = *server_conn;
     CHECK(send_str(c, "ping") == 4);
     CHECK(recv_str(s, 4) == "ping");
     CHECK(send_str(s, "pong!") == 5);
@@ -127,24 +139,14 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
     ism::Device server_dev(8 << 20), client_dev(8 << 20);
     ism::Endpoint* ep = ism::Endpoint::start(server_dev);
     REQUIRE(ep != nullptr);
-    HandshakeConfig cfg;
     uint8_t* server_rx[2] = {};
     uint8_t* client_rx[2] = {};
     uint8_t* client_tx[2] = {};
     for (int round = 0; round < 2; ++round) {
         TcpPair t;
-        HandshakeResult server_result;
-        std::thread server([&] {
-            REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
-            server_result = smc_listen_handshake(t.server, server_dev, *ep, cfg);
-        });
         SmcConn c;
-        REQUIRE(smc_conn_init_events(c));
-        ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
-        server.join();
-        REQUIRE(std::holds_alternative<std::monostate>(client_result));
-        REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
-        auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
+        auto server_conn = handshake_pair(t, server_dev, client_dev, *ep, c);
+        auto& s = *server_conn;
         server_rx[round] = s.rx.base;
         client_rx[round] = c.rx.base;
         client_tx[round] = c.tx.base;
