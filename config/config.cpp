@@ -196,6 +196,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
             cfg.max_dmb_memory = r.size(node, key, 16 << 10, uint64_t{64} << 30);
         } else if (key == "hs_workers") {
             cfg.hs_workers = static_cast<uint32_t>(r.integer(node, key, 1, 64));
+        } else if (key == "hs_congestion_hold_ms") {
+            cfg.hs_congestion_hold_ms = static_cast<uint32_t>(r.integer(node, key, 1, 60000));
         } else if (key == "testonly_server_handshake_delay_ms") {
             cfg.testonly_server_handshake_delay_ms =
                 static_cast<uint32_t>(r.integer(node, key, 0, 5000));
@@ -228,8 +230,9 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
         } else {
             r.fail(node, key,
                    "unknown key (known: limit_smc_hs, rmem, wmem, autocorking_size, mode, "
-                   "clc_detect_timeout_ms, busy_poll_us, max_dmb_memory, hs_workers, log_level, "
-                   "trusted_uids, testonly_server_handshake_delay_ms, [[policy]])");
+                   "clc_detect_timeout_ms, busy_poll_us, max_dmb_memory, hs_workers, "
+                   "hs_congestion_hold_ms, log_level, trusted_uids, "
+                   "testonly_server_handshake_delay_ms, [[policy]])");
         }
     }
     return cfg;
@@ -284,6 +287,7 @@ std::string describe(const Config& cfg) {
     out += fmt::format("busy_poll_us = {}\n", cfg.busy_poll_us);
     out += fmt::format("max_dmb_memory = \"{}\"\n", format_size(cfg.max_dmb_memory));
     out += fmt::format("hs_workers = {}\n", cfg.hs_workers);
+    out += fmt::format("hs_congestion_hold_ms = {}\n", cfg.hs_congestion_hold_ms);
     out += fmt::format("log_level = \"{}\"\n", log_level_name(cfg.log_level));
     if (cfg.testonly_server_handshake_delay_ms)
         out += fmt::format("testonly_server_handshake_delay_ms = {} # TESTING ONLY: slows every "

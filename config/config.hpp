@@ -22,14 +22,18 @@ struct Config {
     uint64_t wmem = 64 * 1024;
     uint64_t autocorking_size = 64 * 1024;
     // usmc's own.
-    ModeSet mode = kModeAuto;               // transports allowed when no policy rule matches
-    uint32_t clc_detect_timeout_ms = 50;    // server: wait this long for a CLC Proposal
+    ModeSet mode = kModeAuto;            // transports allowed when no policy rule matches
+    uint32_t clc_detect_timeout_ms = 50; // server: wait this long for a CLC Proposal
     // Bounded spin before sleeping (recv/send, epoll_wait/poll/select on SMC
     // fds); 0 = never spin. 20 us catches a reply that comes within a
     // cross-core wake-up's time (~7 us one way here) at little CPU.
     uint32_t busy_poll_us = 20;
     uint64_t max_dmb_memory = 256ull << 20; // per-process cap on DMB memory
     uint32_t hs_workers = 2;                // handshake workers per process and role
+    // Handshake congestion (SMC_LIMIT_HS) lasts this long past the last time
+    // it was seen: clients see it a round trip late, and a connection storm
+    // must not get back in with every burst.
+    uint32_t hs_congestion_hold_ms = 100;
     // Sleeps this long before every server handshake: creates handshake
     // congestion on demand for tests and the short-lived benchmark. Never a
     // tuning knob (the name says so; `usmc config check` flags it).

@@ -43,14 +43,18 @@ int clamp_backlog(int backlog) {
     return (backlog < 0 || backlog > somaxconn) ? somaxconn : backlog;
 }
 
-// Congestion of the server queue starts or ends: listeners with
-// SMC_LIMIT_HS tell clients in their registry entry.
-void on_server_congestion(bool congested) {
-    if (congested) runtime::count(counters::hs_congestion_onsets);
+// The server queue is congested until `until_ns`: listeners with
+// SMC_LIMIT_HS tell clients in their registry entry (and whether they have
+// it: a listener that follows the global knob may have changed).
+void on_server_congestion(uint64_t until_ns, bool onset) {
+    if (onset) runtime::count(counters::hs_congestion_onsets);
     std::lock_guard lock(g_listen_mu);
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
-        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
-            l->reg().set_flag(registry::kCongested, congested && limit_hs(int(fd)));
+        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire)) {
+            bool on = limit_hs(int(fd));
+            l->reg().set_flag(registry::kLimitHs, on);
+            l->reg().set_congested_until(on ? until_ns : 0);
+        }
 }
 
 // Records an accepted socket in the fd table; false if it cannot be tracked.
@@ -403,7 +407,9 @@ SmcListener* acquire_listener(int fd) {
 HandshakeQueue* server_queue() {
     std::lock_guard lock(g_engine_mu);
     if (!g_engine.server_q)
-        g_engine.server_q = new HandshakeQueue(runtime::get().cfg.hs_workers, on_server_congestion);
+        g_engine.server_q =
+            new HandshakeQueue(runtime::get().cfg.hs_workers,
+                               runtime::get().cfg.hs_congestion_hold_ms, on_server_congestion);
     return g_engine.server_q;
 }
 } // namespace detail
@@ -446,12 +452,12 @@ void on_listen_again(int fd, int backlog) {
 void on_limit_hs(int fd, bool on) {
     if (SmcListener* l = acquire_listener(fd)) {
         l->reg().set_flag(registry::kLimitHs, on);
-        bool congested = false;
+        uint64_t until = 0;
         {
             std::lock_guard lock(g_engine_mu);
-            congested = g_engine.server_q && g_engine.server_q->congested();
+            if (g_engine.server_q) until = g_engine.server_q->congested_until();
         }
-        l->reg().set_flag(registry::kCongested, on && congested);
+        l->reg().set_congested_until(on ? until : 0);
         l->unref();
     }
 }

@@ -242,9 +242,10 @@ HandshakeQueue* client_queue() {
         // A client handshake mostly waits for its server; a queued one sends
         // its Proposal late, and a server past clc_detect_timeout_ms would
         // take the connection as TCP. So more workers here than for servers.
-        g_engine.client_q.store(
-            new HandshakeQueue(std::max(8u, 4 * runtime::get().cfg.hs_workers), nullptr),
-            std::memory_order_release);
+        g_engine.client_q.store(new HandshakeQueue(std::max(8u, 4 * runtime::get().cfg.hs_workers),
+                                                   runtime::get().cfg.hs_congestion_hold_ms,
+                                                   nullptr),
+                                std::memory_order_release);
     return g_engine.client_q.load(std::memory_order_relaxed);
 }
 } // namespace detail

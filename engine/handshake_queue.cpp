@@ -3,11 +3,27 @@
 #include "engine/log.hpp"
 
 #include <thread>
+#include <time.h>
 
 namespace usmc {
 
-HandshakeQueue::HandshakeQueue(unsigned workers, std::function<void(bool)> on_congestion)
-    : workers_(workers ? workers : 1), on_congestion_(std::move(on_congestion)) {}
+namespace {
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+} // namespace
+
+HandshakeQueue::HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion)
+    : workers_(workers ? workers : 1), hold_ns_(uint64_t{hold_ms ? hold_ms : 1} * 1000000),
+      on_congestion_(std::move(on_congestion)) {}
+
+bool HandshakeQueue::congested() const {
+    return mono_ns() < until_ns_.load(std::memory_order_relaxed);
+}
 
 bool HandshakeQueue::submit(std::function<void()> job) {
     {
@@ -47,11 +63,14 @@ void HandshakeQueue::work() {
 }
 
 void HandshakeQueue::update_congestion() {
-    unsigned w = waiting_.load(std::memory_order_relaxed);
-    bool was = congested_.load(std::memory_order_relaxed);
-    bool now = was ? w > 0 : w >= workers_;
-    if (now != was && congested_.compare_exchange_strong(was, now) && on_congestion_)
-        on_congestion_(now);
+    if (waiting_.load(std::memory_order_relaxed) < workers_) return;
+    uint64_t now = mono_ns();
+    uint64_t until = now + hold_ns_;
+    uint64_t old = until_ns_.load(std::memory_order_relaxed);
+    // Extended at most every quarter hold: the callback walks the listeners.
+    if (old > now && until - old < hold_ns_ / 4) return;
+    if (until_ns_.compare_exchange_strong(old, until) && on_congestion_)
+        on_congestion_(until, old <= now);
 }
 
 } // namespace usmc

@@ -11,11 +11,15 @@
 // waiting clients would starve the servers they wait for.
 //
 // Congestion (patch 3, smc_hs_congested): handshakes waiting for a worker,
-// not yet started, reach the number of workers. It ends when no handshake
-// waits. Listeners with SMC_LIMIT_HS advertise it, and clients then connect
-// as plain TCP.
+// not yet started, reach the number of workers. It then lasts `hold_ms` past
+// the last time that was seen (hs_congestion_hold_ms): clients learn of it
+// through the registry before their connect, a round trip late, and a flag
+// that ended as soon as the queue drained let every new burst of a connection
+// storm in again (see docs/DESIGN-NOTES.md). Listeners with SMC_LIMIT_HS
+// advertise it, and clients then connect as plain TCP.
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -25,9 +29,11 @@ namespace usmc {
 // Lives as long as the process: its threads are detached and never stop.
 class HandshakeQueue {
   public:
-    // `on_congestion(bool)` runs (on the submitting or working thread) when
-    // congestion starts or ends.
-    HandshakeQueue(unsigned workers, std::function<void(bool)> on_congestion);
+    // `on_congestion(until_ns, onset)` runs (on the submitting or working
+    // thread) when congestion starts (onset) or is seen again and extends it
+    // (at most every quarter of the hold); until_ns is CLOCK_MONOTONIC.
+    using OnCongestion = std::function<void(uint64_t until_ns, bool onset)>;
+    HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion);
     HandshakeQueue(const HandshakeQueue&) = delete;
     HandshakeQueue& operator=(const HandshakeQueue&) = delete;
 
@@ -37,7 +43,9 @@ class HandshakeQueue {
 
     unsigned waiting() const { return waiting_.load(std::memory_order_relaxed); }
     unsigned running() const { return running_.load(std::memory_order_relaxed); }
-    bool congested() const { return congested_.load(std::memory_order_relaxed); }
+    bool congested() const;
+    // CLOCK_MONOTONIC ns until which the queue counts as congested (0: never was).
+    uint64_t congested_until() const { return until_ns_.load(std::memory_order_relaxed); }
     unsigned workers() const { return workers_; }
 
   private:
@@ -45,13 +53,14 @@ class HandshakeQueue {
     void update_congestion();
 
     const unsigned workers_;
-    std::function<void(bool)> on_congestion_;
+    const uint64_t hold_ns_;
+    OnCongestion on_congestion_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::function<void()>> jobs_;
     unsigned started_ = 0;
     std::atomic<unsigned> waiting_{0}, running_{0};
-    std::atomic<bool> congested_{false};
+    std::atomic<uint64_t> until_ns_{0};
 };
 
 } // namespace usmc

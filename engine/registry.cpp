@@ -23,8 +23,8 @@ namespace usmc::registry {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x55534d4c; // "USML"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMagic = 0x55534d4c;              // "USML"
+constexpr uint32_t kVersion = 2;                     // 2: congested_until_ns
 constexpr uint64_t kPendingTtlNs = 6'000'000'000ull; // CLC_WAIT_TIME
 
 uint64_t now_ns() {
@@ -147,7 +147,9 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     Found f;
     f.pid = e->pid;
     f.gid = e->gid;
-    f.flags = e->flags.load(std::memory_order_acquire);
+    f.flags = e->flags.load(std::memory_order_acquire) & ~uint32_t{kCongested};
+    if ((f.flags & kLimitHs) && now_ns() < e->congested_until_ns.load(std::memory_order_acquire))
+        f.flags |= kCongested;
     f.owner = c->owner;
     if (!fresh && c->pid != e->pid) { // published again by another process: believe anew
         if (c->pidfd >= 0) sys::real().close(c->pidfd);
@@ -267,6 +269,10 @@ void Listener::set_flag(uint32_t flag, bool on) {
         entry_->flags.fetch_or(flag, std::memory_order_acq_rel);
     else
         entry_->flags.fetch_and(~flag, std::memory_order_acq_rel);
+}
+
+void Listener::set_congested_until(uint64_t mono_ns) {
+    if (entry_) entry_->congested_until_ns.store(mono_ns, std::memory_order_release);
 }
 
 bool Listener::expects_port(uint16_t port) const {

@@ -25,10 +25,12 @@
 namespace usmc::registry {
 
 enum Flags : uint32_t {
-    kSmcD = 1,      // SMC-D allowed on this listener
-    kSmcR = 2,      // SMC-R allowed
-    kLimitHs = 4,   // SMC_LIMIT_HS set
-    kCongested = 8, // handshake workers saturated: connect as plain TCP
+    kSmcD = 1,    // SMC-D allowed on this listener
+    kSmcR = 2,    // SMC-R allowed
+    kLimitHs = 4, // SMC_LIMIT_HS set
+    // Not stored: lookup() adds it while the entry's congested_until_ns lies
+    // ahead and kLimitHs is set (handshakes congested: connect as plain TCP).
+    kCongested = 8,
 };
 
 struct Entry {
@@ -40,6 +42,10 @@ struct Entry {
     uint64_t gid;        // the listener's ISM GID (its endpoint is named after it)
     std::atomic<uint32_t> flags;
     uint32_t reserved2;
+    // CLOCK_MONOTONIC (system-wide): the listener's handshakes count as
+    // congested until then. A time, not a flag, so it ends by itself when the
+    // server stops seeing handshakes (clients that bypass send none).
+    std::atomic<uint64_t> congested_until_ns;
 };
 
 struct Pending {
@@ -88,6 +94,7 @@ class Listener {
     // for them; otherwise it is removed, by whichever process gets here last.
     void socket_closed(uint64_t inode);
     void set_flag(uint32_t flag, bool on);
+    void set_congested_until(uint64_t mono_ns);
     // Clients that announced an SMC connect and have not finished it.
     uint64_t pending_connects() const;
     // Of those, the ones whose client port is not known: a connection from

@@ -61,7 +61,8 @@ with Env() as env:
     check(st["backlog_stalls"] >= 1, f"accept() stalled at the backlog ({st['backlog_stalls']} times)")
     check(peak_usmc <= backlog, f"usmc held at most backlog={backlog} handshakes+queued (peak {peak_usmc})")
     check(peak_kernel <= backlog + 1, f"the kernel queue held at most backlog+1 (peak {peak_kernel})")
-    check(st["conn_smcd"] == 32, f"every connection used SMC-D on both ends ({st['conn_smcd']})")
+    check(st["conn_smcd"] == 32, f"every connection used SMC-D on both ends ({st['conn_smcd']}, "
+                                 f"{st['fallback_reasons']})")
     env.stop(server)
 
 # 2./3. Congestion: with SMC_LIMIT_HS (global knob) new connections skip SMC

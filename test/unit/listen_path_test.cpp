@@ -17,34 +17,43 @@
 #include <sstream>
 #include <sys/epoll.h>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
 using namespace usmc;
 
-TEST_CASE("handshake queue: congestion starts at `workers` waiting jobs, ends when none waits") {
+TEST_CASE("handshake queue: congestion starts at `workers` waiting jobs, lasts the hold after") {
     std::mutex mu;
     std::condition_variable cv;
     bool release = false;
-    std::vector<bool> transitions;
+    std::vector<std::pair<uint64_t, bool>> calls; // (until, onset)
     std::atomic<int> done{0};
     // Worker threads live as long as the process (as in the engine): the
     // queue is never destroyed (kept reachable for the leak checker).
     static HandshakeQueue* keep = nullptr;
-    keep = new HandshakeQueue(2, [&](bool on) {
+    constexpr uint32_t kHoldMs = 200;
+    keep = new HandshakeQueue(2, kHoldMs, [&](uint64_t until, bool onset) {
         std::lock_guard lock(mu);
-        transitions.push_back(on);
+        calls.emplace_back(until, onset);
     });
     auto& q = *keep;
+    CHECK_FALSE(q.congested());
+    CHECK(q.congested_until() == 0);
     auto job = [&] {
         std::unique_lock lock(mu);
         cv.wait(lock, [&] { return release; });
         ++done;
     };
-    // Two jobs occupy both workers; the next two wait: congested.
-    for (int i = 0; i < 4; ++i)
-        REQUIRE(q.submit(job));
+    // One job: a worker takes it, nothing waits, no congestion.
+    REQUIRE(q.submit(job));
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (q.running() < 1 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK_FALSE(q.congested());
+    // Three more: one takes the second worker, two wait: congested.
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(q.submit(job));
     while ((q.running() < 2 || q.waiting() < 2) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHECK(q.running() == 2);
@@ -58,11 +67,26 @@ TEST_CASE("handshake queue: congestion starts at `workers` waiting jobs, ends wh
     while (done < 4 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHECK(done == 4);
+    // Nothing waits any more, yet the congestion holds until its time is up,
+    // then ends by itself (nobody has to submit anything).
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+    uint64_t until = q.congested_until();
+    CHECK(until > now);
+    CHECK(until <= now + uint64_t{kHoldMs} * 1000000);
+    CHECK(q.congested() == (until > now + 1000000)); // (unless the hold just ran out)
+    while (q.congested() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     CHECK_FALSE(q.congested());
     std::lock_guard lock(mu);
-    REQUIRE(transitions.size() == 2); // the queue's callback runs no more: nothing is queued
-    CHECK(transitions[0]);
-    CHECK_FALSE(transitions[1]);
+    REQUIRE_FALSE(calls.empty());
+    CHECK(calls[0].second); // the onset
+    for (size_t i = 1; i < calls.size(); ++i) {
+        CHECK_FALSE(calls[i].second); // extensions of the same congestion
+        CHECK(calls[i].first > calls[i - 1].first);
+    }
+    CHECK(calls.back().first == until);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 using namespace usmc;
@@ -53,9 +54,20 @@ TEST_CASE("a published listener is found; withdrawn, it is gone") {
         CHECK(f->pid == getpid());
         CHECK(f->gid == 0xabcdef);
         CHECK(f->flags == registry::kSmcD);
-        l.set_flag(registry::kCongested, true);
+        // Congestion is a time in the entry, reported only with SMC_LIMIT_HS.
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+        l.set_congested_until(now + 60'000'000'000ull);
+        CHECK(registry::lookup(sa(addr), sizeof addr, {})->flags == registry::kSmcD);
+        l.set_flag(registry::kLimitHs, true);
         CHECK(registry::lookup(sa(addr), sizeof addr, {})->flags ==
-              (registry::kSmcD | registry::kCongested));
+              (registry::kSmcD | registry::kLimitHs | registry::kCongested));
+        l.set_congested_until(now); // over: passed already
+        CHECK(registry::lookup(sa(addr), sizeof addr, {})->flags ==
+              (registry::kSmcD | registry::kLimitHs));
+        l.set_flag(registry::kCongested, true); // not stored: only the time counts
+        CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {})->flags & registry::kCongested);
         auto other_port = v4("127.0.0.1", 4243);
         CHECK_FALSE(registry::lookup(sa(other_port), sizeof other_port, {}));
     }
