@@ -3,6 +3,7 @@
 // af_smc_poll.cpp.
 #include "engine/af_smc_internal.hpp"
 #include "engine/clc_io.hpp"
+#include "engine/connect_watch.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
@@ -530,6 +531,7 @@ void on_fork_child() {
     // queues on first need. (The parent's objects are left alone: their
     // locks may be held.)
     peer_watch::on_fork_child();
+    connect_watch::on_fork_child();
     smc_cork_after_fork_child();
     listen_watch_fork_child();
     registry::on_fork_child();

@@ -8,6 +8,7 @@
 // whether the connection runs as SMC-D or as TCP.
 #include "engine/af_smc_internal.hpp"
 #include "engine/clc_io.hpp"
+#include "engine/connect_watch.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
@@ -104,13 +105,16 @@ uint16_t local_port(int fd) {
                                              : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
 }
 
-// What connect() did about the Proposal (early_proposal).
-enum class Early : uint8_t { NotSent, Sent, Failed };
+// What connect() did about the Proposal (early_proposal), or what the
+// connect watch saw (Pending: the TCP connect was not up yet).
+enum class Early : uint8_t { NotSent, Pending, Sent, Failed, TcpFailed };
 
 void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
                 Early early) {
     pollfd p{fd, POLLOUT, 0};
-    int n = early == Early::NotSent ? sys::real().poll(&p, 1, kTcpConnectWaitMs) : 1;
+    int n = early == Early::NotSent     ? sys::real().poll(&p, 1, kTcpConnectWaitMs)
+            : early == Early::TcpFailed ? 0
+                                        : 1;
     ConnectResult result;
     if (early == Early::Failed) {
         result = -ECONNRESET; // a Proposal half written: the connection is unusable
@@ -134,18 +138,46 @@ void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16
     c->worker_done.store(true, std::memory_order_release);
 }
 
+// Sends the Proposal now if the TCP connection is up and our memory has
+// room for a DMB (else a worker falls back).
+Early send_proposal_now(int fd) {
+    HandshakeConfig cfg = handshake_config();
+    if (!g_engine.dev->has_room(cfg.dmb_size)) return Early::NotSent;
+    return smc_send_proposal(fd, *g_engine.dev, cfg) ? Early::Sent : Early::Failed;
+}
+
 // A loopback TCP connect is mostly complete when connect() returns. Then
 // the Proposal goes out now, from the caller's thread: the server finds it
 // at accept time and starts its handshake at once. Sent by a worker instead,
 // it would wait behind the client's queue while a server worker waits for
 // it (clc_detect_timeout_ms): two queues waiting on each other, which
-// stalled whole seconds of a c=1000 short-lived run.
+// stalled whole seconds of a c=1000 short-lived run. A connect not up yet
+// is Pending: the connect watch sends it when it is (connect_watch.hpp).
 Early early_proposal(int fd) {
     pollfd p{fd, POLLOUT, 0};
-    if (sys::real().poll(&p, 1, 0) != 1 || p.revents != POLLOUT) return Early::NotSent;
-    HandshakeConfig cfg = handshake_config();
-    if (!g_engine.dev->has_room(cfg.dmb_size)) return Early::NotSent; // the worker falls back
-    return smc_send_proposal(fd, *g_engine.dev, cfg) ? Early::Sent : Early::Failed;
+    int n = sys::real().poll(&p, 1, 0);
+    if (n == 0) return Early::Pending;
+    if (n != 1 || p.revents != POLLOUT) return Early::NotSent;
+    return send_proposal_now(fd);
+}
+
+// Hands the handshake to a client worker; if none can take it, the
+// connection goes on as TCP (declining a Proposal already sent).
+void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
+                       Early early) {
+    HandshakeQueue* q = client_queue();
+    if (q && q->submit([=] { client_job(fd, c, addr, len, port, early); })) return;
+    uint32_t ignored;
+    if (early == Early::Sent) {
+        // The server answers our Proposal: decline, and skip its answer.
+        clc::send_decline(fd, g_engine.dev->gid(), fallback::INTERR, 1000);
+        c->late_clc.store(true);
+    }
+    finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
+    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
+    c->phase.notify_all();
+    c->worker_done.store(true);
+    count_result(fallback::INTERR, false);
 }
 
 // Nonblocking connect of a candidate: EINPROGRESS, handshake on a worker.
@@ -178,19 +210,21 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
     std::memcpy(&copy, addr, std::min<size_t>(len, sizeof copy));
     runtime::count(counters::client_async_handshakes);
     Early early = early_proposal(fd);
-    if (!q->submit(
-            [fd, c, copy, len, port, early] { client_job(fd, c, copy, len, port, early); })) {
-        uint32_t ignored;
-        if (early == Early::Sent) {
-            // The server answers our Proposal: decline, and skip its answer.
-            clc::send_decline(fd, g_engine.dev->gid(), fallback::INTERR, 1000);
-            c->late_clc.store(true);
+    if (early == Early::Pending) {
+        // close() of the socket meanwhile shuts it down and waits for the
+        // worker: the watch sees the hang-up and passes the job on.
+        bool watched = connect_watch::add(fd, kTcpConnectWaitMs, [=](bool up) {
+            submit_client_job(fd, c, copy, len, port,
+                              up ? send_proposal_now(fd) : Early::TcpFailed);
+        });
+        if (watched) {
+            runtime::count(counters::connects_watched);
+            errno = EINPROGRESS;
+            return -1;
         }
-        finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
-        registry::announce_pending(addr, len, false, port);
-        c->worker_done.store(true);
-        count_result(fallback::INTERR, false);
+        early = Early::NotSent; // the worker waits for the connect
     }
+    submit_client_job(fd, c, copy, len, port, early);
     errno = EINPROGRESS;
     return -1;
 }

@@ -39,7 +39,8 @@ namespace usmc::counters {
     X(hs_congested_declines, "Proposals declined at once: handshake queue congested")              \
     X(client_async_handshakes, "nonblocking connects handshaken on a worker")                      \
     X(busy_poll_hits, "epoll_wait/poll spins that found an event (no sleep)")                      \
-    X(busy_poll_misses, "epoll_wait/poll spins that ended with nothing (then slept)")
+    X(busy_poll_misses, "epoll_wait/poll spins that ended with nothing (then slept)")              \
+    X(connects_watched, "nonblocking connects whose Proposal waited for the TCP connect")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

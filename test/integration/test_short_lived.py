@@ -63,6 +63,10 @@ with Env() as env:
     check(peak_kernel <= backlog + 1, f"the kernel queue held at most backlog+1 (peak {peak_kernel})")
     check(st["conn_smcd"] == 32, f"every connection used SMC-D on both ends ({st['conn_smcd']}, "
                                  f"{st['fallback_reasons']})")
+    # Their SYNs dropped, some connects were not up when connect() returned:
+    # the connect watch sent their Proposals the moment they were.
+    check(st["connects_watched"] > 0, f"late connects sent their Proposal from the watch "
+                                      f"({st['connects_watched']})")
     env.stop(server)
 
 # 2./3. Congestion: with SMC_LIMIT_HS (global knob) new connections skip SMC

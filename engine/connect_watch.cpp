@@ -1,0 +1,127 @@
+#include "engine/connect_watch.hpp"
+
+#include "engine/log.hpp"
+#include "engine/sys.hpp"
+
+#include <map>
+#include <mutex>
+#include <new>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <vector>
+
+namespace usmc::connect_watch {
+
+namespace {
+
+struct Watch {
+    int fd;
+    uint64_t deadline_ms;
+    std::function<void(bool)> done;
+};
+
+std::mutex g_mu;
+int g_epfd = -1;
+int g_wake = -1; // eventfd in the set (epoll data 0): a first watch's deadline is news
+uint64_t g_next_id = 1;
+std::map<uint64_t, Watch>* g_watches = nullptr; // by id (the epoll data), under g_mu
+
+uint64_t now_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+// Takes the watch out of the set (and its fd out of the epoll set, before
+// the caller can close it). Under g_mu.
+std::function<void(bool)> take(std::map<uint64_t, Watch>::iterator it) {
+    sys::real().epoll_ctl(g_epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    auto done = std::move(it->second.done);
+    g_watches->erase(it);
+    return done;
+}
+
+void run(int epfd) {
+    epoll_event ev[64];
+    int timeout = -1;
+    while (true) {
+        int n = sys::real().epoll_wait(epfd, ev, 64, timeout);
+        if (n < 0 && errno != EINTR) return;
+        std::vector<std::pair<std::function<void(bool)>, bool>> ready;
+        {
+            std::lock_guard lock(g_mu);
+            for (int i = 0; i < n; ++i) {
+                if (ev[i].data.u64 == 0) {
+                    uint64_t v;
+                    ssize_t rc = sys::real().read(g_wake, &v, sizeof v);
+                    (void)rc;
+                    continue;
+                }
+                auto it = g_watches->find(ev[i].data.u64);
+                if (it == g_watches->end()) continue;
+                bool up = (ev[i].events & EPOLLOUT) && !(ev[i].events & (EPOLLERR | EPOLLHUP));
+                ready.emplace_back(take(it), up);
+            }
+            uint64_t now = now_ms(), next = UINT64_MAX;
+            for (auto it = g_watches->begin(); it != g_watches->end();) {
+                if (it->second.deadline_ms <= now) {
+                    ready.emplace_back(take(it++), false);
+                } else {
+                    next = std::min(next, it->second.deadline_ms);
+                    ++it;
+                }
+            }
+            timeout = next == UINT64_MAX ? -1 : int(std::min<uint64_t>(next - now, 60000));
+        }
+        // Outside the lock: a callback may add (another connect's) watch.
+        for (auto& [done, up] : ready)
+            done(up);
+    }
+}
+
+} // namespace
+
+bool add(int fd, uint32_t timeout_ms, std::function<void(bool connected)> done) {
+    std::lock_guard lock(g_mu);
+    if (!g_watches) g_watches = new std::map<uint64_t, Watch>;
+    if (g_epfd < 0) {
+        int wake = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        if (wake < 0 || (g_epfd = sys::start_epoll_thread(run)) < 0) {
+            if (wake >= 0) sys::real().close(wake);
+            log::warn("cannot start the connect watch thread");
+            return false;
+        }
+        g_wake = wake;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = 0;
+        sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, g_wake, &ev);
+    }
+    uint64_t id = g_next_id++;
+    epoll_event ev{};
+    ev.events = EPOLLOUT | EPOLLONESHOT;
+    ev.data.u64 = id;
+    if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    bool first = g_watches->empty();
+    g_watches->emplace(id, Watch{fd, now_ms() + timeout_ms, std::move(done)});
+    // The thread sleeps until the nearest deadline it knew of. Callers use
+    // one timeout, so a new deadline is later than any pending one; only a
+    // first watch (the thread sleeping without a deadline) needs a wake-up.
+    if (first) {
+        uint64_t v = 1;
+        ssize_t rc = sys::real().write(g_wake, &v, sizeof v);
+        (void)rc;
+    }
+    return true;
+}
+
+void on_fork_child() {
+    new (&g_mu) std::mutex();
+    if (g_epfd >= 0) sys::real().close(g_epfd);
+    if (g_wake >= 0) sys::real().close(g_wake);
+    g_epfd = g_wake = -1;
+    g_watches = nullptr; // the parent's (its memory is a copy here)
+}
+
+} // namespace usmc::connect_watch
