@@ -182,4 +182,21 @@ with Env() as env:
           f"server not accepting for 7 s: every echo correct ({out.strip()} rc {client.returncode} {err[-300:]})")
     check(st["fallback_reasons"].get("CLCWAIT", 0) == 3, f"clients gave up waiting, as TCP ({st['fallback_reasons']})")
     env.stop(server)
+
+# 7. Connects abandoned in flight: a listener that does not accept, with a
+#    backlog of 1, so most SYNs are dropped and those connects wait in the
+#    connect watch; the rest wait for an Accept on a worker. Closing them all
+#    at once must not wait for the TCP connect or the CLC timeouts.
+with Env() as env:
+    go = os.path.join(env.dir, "go")
+    server = env.start(env.wrap([PYTHON, APP, "server", "--go", go, "--backlog", "1", "--seconds", "30"]))
+    port = read_ready(server)
+    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "-n", "12", "--abandon"]), timeout=30)
+    st = env.stats()
+    closed = [l for l in r.stdout.splitlines() if l.startswith("CLOSED")]
+    took = float(closed[0].split()[3]) if closed else 99.0
+    check(r.returncode == 0 and took < 3.0,
+          f"12 connects closed in flight: closes took {took:.3f} s (rc {r.returncode} {r.stderr[-200:]})")
+    check(st["connects_watched"] > 0, f"some were still connecting (watched {st['connects_watched']})")
+    env.stop(server)
 finish()

@@ -56,7 +56,25 @@ def server(args):
             c.setblocking(False)
 
 
+def abandon(args):
+    """-n nonblocking connects, then close them all at once, handshakes
+    and TCP connects still in progress; prints how long the closes took."""
+    socks = []
+    for _ in range(args.n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", args.port))
+        socks.append(s)
+    t0 = time.monotonic()
+    for s in socks:
+        s.close()
+    print(f"CLOSED {len(socks)} in {time.monotonic() - t0:.3f} s", flush=True)
+    return 0
+
+
 def client(args):
+    if args.abandon:
+        return abandon(args)
     sel = selectors.DefaultSelector()
     start = time.monotonic()
     conns = {}
@@ -127,6 +145,7 @@ def main():
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--probe-at", type=float, default=0)
     p.add_argument("--probe-file", default="")
+    p.add_argument("--abandon", action="store_true", help="close every connect at once")
     args = p.parse_args()
     if args.role == "server":
         server(args)
