@@ -189,7 +189,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
         *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         return 1; // go on as plain TCP
     }
-    smc_block_tx_event(*c); // not writable until done
+    smc_block_tx_event(*c, true); // not writable until done (a new eventfd: count 0)
     c->tcp_fd = fd;
     c->nonblock.store(true);
     c->phase.store(Phase::Connecting);

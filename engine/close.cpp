@@ -29,14 +29,13 @@ void tell_peer(SmcConn& c, uint8_t flag) {
         ssize_t rc = sys::real().read(c.peer_tx_event, &v, sizeof v);
         (void)rc;
     }
-    // Our own threads blocked in send (now EPIPE) must wake too: make our
-    // tx_event writable. After close, a blocked recv must wake as well.
-    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-    if (flag != cdc::kPeerDoneWriting) {
-        v = 1;
-        rc = sys::real().write(c.rx_event, &v, sizeof v);
+    // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
+    // must wake too: make our tx_event writable. (A close has woken them in
+    // smc_quiesce already, and its eventfds go right after: nothing to do.)
+    if (flag == cdc::kPeerDoneWriting) {
+        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
+        (void)rc;
     }
-    (void)rc;
 }
 } // namespace
 

@@ -164,7 +164,7 @@ void smc_drain_rx_event(SmcConn& c);
 void smc_self_wake(SmcConn& c);
 // Our tx_event: saturate it (not writable: the peer's ring is full), or
 // make it writable again (only if we saturated it).
-void smc_block_tx_event(SmcConn& c);
+void smc_block_tx_event(SmcConn& c, bool fresh = false); // fresh: the count is 0 (no drain)
 void smc_open_tx_event(SmcConn& c);
 
 // Looks at the TCP connection without reading: marks peer_gone when it has
@@ -172,7 +172,9 @@ void smc_open_tx_event(SmcConn& c);
 bool smc_check_peer(SmcConn& c);
 
 // shutdown(SHUT_WR) / close / abort: tell the peer through the control line
-// and wake it if it waits.
+// and wake it if it waits. smc_close does not wake our own threads: callers
+// quiesce the connection first (or the process is exiting) and close its
+// eventfds right after.
 void smc_shutdown_write(SmcConn& c);
 void smc_close(SmcConn& c, bool abort);
 

@@ -58,7 +58,11 @@ bool send_with_fds(int sock, const void* data, size_t len, const int* fds, int n
         c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
         std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
     }
-    return sys::real().sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+    // Never blocks: each side sends one message into an empty queue (a
+    // peer that let it fill is not worth waiting for). The endpoint needs no
+    // SO_SNDTIMEO for its answer.
+    return sys::real().sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+           static_cast<ssize_t>(len);
 }
 
 // Receives exactly `len` bytes and exactly kFdCount descriptors (or none when
@@ -84,7 +88,11 @@ bool recv_with_fds(int sock, void* data, size_t len, int* fds, bool want_fds) {
     bool ok = n == static_cast<ssize_t>(len) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
               got == (want_fds ? kFdCount : 0);
     if (ok && want_fds) {
-        for (int i = 0; i < kFdCount; ++i) {
+        // The eventfds stay for the connection's life: into usmc's range.
+        // The DMB's (first) is closed as soon as it is mapped, or at once
+        // when the mapping is cached: not worth two more system calls.
+        fds[0] = received[0];
+        for (int i = 1; i < kFdCount; ++i) {
             fds[i] = sys::place_high_strict(received[i]);
             ok = ok && fds[i] >= 0;
         }
@@ -193,7 +201,6 @@ void Endpoint::serve() {
         if (conn < 0) continue;
         timeval tv{1, 0}; // a silent client cannot hold the endpoint
         sys::real().setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        sys::real().setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         handle(conn);
         sys::real().close(conn);
     }
@@ -291,6 +298,7 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
     if (s < 0) return std::nullopt;
     timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     sys::real().setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    // Bounds connect() too: it waits while the endpoint's backlog is full.
     sys::real().setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_un sun;
     socklen_t len = endpoint_address(gid, sun);

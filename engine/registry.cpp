@@ -89,7 +89,8 @@ struct Cached {
     size_t size = 0;
     int pidfd = -1; // entries: the listener's process
     uid_t owner = 0;
-    int32_t pid = 0; // the process pidfd refers to
+    int32_t pid = 0;         // the process pidfd refers to
+    uint64_t checked_ns = 0; // when stat last said it is the same file
 };
 std::mutex g_cache_mu;
 std::vector<Cached>* g_cache = nullptr;
@@ -102,16 +103,26 @@ void drop(std::vector<Cached>& cache, size_t i) {
 }
 
 // The mapping of `path` (opened read-only or read-write), from the cache if
-// it is still the same file. `fresh` says whether it was just mapped.
-Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh) {
+// it is still the same file. `fresh` says whether it was just mapped. With
+// `trust_ns`, a mapping checked that recently is taken without asking again.
+Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh,
+                   uint64_t trust_ns = 0) {
     if (!g_cache) g_cache = new std::vector<Cached>;
     auto& cache = *g_cache;
+    uint64_t now = trust_ns ? now_ns() : 0;
+    if (trust_ns)
+        for (auto& c : cache)
+            if (c.path == path && now - c.checked_ns < trust_ns) {
+                *fresh = false;
+                return &c;
+            }
     struct stat st;
     bool exists = ::stat(path.c_str(), &st) == 0;
     for (size_t i = 0; i < cache.size(); ++i) {
         if (cache[i].path != path) continue;
         if (exists && cache[i].ino == st.st_ino && cache[i].owner == st.st_uid) {
             *fresh = false;
+            cache[i].checked_ns = now;
             return &cache[i];
         }
         drop(cache, i);
@@ -121,7 +132,7 @@ Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh)
     void* m = map_file(path, flags, 0, size, false, &st);
     if (!m) return nullptr;
     if (cache.size() >= kCacheMax) drop(cache, 0);
-    cache.push_back({path, st.st_ino, m, size, -1, st.st_uid, 0});
+    cache.push_back({path, st.st_ino, m, size, -1, st.st_uid, 0, now});
     *fresh = true;
     return &cache.back();
 }
@@ -376,18 +387,24 @@ void count_down(std::atomic<uint64_t>& n) {
 } // namespace
 
 void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
+    // Each connect announces three times: the file checked within the last
+    // kPendingTrustNs is taken as it is. (A listener published again meanwhile
+    // misses at most that long of announcements: its connections wait for
+    // the Proposal less, or run TCP; nothing is lost.)
+    constexpr uint64_t kPendingTrustNs = 50'000'000;
     std::lock_guard lock(g_cache_mu);
     bool fresh;
     std::string name = entry_name(addr, len);
-    Cached* c = name.empty()
-                    ? nullptr
-                    : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending), &fresh);
+    Cached* c = name.empty() ? nullptr
+                             : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending),
+                                          &fresh, kPendingTrustNs);
     if (!c) {
         socklen_t wlen = 0;
         sockaddr_storage w = wildcard_of(addr, len, &wlen);
         name = entry_name(reinterpret_cast<sockaddr*>(&w), wlen);
         c = name.empty() ? nullptr
-                         : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending), &fresh);
+                         : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending), &fresh,
+                                      kPendingTrustNs);
     }
     if (!c) return;
     auto* p = static_cast<Pending*>(c->map);
