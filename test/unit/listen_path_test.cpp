@@ -3,6 +3,7 @@
 // knob's file editing.
 #include "config/config.hpp"
 #include "config/knob.hpp"
+#include "engine/connect_watch.hpp"
 #include "engine/handshake_queue.hpp"
 #include "engine/listener.hpp"
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <netinet/in.h>
 #include <sstream>
@@ -108,6 +110,65 @@ int connect_to(int lfd) {
     return fd;
 }
 } // namespace
+
+TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out") {
+    using namespace std::chrono;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(lfd, 0) == 0); // room for one connection, never accepted
+    socklen_t alen = sizeof a;
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
+    int filler = connect_to(lfd);
+    // The queue is full: this SYN is dropped, the connect stays in progress.
+    auto dropped = [&] {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        REQUIRE(connect(s, reinterpret_cast<sockaddr*>(&a), alen) == -1);
+        REQUIRE(errno == EINPROGRESS);
+        return s;
+    };
+    SECTION("timed out (the first watch wakes the thread for its deadline)") {
+        int s = dropped();
+        std::promise<bool> p;
+        auto t0 = steady_clock::now();
+        REQUIRE(connect_watch::add(s, 150, [&](bool up) { p.set_value(up); }));
+        auto f = p.get_future();
+        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+        CHECK_FALSE(f.get());
+        CHECK(steady_clock::now() - t0 >= milliseconds(140));
+        close(s);
+    }
+    SECTION("shut down while connecting (what close() does)") {
+        int s = dropped();
+        std::promise<bool> p;
+        REQUIRE(connect_watch::add(s, 10000, [&](bool up) { p.set_value(up); }));
+        shutdown(s, SHUT_RDWR);
+        auto f = p.get_future();
+        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+        CHECK_FALSE(f.get());
+        close(s);
+    }
+    SECTION("up") {
+        int l2 = listening_socket();
+        sockaddr_in b{};
+        socklen_t blen = sizeof b;
+        getsockname(l2, reinterpret_cast<sockaddr*>(&b), &blen);
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        int rc = connect(s, reinterpret_cast<sockaddr*>(&b), blen);
+        REQUIRE((rc == 0 || errno == EINPROGRESS));
+        std::promise<bool> p;
+        REQUIRE(connect_watch::add(s, 10000, [&](bool up) { p.set_value(up); }));
+        auto f = p.get_future();
+        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+        CHECK(f.get());
+        close(s);
+        close(l2);
+    }
+    close(filler);
+    close(lfd);
+}
 
 TEST_CASE("listener queue: backlog counts handshakes plus completed, not accepted") {
     int lfd = listening_socket();
