@@ -4,6 +4,7 @@
 #include "engine/sys.hpp"
 
 #include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -82,6 +83,34 @@ bool trusted(uid_t owner, std::span<const uint32_t> trusted_uids) {
 // RPC connections): their entry and pending files stay mapped here. Each use
 // still asks the kernel the two questions that matter, cheaply: is this the
 // same file (stat: inode), and is its process alive (a pidfd, polled)?
+// A destination as raw bytes (family, port, address): lookups find their
+// cached entry without building its file name.
+struct AddrKey {
+    std::array<uint8_t, 19> bytes{};
+    uint8_t len = 0;
+    bool operator==(const AddrKey&) const = default;
+};
+
+AddrKey key_of(const sockaddr* addr, socklen_t len) {
+    AddrKey k;
+    auto put = [&](const void* p, size_t n) {
+        std::memcpy(k.bytes.data() + k.len, p, n);
+        k.len = static_cast<uint8_t>(k.len + n);
+    };
+    if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+        auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+        put("\4", 1);
+        put(&in->sin_port, 2);
+        put(&in->sin_addr, 4);
+    } else if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+        auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+        put("\6", 1);
+        put(&in6->sin6_port, 2);
+        put(&in6->sin6_addr, 16);
+    }
+    return k;
+}
+
 struct Cached {
     std::string path;
     ino_t ino = 0;
@@ -109,7 +138,7 @@ Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh,
                    uint64_t trust_ns = 0) {
     if (!g_cache) g_cache = new std::vector<Cached>;
     auto& cache = *g_cache;
-    uint64_t now = trust_ns ? now_ns() : 0;
+    uint64_t now = now_ns();
     if (trust_ns)
         for (auto& c : cache)
             if (c.path == path && now - c.checked_ns < trust_ns) {
@@ -146,15 +175,62 @@ Pending* map_pending(const sockaddr* addr, socklen_t len, bool create) {
                                           create, &st));
 }
 
+// Destinations found to have no entry, remembered briefly: a client of a
+// plain (non-usmc) server asks the file system at most once per kMissNs
+// instead of twice per connect (exact address, then wildcard). A listener
+// published meanwhile by another process is seen that much later; one
+// published by this process clears it.
+struct Miss {
+    AddrKey key;
+    size_t dir_hash; // the stats directory it was looked for in
+    uint64_t until_ns;
+};
+std::vector<Miss>* g_misses = nullptr; // under g_cache_mu
+constexpr uint64_t kMissNs = 50'000'000;
+constexpr size_t kMissesMax = 64;
+
+size_t dir_hash() {
+    return std::hash<std::string>{}(statseg::stats_dir());
+}
+
+bool recent_miss(const AddrKey& key, size_t dir, uint64_t now) {
+    if (!g_misses) return false;
+    for (auto& m : *g_misses)
+        if (m.key == key && m.dir_hash == dir && now < m.until_ns) return true;
+    return false;
+}
+
+void note_miss(const AddrKey& key, size_t dir, uint64_t now) {
+    if (!g_misses) g_misses = new std::vector<Miss>;
+    for (auto& m : *g_misses)
+        if ((m.key == key && m.dir_hash == dir) || m.until_ns <= now) {
+            m = {key, dir, now + kMissNs};
+            return;
+        }
+    if (g_misses->size() < kMissesMax) g_misses->push_back({key, dir, now + kMissNs});
+}
+
 std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
                                   std::span<const uint32_t> trusted_uids) {
+    AddrKey key = key_of(addr, len);
+    if (!key.len) return std::nullopt;
+    size_t dir = dir_hash();
+    std::lock_guard lock(g_cache_mu);
+    uint64_t now = now_ns();
+    if (recent_miss(key, dir, now)) return std::nullopt;
     std::string name = entry_name(addr, len);
     if (name.empty()) return std::nullopt;
-    std::lock_guard lock(g_cache_mu);
     bool fresh = false;
     Cached* c = cached_map(path_of(name), O_RDONLY, sizeof(Entry), &fresh);
-    if (!c) return std::nullopt;
+    if (!c) {
+        note_miss(key, dir, now);
+        return std::nullopt;
+    }
     auto* e = static_cast<const Entry*>(c->map);
+    if (e->withdrawn.load(std::memory_order_acquire)) { // being removed right now
+        drop(*g_cache, size_t(c - g_cache->data()));
+        return std::nullopt;
+    }
     Found f;
     f.pid = e->pid;
     f.gid = e->gid;
@@ -232,6 +308,14 @@ Listener Listener::publish(const sockaddr* addr, socklen_t len, uint64_t gid, ui
     Listener l;
     std::string name = entry_name(addr, len);
     if (name.empty()) return l;
+    {
+        // This process may have looked for it before: forget that it was not there.
+        AddrKey key = key_of(addr, len);
+        std::lock_guard lock(g_cache_mu);
+        if (g_misses)
+            for (auto& m : *g_misses)
+                if (m.key == key) m.until_ns = 0;
+    }
     l.path_ = path_of(name);
     struct stat st;
     // A leftover of a dead listener of ours is replaced; another user's file is not ours to touch.
@@ -328,7 +412,10 @@ bool still_listening(uint64_t inode) {
 }
 
 void Listener::socket_closed(uint64_t inode) {
-    if (entry_ && !still_listening(inode)) unlink(path_.c_str());
+    if (entry_ && !still_listening(inode)) {
+        entry_->withdrawn.store(1, std::memory_order_release);
+        unlink(path_.c_str());
+    }
     if (entry_) munmap(entry_, sizeof(Entry));
     if (pending_) munmap(pending_, sizeof(Pending));
     entry_ = nullptr;
@@ -338,8 +425,10 @@ void Listener::socket_closed(uint64_t inode) {
 
 void Listener::withdraw() {
     if (entry_) {
-        if (entry_->pid == getpid())
+        if (entry_->pid == getpid()) {
+            entry_->withdrawn.store(1, std::memory_order_release);
             unlink(path_.c_str()); // a forked child does not withdraw its parent's
+        }
         munmap(entry_, sizeof(Entry));
         entry_ = nullptr;
     }

@@ -37,7 +37,9 @@ struct Entry {
     uint32_t magic;
     uint32_t version;
     int32_t pid;
-    uint32_t reserved;
+    // Set by the publisher just before it removes the file: a client that
+    // mapped it a moment ago does not use it.
+    std::atomic<uint32_t> withdrawn;
     uint64_t start_time; // /proc/<pid>/stat field 22
     uint64_t gid;        // the listener's ISM GID (its endpoint is named after it)
     std::atomic<uint32_t> flags;

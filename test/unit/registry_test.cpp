@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <netinet/in.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,6 +126,42 @@ TEST_CASE("entries are believed only from trusted owners and live processes") {
     std::ofstream(dir.path + "/" + registry::entry_name(sa(junk_addr), sizeof junk_addr))
         << std::string(40, 'x');
     CHECK_FALSE(registry::lookup(sa(junk_addr), sizeof junk_addr, {}));
+}
+
+TEST_CASE("a destination without an entry is remembered briefly, not for ever") {
+    TempStats dir;
+    auto addr = v4("127.0.0.1", 6100);
+    CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {}));
+    {
+        // Published by this process: found at once.
+        auto l = registry::Listener::publish(sa(addr), sizeof addr, 11, registry::kSmcD);
+        REQUIRE(l.published());
+        CHECK(registry::lookup(sa(addr), sizeof addr, {}));
+    }
+    CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {})); // withdrawn
+    // Published by another process: found once the miss has expired (50 ms).
+    int ready[2], go[2];
+    REQUIRE(pipe(ready) == 0);
+    REQUIRE(pipe(go) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        auto l = registry::Listener::publish(sa(addr), sizeof addr, 12, registry::kSmcD);
+        char c = l.published() ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1) _exit(2);
+        _exit(0);
+    }
+    char c = 0;
+    REQUIRE(read(ready[0], &c, 1) == 1);
+    REQUIRE(c == 'y');
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    auto f = registry::lookup(sa(addr), sizeof addr, {});
+    CHECK(f);
+    if (f) CHECK(f->pid == child);
+    REQUIRE(write(go[1], &c, 1) == 1);
+    int status = 0;
+    waitpid(child, &status, 0);
+    for (int fd : {ready[0], ready[1], go[0], go[1]})
+        close(fd);
 }
 
 TEST_CASE("pending connects: announced by clients, expire, never below zero") {
