@@ -2,6 +2,7 @@
 
 #include "engine/log.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <time.h>
 
@@ -19,7 +20,7 @@ uint64_t mono_ns() {
 
 HandshakeQueue::HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion)
     : workers_(workers ? workers : 1), hold_ns_(uint64_t{hold_ms ? hold_ms : 1} * 1000000),
-      on_congestion_(std::move(on_congestion)) {}
+      on_congestion_(std::move(on_congestion)), cur_hold_ns_(hold_ns_) {}
 
 bool HandshakeQueue::congested() const {
     return mono_ns() < until_ns_.load(std::memory_order_relaxed);
@@ -65,10 +66,18 @@ void HandshakeQueue::work() {
 void HandshakeQueue::update_congestion() {
     if (waiting_.load(std::memory_order_relaxed) < workers_) return;
     uint64_t now = mono_ns();
-    uint64_t until = now + hold_ns_;
     uint64_t old = until_ns_.load(std::memory_order_relaxed);
+    uint64_t hold = cur_hold_ns_.load(std::memory_order_relaxed);
+    if (old <= now) {
+        // A new congestion. Back within one hold of the last one's end: the
+        // clients' bursts are what keeps bringing it back; hold longer.
+        hold =
+            old != 0 && now - old < hold ? std::min(2 * hold, kMaxHoldFactor * hold_ns_) : hold_ns_;
+        cur_hold_ns_.store(hold, std::memory_order_relaxed);
+    }
+    uint64_t until = now + hold;
     // Extended at most every quarter hold: the callback walks the listeners.
-    if (old > now && until - old < hold_ns_ / 4) return;
+    if (old > now && until - old < hold / 4) return;
     if (until_ns_.compare_exchange_strong(old, until) && on_congestion_)
         on_congestion_(until, old <= now);
 }

@@ -15,8 +15,11 @@
 // the last time that was seen (hs_congestion_hold_ms): clients learn of it
 // through the registry before their connect, a round trip late, and a flag
 // that ended as soon as the queue drained let every new burst of a connection
-// storm in again (see docs/DESIGN-NOTES.md). Listeners with SMC_LIMIT_HS
-// advertise it, and clients then connect as plain TCP.
+// storm in again (see docs/DESIGN-NOTES.md). Congestion that comes back
+// within one hold of its end is a storm, not a spike: the hold doubles (up to
+// kMaxHoldFactor times hs_congestion_hold_ms), and starts over from the
+// configured value after a quiet hold. Listeners with SMC_LIMIT_HS advertise
+// it, and clients then connect as plain TCP.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -47,6 +50,9 @@ class HandshakeQueue {
     // CLOCK_MONOTONIC ns until which the queue counts as congested (0: never was).
     uint64_t congested_until() const { return until_ns_.load(std::memory_order_relaxed); }
     unsigned workers() const { return workers_; }
+    // The hold the current (or last) congestion got.
+    uint64_t hold_ns() const { return cur_hold_ns_.load(std::memory_order_relaxed); }
+    static constexpr uint64_t kMaxHoldFactor = 16;
 
   private:
     void work();
@@ -61,6 +67,7 @@ class HandshakeQueue {
     unsigned started_ = 0;
     std::atomic<unsigned> waiting_{0}, running_{0};
     std::atomic<uint64_t> until_ns_{0};
+    std::atomic<uint64_t> cur_hold_ns_;
 };
 
 } // namespace usmc

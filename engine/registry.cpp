@@ -113,6 +113,8 @@ AddrKey key_of(const sockaddr* addr, socklen_t len) {
 
 struct Cached {
     std::string path;
+    AddrKey key;         // entries: the destination they answer for
+    size_t dir_hash = 0; // and the stats directory they were found in
     ino_t ino = 0;
     void* map = nullptr;
     size_t size = 0;
@@ -161,7 +163,7 @@ Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh,
     void* m = map_file(path, flags, 0, size, false, &st);
     if (!m) return nullptr;
     if (cache.size() >= kCacheMax) drop(cache, 0);
-    cache.push_back({path, st.st_ino, m, size, -1, st.st_uid, 0, now});
+    cache.push_back({path, {}, 0, st.st_ino, m, size, -1, st.st_uid, 0, now});
     *fresh = true;
     return &cache.back();
 }
@@ -187,6 +189,7 @@ struct Miss {
 };
 std::vector<Miss>* g_misses = nullptr; // under g_cache_mu
 constexpr uint64_t kMissNs = 50'000'000;
+constexpr uint64_t kEntryTrustNs = 200'000'000;
 constexpr size_t kMissesMax = 64;
 
 size_t dir_hash() {
@@ -218,13 +221,30 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     std::lock_guard lock(g_cache_mu);
     uint64_t now = now_ns();
     if (recent_miss(key, dir, now)) return std::nullopt;
-    std::string name = entry_name(addr, len);
-    if (name.empty()) return std::nullopt;
     bool fresh = false;
-    Cached* c = cached_map(path_of(name), O_RDONLY, sizeof(Entry), &fresh);
+    Cached* c = nullptr;
+    // An entry believed and checked (stat) within kEntryTrustNs is taken as
+    // it is: its publisher marks it withdrawn before removing it, and a dead
+    // publisher shows on the pidfd below. The stat only notices a file
+    // changed behind the publisher's back (an owner changed by root).
+    if (g_cache)
+        for (auto& k : *g_cache)
+            if (k.key == key && k.dir_hash == dir && k.pidfd >= 0 &&
+                now - k.checked_ns < kEntryTrustNs &&
+                !static_cast<const Entry*>(k.map)->withdrawn.load(std::memory_order_acquire)) {
+                c = &k;
+                break;
+            }
     if (!c) {
-        note_miss(key, dir, now);
-        return std::nullopt;
+        std::string name = entry_name(addr, len);
+        if (name.empty()) return std::nullopt;
+        c = cached_map(path_of(name), O_RDONLY, sizeof(Entry), &fresh);
+        if (!c) {
+            note_miss(key, dir, now);
+            return std::nullopt;
+        }
+        c->key = key;
+        c->dir_hash = dir;
     }
     auto* e = static_cast<const Entry*>(c->map);
     if (e->withdrawn.load(std::memory_order_acquire)) { // being removed right now

@@ -111,6 +111,60 @@ int connect_to(int lfd) {
 }
 } // namespace
 
+TEST_CASE("handshake queue: congestion back right after its hold doubles the hold") {
+    using namespace std::chrono;
+    static HandshakeQueue* keep = nullptr; // (as above: lives for the process)
+    constexpr uint64_t kHoldNs = 60'000'000;
+    keep = new HandshakeQueue(1, 60, nullptr);
+    auto& q = *keep;
+    std::mutex mu;
+    std::condition_variable cv;
+    int open = 0; // jobs allowed to finish
+    std::atomic<int> done{0};
+    auto job = [&] {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return open > 0; });
+        --open;
+        ++done;
+    };
+    // One worker busy and one job waiting: congested.
+    auto congest = [&](int expect_done) {
+        REQUIRE(q.submit(job));
+        REQUIRE(q.submit(job));
+        auto deadline = steady_clock::now() + seconds(5);
+        while (!q.congested() && steady_clock::now() < deadline)
+            std::this_thread::sleep_for(milliseconds(1));
+        REQUIRE(q.congested());
+        {
+            std::lock_guard lock(mu);
+            open += 2;
+        }
+        cv.notify_all();
+        while (done < expect_done && steady_clock::now() < deadline)
+            std::this_thread::sleep_for(milliseconds(1));
+        REQUIRE(done == expect_done);
+    };
+    auto wait_end = [&] {
+        auto deadline = steady_clock::now() + seconds(5);
+        while (q.congested() && steady_clock::now() < deadline)
+            std::this_thread::sleep_for(milliseconds(1));
+        REQUIRE_FALSE(q.congested());
+    };
+    congest(2);
+    CHECK(q.hold_ns() == kHoldNs);
+    wait_end();
+    congest(4); // back at once: a storm
+    CHECK(q.hold_ns() == 2 * kHoldNs);
+    wait_end();
+    congest(6);
+    CHECK(q.hold_ns() == 4 * kHoldNs);
+    wait_end();
+    // Quiet for longer than the hold: a new spike starts from the setting.
+    std::this_thread::sleep_for(nanoseconds(4 * kHoldNs + 20'000'000));
+    congest(8);
+    CHECK(q.hold_ns() == kHoldNs);
+}
+
 TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out") {
     using namespace std::chrono;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
