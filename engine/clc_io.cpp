@@ -14,9 +14,7 @@ namespace usmc::clc {
 namespace {
 
 int64_t now_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+    return int64_t(sys::mono_ns() / 1000000);
 }
 
 // Waits for `events`; false on timeout or error.

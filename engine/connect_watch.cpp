@@ -28,9 +28,7 @@ uint64_t g_next_id = 1;
 std::map<uint64_t, Watch>* g_watches = nullptr; // by id (the epoll data), under g_mu
 
 uint64_t now_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+    return sys::mono_ns() / 1000000;
 }
 
 // Takes the watch out of the set (and its fd out of the epoll set, before

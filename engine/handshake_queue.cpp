@@ -1,22 +1,14 @@
 #include "engine/handshake_queue.hpp"
 
 #include "engine/log.hpp"
+#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <thread>
-#include <time.h>
 
 namespace usmc {
 
-namespace {
-
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-} // namespace
+using sys::mono_ns;
 
 HandshakeQueue::HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion)
     : workers_(workers ? workers : 1), hold_ns_(uint64_t{hold_ms ? hold_ms : 1} * 1000000),

@@ -29,9 +29,7 @@ constexpr uint32_t kVersion = 2;                     // 2: congested_until_ns
 constexpr uint64_t kPendingTtlNs = 6'000'000'000ull; // CLC_WAIT_TIME
 
 uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+    return sys::mono_ns();
 }
 
 void* map_file(const std::string& path, int flags, mode_t mode, size_t size, bool create,

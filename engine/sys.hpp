@@ -4,6 +4,7 @@
 // this table, so the engine never re-enters the interposed functions.
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -94,6 +95,14 @@ int place_high(int fd);
 int place_high_strict(int fd);
 // Where that top quarter starts.
 int high_base();
+
+// CLOCK_MONOTONIC in nanoseconds (system-wide: comparable across processes,
+// as the registry's congestion time is).
+inline uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
 
 // A private epoll set served by a detached thread of ours running
 // `loop(epfd)` for the rest of the process (the listen and peer watchers).

@@ -9,22 +9,16 @@
 
 namespace usmc::wait {
 
-namespace {
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-} // namespace
+using sys::mono_ns;
 
 bool spin(uint32_t us, const std::function<bool()>& ready) {
     if (us == 0) return ready();
-    uint64_t until = now_ns() + uint64_t{us} * 1000;
+    uint64_t until = mono_ns() + uint64_t{us} * 1000;
     do {
         if (ready()) return true;
         for (int i = 0; i < 64; ++i)
             cpu_relax();
-    } while (now_ns() < until);
+    } while (mono_ns() < until);
     return ready();
 }
 

@@ -52,6 +52,18 @@ int open_fds() {
     return n;
 }
 
+// The count once the endpoint's thread has closed its side of the last
+// attach (it does so after answering, concurrently with the caller): waits
+// up to a second for `want`.
+int open_fds_settled(int want) {
+    int n = open_fds();
+    for (int i = 0; i < 100 && n != want; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        n = open_fds();
+    }
+    return n;
+}
+
 ssize_t send_str(SmcConn& c, const char* s) {
     iovec iov{const_cast<char*>(s), std::strlen(s)};
     return smc_send(c, &iov, 1, false, 2000);
@@ -202,7 +214,7 @@ TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back 
         fep->offer(9, {16384, tmp.rx_event, tmp.tx_event});
         int before = open_fds();
         CHECK_FALSE(ism::attach(full.gid(), 9, fds, 500));
-        CHECK(open_fds() == before);
+        CHECK(open_fds_settled(before) == before);
         CHECK_FALSE(fep->wait_attached(9, 10));
         full.release(*taken, ism::kUnknownPeer);
         delete fep;
@@ -426,7 +438,8 @@ TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor"
     ism::close_fds(ok->fds);
     ism::unmap(*other);
     dev.release(got->ours, ism::kUnknownPeer);
-    CHECK(open_fds() == before); // every descriptor that came in was closed or handed over
+    CHECK(open_fds_settled(before) ==
+          before); // every descriptor that came in was closed or handed over
     close(tmp.rx_event);
     close(tmp.tx_event);
     delete ep;

@@ -6,6 +6,7 @@
 #include "engine/connect_watch.hpp"
 #include "engine/handshake_queue.hpp"
 #include "engine/listener.hpp"
+#include "engine/sys.hpp"
 
 #include <arpa/inet.h>
 #include <atomic>
@@ -71,9 +72,7 @@ TEST_CASE("handshake queue: congestion starts at `workers` waiting jobs, lasts t
     CHECK(done == 4);
     // Nothing waits any more, yet the congestion holds until its time is up,
     // then ends by itself (nobody has to submit anything).
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+    uint64_t now = sys::mono_ns();
     uint64_t until = q.congested_until();
     CHECK(until > now);
     CHECK(until <= now + uint64_t{kHoldMs} * 1000000);

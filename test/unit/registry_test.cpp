@@ -1,4 +1,5 @@
 #include "engine/registry.hpp"
+#include "engine/sys.hpp"
 
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
@@ -57,9 +58,7 @@ TEST_CASE("a published listener is found; withdrawn, it is gone") {
         CHECK(f->gid == 0xabcdef);
         CHECK(f->flags == registry::kSmcD);
         // Congestion is a time in the entry, reported only with SMC_LIMIT_HS.
-        timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t now = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+        uint64_t now = sys::mono_ns();
         l.set_congested_until(now + 60'000'000'000ull);
         CHECK(registry::lookup(sa(addr), sizeof addr, {})->flags == registry::kSmcD);
         l.set_flag(registry::kLimitHs, true);
