@@ -179,13 +179,30 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
     delete ep;
 }
 
-TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back when withdrawn") {
-    ism::Device dev(8 << 20);
-    ism::Endpoint* ep = ism::Endpoint::start(dev);
-    REQUIRE(ep);
+// A server's endpoint with one connection's eventfds, ready to offer.
+struct OfferingEndpoint {
+    ism::Device dev{8 << 20};
+    ism::Endpoint* ep = nullptr;
     SmcConn tmp;
-    REQUIRE(smc_conn_init_events(tmp));
-    ep->offer(7, {16384, tmp.rx_event, tmp.tx_event});
+    OfferingEndpoint() {
+        ep = ism::Endpoint::start(dev);
+        REQUIRE(ep);
+        REQUIRE(smc_conn_init_events(tmp));
+    }
+    ~OfferingEndpoint() {
+        close(tmp.rx_event);
+        close(tmp.tx_event);
+        delete ep;
+    }
+    void offer(uint64_t token) { ep->offer(token, {16384, tmp.rx_event, tmp.tx_event}); }
+};
+
+TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back when withdrawn") {
+    OfferingEndpoint e;
+    auto& dev = e.dev;
+    auto* ep = e.ep;
+    auto& tmp = e.tmp;
+    e.offer(7);
     CHECK(dev.memory_in_use() == 0); // nothing taken before an attach
     auto mine = ism::create_dmb(16384);
     auto fds = [&](uid_t) -> std::optional<ism::Fds> {
@@ -200,7 +217,7 @@ TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back 
     CHECK(dev.spare_count() == 0);
     CHECK_FALSE(ep->wait_attached(7, 10));
     // An offer nobody attaches to: waiting ends at the timeout with nothing.
-    ep->offer(8, {16384, tmp.rx_event, tmp.tx_event});
+    e.offer(8);
     CHECK_FALSE(ep->wait_attached(8, 20));
     CHECK(dev.memory_in_use() == 0);
     {
@@ -220,9 +237,6 @@ TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back 
         delete fep;
     }
     ism::unmap(*mine);
-    close(tmp.rx_event);
-    close(tmp.tx_event);
-    delete ep;
 }
 
 TEST_CASE("the peer-mapping cache: same file mapped once, idle ones bounded, others refused") {
@@ -402,12 +416,11 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
 }
 
 TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor") {
-    ism::Device dev(8 << 20);
-    ism::Endpoint* ep = ism::Endpoint::start(dev);
-    REQUIRE(ep);
-    SmcConn tmp;
-    REQUIRE(smc_conn_init_events(tmp));
-    ep->offer(42, {16384, tmp.rx_event, tmp.tx_event});
+    OfferingEndpoint e;
+    auto& dev = e.dev;
+    auto* ep = e.ep;
+    auto& tmp = e.tmp;
+    e.offer(42);
     int before = open_fds();
     auto other = ism::create_dmb(16384);
     uid_t asked_for = 12345;
@@ -438,9 +451,6 @@ TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor"
     ism::close_fds(ok->fds);
     ism::unmap(*other);
     dev.release(got->ours, ism::kUnknownPeer);
-    CHECK(open_fds_settled(before) ==
-          before); // every descriptor that came in was closed or handed over
-    close(tmp.rx_event);
-    close(tmp.tx_event);
-    delete ep;
+    // Every descriptor that came in was closed or handed over.
+    CHECK(open_fds_settled(before) == before);
 }

@@ -131,16 +131,11 @@ TEST_CASE("entries are believed only from trusted owners and live processes") {
 }
 
 TEST_CASE("a destination without an entry is remembered briefly, not for ever") {
+    // (Published by this process right after a miss, an entry is found at
+    // once: the first test of this file looks it up before publishing.)
     TempStats dir;
     auto addr = v4("127.0.0.1", 6100);
     CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {}));
-    {
-        // Published by this process: found at once.
-        auto l = registry::Listener::publish(sa(addr), sizeof addr, 11, registry::kSmcD);
-        REQUIRE(l.published());
-        CHECK(registry::lookup(sa(addr), sizeof addr, {}));
-    }
-    CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {})); // withdrawn
     // Published by another process: found once the miss has expired (50 ms).
     int ready[2], go[2];
     REQUIRE(pipe(ready) == 0);
