@@ -197,12 +197,10 @@ struct OfferingEndpoint {
     void offer(uint64_t token) { ep->offer(token, {16384, tmp.rx_event, tmp.tx_event}); }
 };
 
-TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back when withdrawn") {
-    OfferingEndpoint e;
-    auto& dev = e.dev;
-    auto* ep = e.ep;
-    auto& tmp = e.tmp;
-    e.offer(7);
+TEST_CASE_METHOD(
+    OfferingEndpoint,
+    "the endpoint takes the server's DMB at attach time and gives it back when withdrawn") {
+    offer(7);
     CHECK(dev.memory_in_use() == 0); // nothing taken before an attach
     auto mine = ism::create_dmb(16384);
     auto fds = [&](uid_t) -> std::optional<ism::Fds> {
@@ -217,7 +215,7 @@ TEST_CASE("the endpoint takes the server's DMB at attach time and gives it back 
     CHECK(dev.spare_count() == 0);
     CHECK_FALSE(ep->wait_attached(7, 10));
     // An offer nobody attaches to: waiting ends at the timeout with nothing.
-    e.offer(8);
+    offer(8);
     CHECK_FALSE(ep->wait_attached(8, 20));
     CHECK(dev.memory_in_use() == 0);
     {
@@ -415,12 +413,9 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
     }
 }
 
-TEST_CASE("the endpoint gives nothing for a wrong token and leaks no descriptor") {
-    OfferingEndpoint e;
-    auto& dev = e.dev;
-    auto* ep = e.ep;
-    auto& tmp = e.tmp;
-    e.offer(42);
+TEST_CASE_METHOD(OfferingEndpoint,
+                 "the endpoint gives nothing for a wrong token and leaks no descriptor") {
+    offer(42);
     int before = open_fds();
     auto other = ism::create_dmb(16384);
     uid_t asked_for = 12345;
