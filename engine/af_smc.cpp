@@ -6,6 +6,7 @@
 #include "engine/connect_watch.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
+#include "engine/lgr.hpp"
 #include "engine/log.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
@@ -532,6 +533,7 @@ void on_fork_child() {
     // locks may be held.)
     peer_watch::on_fork_child();
     connect_watch::on_fork_child();
+    lgr::on_fork_child();
     smc_cork_after_fork_child();
     listen_watch_fork_child();
     registry::on_fork_child();

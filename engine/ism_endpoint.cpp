@@ -1,6 +1,6 @@
 #include "engine/ism_endpoint.hpp"
 
-#include "engine/registry.hpp"
+#include "engine/lgr.hpp"
 #include "engine/sys.hpp"
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -33,16 +34,6 @@ struct Reply {
     uint32_t reserved;
 };
 
-socklen_t endpoint_address(uint64_t gid, sockaddr_un& sun) {
-    std::memset(&sun, 0, sizeof sun);
-    sun.sun_family = AF_UNIX;
-    // Abstract namespace (leading NUL): scoped to the network namespace, no file.
-    int n = std::snprintf(sun.sun_path + 1, sizeof sun.sun_path - 1, "usmc-ism.%llu.%016llx",
-                          static_cast<unsigned long long>(registry::netns_id()),
-                          static_cast<unsigned long long>(gid));
-    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-}
-
 bool send_with_fds(int sock, const void* data, size_t len, const int* fds, int nfds) {
     iovec iov{const_cast<void*>(data), len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kFdCount)] = {};
@@ -65,10 +56,19 @@ bool send_with_fds(int sock, const void* data, size_t len, const int* fds, int n
            static_cast<ssize_t>(len);
 }
 
-// Receives exactly `len` bytes and exactly kFdCount descriptors (or none when
-// `want_fds` is false). Any descriptor that arrives is either returned or
-// closed: a hostile peer cannot leak descriptors into us.
-bool recv_with_fds(int sock, void* data, size_t len, int* fds, bool want_fds) {
+enum class Got : uint8_t {
+    Nothing,   // no message there (EAGAIN)
+    Message,   // a well-formed message, with descriptors or without
+    NoRoom,    // a well-formed message whose descriptors we could not keep
+               // (usmc's descriptor range is full): closed, errno EMFILE
+    Malformed, // or the link is at its end
+};
+
+// Receives one message of exactly `len` bytes with exactly kFdCount
+// descriptors or none (`*with_fds` says which), never waiting. Any
+// descriptor that arrives is either returned or closed: a hostile peer
+// cannot leak descriptors into us.
+Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds) {
     iovec iov{data, len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
     msghdr msg{};
@@ -76,34 +76,41 @@ bool recv_with_fds(int sock, void* data, size_t len, int* fds, bool want_fds) {
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
-    ssize_t n = sys::real().recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    *with_fds = false;
+    ssize_t n = sys::real().recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Got::Nothing;
     int got = 0;
     int received[8];
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    for (cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
         for (int i = 0; i < k && got < 8; ++i)
             std::memcpy(&received[got++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
     }
     bool ok = n == static_cast<ssize_t>(len) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-              got == (want_fds ? kFdCount : 0);
-    if (ok && want_fds) {
-        // The eventfds stay for the connection's life: into usmc's range.
-        // The DMB's (first) is closed as soon as it is mapped, or at once
-        // when the mapping is cached: not worth two more system calls.
-        fds[0] = received[0];
-        for (int i = 1; i < kFdCount; ++i) {
-            fds[i] = sys::place_high_strict(received[i]);
-            ok = ok && fds[i] >= 0;
-        }
-        if (!ok)
-            for (int i = 0; i < kFdCount; ++i)
-                if (fds[i] >= 0) sys::real().close(fds[i]);
-        return ok;
-    } else
+              (got == kFdCount || got == 0);
+    if (!ok || got == 0) {
         for (int i = 0; i < got; ++i)
             sys::real().close(received[i]);
-    return ok;
+        return ok ? Got::Message : Got::Malformed;
+    }
+    // The eventfds stay for the connection's life: into usmc's range. The
+    // DMB's (first) is closed as soon as it is mapped, or at once when the
+    // mapping is cached: not worth two more system calls.
+    fds[0] = received[0];
+    bool placed = true;
+    for (int i = 1; i < kFdCount; ++i) {
+        fds[i] = sys::place_high_strict(received[i]);
+        placed = placed && fds[i] >= 0;
+    }
+    if (!placed) {
+        for (int i = 0; i < kFdCount; ++i)
+            if (fds[i] >= 0) sys::real().close(fds[i]);
+        errno = EMFILE;
+        return Got::NoRoom;
+    }
+    *with_fds = true;
+    return Got::Message;
 }
 
 // Is fd an eventfd? Eventfds share one anonymous inode (as do other
@@ -142,6 +149,11 @@ bool plausible(const Fds& f) {
     return true;
 }
 
+void close_fds_array(int* fds) {
+    for (int i = 0; i < kFdCount; ++i)
+        sys::real().close(fds[i]);
+}
+
 } // namespace
 
 void close_fds(Fds& f) {
@@ -151,15 +163,26 @@ void close_fds(Fds& f) {
     }
 }
 
+namespace {
+// epoll tags of the endpoint's own descriptors; links are tagged by index.
+constexpr uint64_t kTagListen = ~uint64_t{0};
+constexpr uint64_t kTagWake = ~uint64_t{0} - 1;
+} // namespace
+
 Endpoint* Endpoint::start(Device& dev) {
     auto* e = new Endpoint();
     e->dev_ = &dev;
     sockaddr_un sun;
-    socklen_t len = endpoint_address(dev.gid(), sun);
-    e->listen_fd_ = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (e->listen_fd_ < 0 ||
+    socklen_t len = lgr::endpoint_address(dev.gid(), sun);
+    e->listen_fd_ = sys::place_high(
+        sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    e->epfd_ = sys::place_high(sys::real().epoll_create1(EPOLL_CLOEXEC));
+    epoll_event lev{EPOLLIN, {.u64 = kTagListen}}, wev{EPOLLIN, {.u64 = kTagWake}};
+    if (e->listen_fd_ < 0 || e->epfd_ < 0 ||
         sys::real().bind(e->listen_fd_, reinterpret_cast<sockaddr*>(&sun), len) != 0 ||
-        sys::real().listen(e->listen_fd_, 128) != 0 || pipe2(e->wake_, O_CLOEXEC) != 0) {
+        sys::real().listen(e->listen_fd_, 128) != 0 || pipe2(e->wake_, O_CLOEXEC) != 0 ||
+        sys::real().epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->listen_fd_, &lev) != 0 ||
+        sys::real().epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->wake_[0], &wev) != 0) {
         delete e;
         return nullptr;
     }
@@ -174,8 +197,7 @@ Endpoint::~Endpoint() {
         (void)rc;
         thread_.join();
     }
-    for (int fd : {listen_fd_, wake_[0], wake_[1]})
-        if (fd >= 0) sys::real().close(fd);
+    abandon_after_fork(); // closes our descriptors (the thread is gone)
     for (auto& [token, o] : offers_)
         if (o.done) {
             close_fds(o.done->peer.fds);
@@ -184,45 +206,89 @@ Endpoint::~Endpoint() {
 }
 
 void Endpoint::abandon_after_fork() {
-    // The mutex, map and thread handle belong to the parent's moment of
-    // fork; the object is never used or destroyed here again.
-    for (int fd : {listen_fd_, wake_[0], wake_[1]})
+    // In a child: the mutex, map and thread handle belong to the parent's
+    // moment of fork; the object is never used or destroyed here again. The
+    // links' peers keep serving the parent's copies.
+    for (int fd : {listen_fd_, epfd_, wake_[0], wake_[1]})
         if (fd >= 0) sys::real().close(fd);
-    listen_fd_ = wake_[0] = wake_[1] = -1;
-}
-
-void Endpoint::serve() {
-    while (true) {
-        pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-        if (sys::real().poll(p, 2, -1) < 0) continue;
-        if (p[1].revents) return;
-        if (!(p[0].revents & POLLIN)) continue;
-        int conn = sys::real().accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (conn < 0) continue;
-        timeval tv{1, 0}; // a silent client cannot hold the endpoint
-        sys::real().setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        handle(conn);
-        sys::real().close(conn);
+    listen_fd_ = epfd_ = wake_[0] = wake_[1] = -1;
+    for (auto& l : links_) {
+        if (l.fd >= 0) sys::real().close(l.fd);
+        l.fd = -1;
     }
 }
 
-void Endpoint::handle(int conn) {
+void Endpoint::accept_links() {
+    while (true) {
+        int fd = sys::real().accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;
+        ucred cred{};
+        socklen_t clen = sizeof cred;
+        Link* free_slot = nullptr;
+        for (auto& l : links_)
+            if (l.fd < 0) {
+                free_slot = &l;
+                break;
+            }
+        fd = sys::place_high(fd);
+        epoll_event ev{EPOLLIN, {.u64 = free_slot ? uint64_t(free_slot - links_) : 0}};
+        if (!free_slot || sys::real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
+            sys::real().epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            sys::real().close(fd);
+            continue;
+        }
+        *free_slot = Link{fd, cred.pid, cred.uid, geteuid()};
+    }
+}
+
+void Endpoint::serve() {
+    epoll_event evs[32];
+    while (true) {
+        int n = sys::real().epoll_wait(epfd_, evs, 32, -1);
+        for (int i = 0; i < n; ++i) {
+            uint64_t tag = evs[i].data.u64;
+            if (tag == kTagWake) return;
+            if (tag == kTagListen) {
+                accept_links();
+            } else if (tag < kMaxLinks && links_[tag].fd >= 0 && !handle(int(tag))) {
+                // Closing removes it from the set.
+                sys::real().close(links_[tag].fd);
+                links_[tag].fd = -1;
+            }
+        }
+    }
+}
+
+bool Endpoint::handle(int index) {
+    const Link& link = links_[index];
+    // Made while we were another user: the peer must see who we are now.
+    if (geteuid() != link.our_euid) return false;
     Request req{};
     int fds[kFdCount];
-    if (!recv_with_fds(conn, &req, sizeof req, fds, true)) return;
+    bool with_fds = false;
+    switch (recv_with_fds(link.fd, &req, sizeof req, fds, &with_fds)) {
+    case Got::Nothing:
+        return true;
+    case Got::NoRoom: { // refused: the client declines, its connection runs as TCP
+        Reply full{kMagic, EMFILE, 0, 0};
+        return send_with_fds(link.fd, &full, sizeof full, nullptr, 0);
+    }
+    case Got::Malformed:
+        return false;
+    case Got::Message:
+        if (!with_fds) return false; // a request always carries descriptors
+        break;
+    }
     PeerFds peer;
     peer.fds = {fds[0], req.dmb_size, fds[1], fds[2]};
-    ucred cred{};
-    socklen_t clen = sizeof cred;
-    bool creds = sys::real().getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0;
-    peer.pid = cred.pid;
-    peer.uid = cred.uid;
+    peer.pid = link.pid;
+    peer.uid = link.uid;
     Reply reply{kMagic, EACCES, 0, 0};
     OfferSpec spec;
     {
         std::lock_guard lock(mu_);
         auto it = offers_.find(req.token);
-        if (req.magic == kMagic && creds && it != offers_.end() && !it->second.taken &&
+        if (req.magic == kMagic && it != offers_.end() && !it->second.taken &&
             plausible(peer.fds)) {
             it->second.taken = true;
             spec = it->second.spec;
@@ -248,13 +314,13 @@ void Endpoint::handle(int conn) {
     if (reply.status != 0) {
         if (ours) dev_->release(*ours, kUnknownPeer);
         close_fds(peer.fds);
-        send_with_fds(conn, &reply, sizeof reply, nullptr, 0);
-        return;
+        return send_with_fds(link.fd, &reply, sizeof reply, nullptr, 0);
     }
     reply.dmb_size = ours->size;
     int out[kFdCount] = {ours->fd, spec.rx_event, spec.tx_event};
-    send_with_fds(conn, &reply, sizeof reply, out, kFdCount);
+    bool sent = send_with_fds(link.fd, &reply, sizeof reply, out, kFdCount);
     cv_.notify_all();
+    return sent;
 }
 
 void Endpoint::offer(uint64_t token, const OfferSpec& spec) {
@@ -294,45 +360,47 @@ void Endpoint::withdraw(uint64_t token) {
 std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
                               const std::function<std::optional<Fds>(uid_t)>& ours,
                               int timeout_ms) {
-    int s = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (s < 0) return std::nullopt;
-    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    sys::real().setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    // Bounds connect() too: it waits while the endpoint's backlog is full.
-    sys::real().setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_un sun;
-    socklen_t len = endpoint_address(gid, sun);
     std::optional<PeerFds> result;
-    ucred cred{};
-    socklen_t clen = sizeof cred;
     std::optional<Fds> mine;
-    // The endpoint's owner (who listen()ed on it) is the process that will
-    // map our DMB: known from connect() on, before any descriptor goes out.
-    if (sys::real().connect(s, reinterpret_cast<sockaddr*>(&sun), len) == 0 &&
-        sys::real().getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
-        (mine = ours(cred.uid))) {
+    bool asked = false;
+    lgr::with_link(gid, [&](const lgr::Peer& link) {
+        if (!asked) {
+            asked = true;
+            mine = ours(link.uid);
+        }
+        if (!mine) return lgr::Outcome::Done; // nothing sent: the link stays
         Request req{kMagic, mine->dmb_size, token};
         int out[kFdCount] = {mine->dmb, mine->rx_event, mine->tx_event};
+        if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
+            // The endpoint closed the link (its owner changed users) or went:
+            // nothing reached it. Anything else (a full queue) is no state
+            // to go on from.
+            return errno == EPIPE || errno == ECONNRESET ? lgr::Outcome::Stale
+                                                         : lgr::Outcome::Broken;
+        pollfd p{link.fd, POLLIN, 0};
+        if (sys::real().poll(&p, 1, timeout_ms) != 1) return lgr::Outcome::Broken;
         Reply reply{};
         int in[kFdCount];
+        bool with_fds = false;
+        Got got = recv_with_fds(link.fd, &reply, sizeof reply, in, &with_fds);
+        if (got == Got::NoRoom) return lgr::Outcome::Done; // errno EMFILE: runs as TCP
+        if (got != Got::Message || reply.magic != kMagic) return lgr::Outcome::Broken;
         // A refusal carries no descriptors; an acceptance exactly three.
-        if (send_with_fds(s, &req, sizeof req, out, kFdCount) &&
-            recv_with_fds(s, &reply, sizeof reply, in, true) && reply.magic == kMagic &&
-            reply.status == 0) {
+        if (reply.status == 0 && with_fds) {
             PeerFds peer;
             peer.fds = {in[0], reply.dmb_size, in[1], in[2]};
-            if (plausible(peer.fds)) {
-                peer.pid = cred.pid;
-                peer.uid = cred.uid;
-                result = peer;
-            } else {
+            if (!plausible(peer.fds)) {
                 close_fds(peer.fds);
+                return lgr::Outcome::Broken; // a lying endpoint: not again
             }
+            peer.pid = link.pid;
+            peer.uid = link.uid;
+            result = peer;
+        } else if (with_fds) {
+            close_fds_array(in);
         }
-    }
-    int saved = errno;
-    sys::real().close(s);
-    errno = saved;
+        return lgr::Outcome::Done;
+    });
     return result;
 }
 

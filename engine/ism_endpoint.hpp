@@ -2,11 +2,11 @@
 // Attaching to a peer's DMB: how the descriptors of a DMB and its eventfds
 // reach the peer of a handshake. The server side of a handshake runs an
 // endpoint: an abstract Unix socket in its network namespace, named after its
-// ISM GID, served by one engine thread. The client connects after the CLC
-// Accept and presents the token from it; the endpoint answers only for an
-// offered, unused token (single use), swapping descriptors both ways with
-// SCM_RIGHTS. Nothing is reachable by guessing: without the 64-bit random
-// token the endpoint gives nothing.
+// ISM GID, served by one engine thread. A client process links to it once
+// (lgr.hpp) and, after each CLC Accept, presents the token from it on that
+// link; the endpoint answers only for an offered, unused token (single use),
+// swapping descriptors both ways with SCM_RIGHTS. Nothing is reachable by
+// guessing: without the 64-bit random token the endpoint gives nothing.
 #include "engine/ism.hpp"
 
 #include <condition_variable>
@@ -74,7 +74,23 @@ class Endpoint {
   private:
     Endpoint() = default;
     void serve();
-    void handle(int conn);
+    void accept_links();
+    // One request on a link; false: the link goes (at its end, malformed,
+    // or made while this process had another effective uid).
+    bool handle(int link);
+
+    // A client process's link: its credentials when it connected (the
+    // kernel's SO_PEERCRED) and our effective uid then.
+    struct Link {
+        int fd = -1;
+        pid_t pid = 0;
+        uid_t uid = 0;
+        uid_t our_euid = 0;
+    };
+    // One per client process; past this, a new link is closed at once (its
+    // attach fails and that connection runs as TCP). Each is a descriptor
+    // of ours, and a local process must not be able to exhaust them.
+    static constexpr size_t kMaxLinks = 1024;
 
     struct Offer {
         OfferSpec spec;
@@ -83,19 +99,24 @@ class Endpoint {
     };
     Device* dev_ = nullptr;
     int listen_fd_ = -1;
+    int epfd_ = -1;
     int wake_[2] = {-1, -1};
+    // Touched only by the endpoint thread (and, in a forked child, by
+    // abandon_after_fork: a plain array it can walk without the thread).
+    Link links_[kMaxLinks];
     std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::map<uint64_t, Offer> offers_;
 };
 
-// Client side: attach to endpoint `gid` with `token`. `ours(uid)` gives our
-// descriptors once the kernel has said who owns the endpoint (SO_PEERCRED):
-// the DMB can then be one this side used before with a peer of that user
-// (ism::Device reuses DMBs only for the same peer uid); nullopt from it
-// ends the attach. Returns the server's descriptors, or nullopt (no such
-// endpoint, token refused, malformed answer, timeout, `ours` failed).
+// Client side: attach to endpoint `gid` with `token`, on this process's link
+// to it. `ours(uid)` gives our descriptors; uid is the endpoint owner's as
+// the kernel said (SO_PEERCRED): the DMB can then be one this side used
+// before with a peer of that user (ism::Device reuses DMBs only for the
+// same peer uid); nullopt from it ends the attach. It is called at most
+// once. Returns the server's descriptors, or nullopt (no such endpoint,
+// token refused, malformed answer, timeout, `ours` failed).
 std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
                               const std::function<std::optional<Fds>(uid_t)>& ours, int timeout_ms);
 

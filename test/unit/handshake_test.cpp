@@ -2,6 +2,7 @@
 #include "engine/clc_io.hpp"
 #include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
+#include "engine/lgr.hpp"
 
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
@@ -185,6 +186,7 @@ struct OfferingEndpoint {
     ism::Endpoint* ep = nullptr;
     SmcConn tmp;
     OfferingEndpoint() {
+        lgr::close_all(); // links of earlier tests: descriptor counts start clean
         ep = ism::Endpoint::start(dev);
         REQUIRE(ep);
         REQUIRE(smc_conn_init_events(tmp));
@@ -227,8 +229,12 @@ TEST_CASE_METHOD(
         auto taken = full.allocate(16384, ism::kUnknownPeer);
         REQUIRE(taken);
         fep->offer(9, {16384, tmp.rx_event, tmp.tx_event});
-        int before = open_fds();
+        int with_link = open_fds();
+        lgr::close_all();
+        int before = open_fds_settled(with_link - 2); // the link to `dev` closed on both sides
+        REQUIRE(before == with_link - 2);
         CHECK_FALSE(ism::attach(full.gid(), 9, fds, 500));
+        lgr::close_all(); // the link to `full` (kept otherwise)
         CHECK(open_fds_settled(before) == before);
         CHECK_FALSE(fep->wait_attached(9, 10));
         full.release(*taken, ism::kUnknownPeer);
@@ -439,6 +445,8 @@ TEST_CASE_METHOD(OfferingEndpoint,
     CHECK(ok->fds.dmb_size == 16384);
     CHECK(ok->pid == getpid());
     CHECK_FALSE(ism::attach(dev.gid(), 42, theirs, 500)); // single use
+    // Every attach to this endpoint went over one link, kept open.
+    CHECK(lgr::open_links() == 1);
     auto got = ep->wait_attached(42, 100);
     REQUIRE(got);
     CHECK(got->ours.size == 16384); // taken from the device when the attach came
@@ -446,6 +454,72 @@ TEST_CASE_METHOD(OfferingEndpoint,
     ism::close_fds(ok->fds);
     ism::unmap(*other);
     dev.release(got->ours, ism::kUnknownPeer);
-    // Every descriptor that came in was closed or handed over.
+    // Every descriptor that came in was closed or handed over; the link goes
+    // on both sides when this process closes it.
+    lgr::close_all();
     CHECK(open_fds_settled(before) == before);
+}
+
+TEST_CASE_METHOD(OfferingEndpoint,
+                 "links: one per endpoint, replaced when the endpoint restarts, one per process "
+                 "and user") {
+    auto mine = ism::create_dmb(16384);
+    REQUIRE(mine);
+    auto fds = [&](uid_t) -> std::optional<ism::Fds> {
+        return ism::Fds{mine->fd, mine->size, tmp.rx_event, tmp.tx_event};
+    };
+    auto attach_ok = [&](uint64_t token) {
+        auto got = ism::attach(dev.gid(), token, fds, 1000);
+        if (got) ism::close_fds(got->fds);
+        return got.has_value();
+    };
+    auto forget = [&](uint64_t token) {
+        auto a = ep->wait_attached(token, 1000);
+        if (!a) return ism::PeerFds{};
+        ism::close_fds(a->peer.fds);
+        dev.release(a->ours, ism::kUnknownPeer);
+        return a->peer;
+    };
+    for (uint64_t token : {1, 2, 3}) {
+        offer(token);
+        CHECK(attach_ok(token));
+        forget(token);
+    }
+    CHECK(lgr::open_links() == 1); // three attaches, one link
+
+    // The endpoint went and came back under the same GID: the old link is
+    // found closed when the request goes out, and a new one carries it.
+    delete ep;
+    ep = ism::Endpoint::start(dev);
+    REQUIRE(ep);
+    offer(4);
+    CHECK(attach_ok(4));
+    forget(4);
+    CHECK(lgr::open_links() == 1);
+
+    // A forked child does not use its parent's link: the endpoint learns
+    // the child's pid from the child's own link.
+    offer(5);
+    pid_t child = fork();
+    if (child == 0) {
+        lgr::on_fork_child();
+        _exit(attach_ok(5) ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(forget(5).pid == child);
+
+    // A process that changed its effective user is not known by its old
+    // link: it makes a new one, and the endpoint sees the new user.
+    if (geteuid() == 0) {
+        offer(6);
+        child = fork();
+        if (child == 0) _exit(seteuid(65534) == 0 && attach_ok(6) ? 0 : 1);
+        REQUIRE(waitpid(child, &status, 0) == child);
+        CHECK(WEXITSTATUS(status) == 0);
+        CHECK(forget(6).uid == 65534);
+    }
+    ism::unmap(*mine);
 }

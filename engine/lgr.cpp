@@ -1,0 +1,182 @@
+#include "engine/lgr.hpp"
+
+#include "engine/counters.hpp"
+#include "engine/registry.hpp"
+#include "engine/runtime.hpp"
+#include "engine/sys.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <poll.h>
+#include <unistd.h>
+
+namespace usmc::lgr {
+
+namespace {
+
+// A process links to few endpoints at once (one per server process it
+// talks to); the least recently used idle link makes room for a new one.
+constexpr int kMaxLinks = 64;
+
+struct Slot {
+    std::mutex mu;        // one exchange at a time on this link
+    uint64_t gid = 0;     // 0: free
+    int pins = 0;         // threads using or waiting for this slot (under g_mu)
+    Peer peer;            // fd < 0: not connected
+    uid_t our_euid = 0;   // ours when the link was made
+    uint64_t used_ns = 0; // last exchange (eviction order)
+};
+
+// The table: which slot serves which GID, pins, and the descriptors of
+// unpinned slots. A pinned slot's link is changed only by the thread that
+// holds its `mu`.
+std::mutex g_mu;
+Slot g_slots[kMaxLinks];
+
+void close_link(Slot& s) {
+    if (s.peer.fd >= 0) sys::real().close(s.peer.fd);
+    s.peer = Peer{};
+}
+
+// Under g_mu, on the (rare) way to a new link: idle links whose endpoint has
+// gone (its process exited) are closed. An endpoint never writes first, so
+// an idle link that polls readable is at its end.
+void sweep_dead() {
+    pollfd p[kMaxLinks];
+    int idx[kMaxLinks];
+    int n = 0;
+    for (int i = 0; i < kMaxLinks; ++i)
+        if (g_slots[i].pins == 0 && g_slots[i].peer.fd >= 0) {
+            p[n] = {g_slots[i].peer.fd, POLLIN, 0};
+            idx[n++] = i;
+        }
+    if (n == 0 || sys::real().poll(p, static_cast<nfds_t>(n), 0) <= 0) return;
+    for (int k = 0; k < n; ++k)
+        if (p[k].revents) {
+            close_link(g_slots[idx[k]]);
+            g_slots[idx[k]].gid = 0;
+        }
+}
+
+// The slot for `gid`, pinned; nullptr if every slot is in use.
+Slot* pin(uint64_t gid) {
+    std::lock_guard lock(g_mu);
+    Slot* victim = nullptr;
+    for (auto& s : g_slots) {
+        if (s.gid == gid) {
+            ++s.pins;
+            return &s;
+        }
+    }
+    sweep_dead();
+    for (auto& s : g_slots) {
+        if (s.pins != 0) continue;
+        if (s.gid == 0) {
+            victim = &s;
+            break;
+        }
+        if (!victim || s.used_ns < victim->used_ns) victim = &s;
+    }
+    if (!victim) return nullptr;
+    close_link(*victim); // unpinned: nobody holds its mu
+    victim->gid = gid;
+    victim->pins = 1;
+    victim->used_ns = 0;
+    return victim;
+}
+
+void unpin(Slot& s) {
+    std::lock_guard lock(g_mu);
+    --s.pins;
+    if (s.pins == 0 && s.peer.fd < 0) s.gid = 0;
+}
+
+// Connects a new link to the endpoint of `gid`. Nonblocking: a full
+// endpoint backlog fails at once (EAGAIN) instead of holding a handshake.
+bool connect_link(Slot& s, uint64_t gid, uid_t euid) {
+    int fd = sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return false;
+    sockaddr_un sun;
+    socklen_t len = endpoint_address(gid, sun);
+    ucred cred{};
+    socklen_t clen = sizeof cred;
+    // The endpoint's owner (who listen()ed on it) is the process that will
+    // map our DMBs: known from connect() on, before any descriptor goes out.
+    if (sys::real().connect(fd, reinterpret_cast<sockaddr*>(&sun), len) != 0 ||
+        sys::real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+        int saved = errno;
+        sys::real().close(fd);
+        errno = saved;
+        return false;
+    }
+    s.peer = Peer{sys::place_high(fd), cred.pid, cred.uid};
+    s.our_euid = euid;
+    runtime::count(counters::links_made);
+    return true;
+}
+
+} // namespace
+
+socklen_t endpoint_address(uint64_t gid, sockaddr_un& sun) {
+    std::memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    int n = std::snprintf(sun.sun_path + 1, sizeof sun.sun_path - 1, "usmc-ism.%llu.%016llx",
+                          static_cast<unsigned long long>(registry::netns_id()),
+                          static_cast<unsigned long long>(gid));
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+bool with_link(uint64_t gid, const std::function<Outcome(const Peer&)>& exchange) {
+    if (gid == 0) return false;
+    Slot* s = pin(gid);
+    if (!s) return false;
+    bool done = false;
+    {
+        std::lock_guard lock(s->mu);
+        uid_t euid = geteuid();
+        if (s->peer.fd >= 0 && s->our_euid != euid) close_link(*s);
+        for (int attempt = 0; attempt < 2 && !done; ++attempt) {
+            if (s->peer.fd < 0 && !connect_link(*s, gid, euid)) break;
+            Outcome o = exchange(s->peer);
+            if (o == Outcome::Done) {
+                s->used_ns = sys::mono_ns();
+                done = true;
+            } else {
+                close_link(*s);
+                if (o == Outcome::Broken) break;
+            }
+        }
+    }
+    unpin(*s);
+    return done;
+}
+
+int open_links() {
+    std::lock_guard lock(g_mu);
+    int n = 0;
+    for (auto& s : g_slots)
+        n += s.peer.fd >= 0;
+    return n;
+}
+
+void close_all() {
+    std::lock_guard lock(g_mu);
+    for (auto& s : g_slots)
+        if (s.pins == 0) {
+            close_link(s);
+            s.gid = 0;
+        }
+}
+
+void on_fork_child() {
+    new (&g_mu) std::mutex();
+    for (auto& s : g_slots) {
+        if (s.peer.fd >= 0) sys::real().close(s.peer.fd);
+        s.~Slot();
+        new (&s) Slot();
+    }
+}
+
+} // namespace usmc::lgr
