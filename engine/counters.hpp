@@ -41,7 +41,7 @@ namespace usmc::counters {
     X(busy_poll_hits, "epoll_wait/poll spins that found an event (no sleep)")                      \
     X(busy_poll_misses, "epoll_wait/poll spins that ended with nothing (then slept)")              \
     X(connects_watched, "nonblocking connects whose Proposal waited for the TCP connect")          \
-    X(links_made, "Unix links made to a peer process's endpoint (one per pair, kept)")
+    X(links_made, "Unix links made to a peer process's endpoint (kept; a few per pair at most)")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -1,11 +1,12 @@
 #pragma once
-// Links: one Unix connection per pair of processes carries their SMC-D
+// Links: Unix connections kept between pairs of processes carry their SMC-D
 // attaches (the kernel's link group, in spirit: set up once per peer, after
-// which a connection only claims buffers). A client keeps one link per
-// server endpoint (GID) it attached to; the endpoint serves every link it
-// accepted (ism_endpoint.cpp). Before links, every connection made, connected,
-// questioned (SO_PEERCRED) and closed a Unix socket on both sides: ~30 us of
-// a short-lived client's CPU per connection.
+// which a connection only claims buffers). A client keeps a link to each
+// server endpoint (GID) it attached to, more while several handshakes to it
+// run at once (an exchange holds its link until the answer is in); the
+// endpoint serves every link it accepted (ism_endpoint.cpp). Before links, every connection made,
+// connected, questioned (SO_PEERCRED) and closed a Unix socket on both sides: ~30 us of a
+// short-lived client's CPU per connection.
 //
 // Identities are taken once per link with SO_PEERCRED (each side's effective
 // uid when the link was made). A process whose effective uid changed since
