@@ -291,28 +291,34 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
 
     uint32_t reason = 0;
     config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);
-    bool nonblock = fd_nonblocking(fd);
+    bool nonblock = false;
     bool candidate = false;
     if (modes & config::kModeSmcD) {
         auto found = registry::lookup(addr, len, runtime::get().cfg.trusted_uids);
-        if (!found || !(found->flags & registry::kSmcD))
+        if (!found || !(found->flags & registry::kSmcD)) {
             reason = fallback::NOLISTENER;
-        else if (found->flags & registry::kCongested) {
+        } else if (found->flags & registry::kCongested) {
             reason = fallback::HSLIMIT; // the kernel's listener would withhold the SYN option
             runtime::count(counters::hs_limit_bypassed);
-        } else if ((found->flags & registry::kLimitHs) && nonblock && client_congested()) {
-            // The same bypass for our own side: handshakes wait for a client
-            // worker (wrk, thousands of short connections), so a new one
-            // would only queue behind them. Only where the server asked for
-            // it with SMC_LIMIT_HS.
-            reason = fallback::HSLIMIT;
-            runtime::count(counters::hs_client_bypassed);
-        } else if (found->pid == getpid() && !nonblock)
-            reason = fallback::SAMEPROC; // we would wait for our own accept()
-        else if (!in_table(fd) || !fd_budget_ok(fd))
-            reason = in_table(fd) ? uint32_t{fallback::FDLIMIT} : uint32_t{fallback::FDTABLE};
-        else
-            candidate = ensure_engine(false);
+        } else {
+            // Asked only here: a connect that goes plain TCP (no listener of
+            // ours there, or a bypass) pays no system call of ours.
+            nonblock = fd_nonblocking(fd);
+            if ((found->flags & registry::kLimitHs) && nonblock && client_congested()) {
+                // The same bypass for our own side: handshakes wait for a
+                // client worker (wrk, thousands of short connections), so a
+                // new one would only queue behind them. Only where the server
+                // asked for it with SMC_LIMIT_HS.
+                reason = fallback::HSLIMIT;
+                runtime::count(counters::hs_client_bypassed);
+            } else if (!nonblock && found->pid == getpid()) {
+                reason = fallback::SAMEPROC; // we would wait for our own accept()
+            } else if (!in_table(fd) || !fd_budget_ok(fd)) {
+                reason = in_table(fd) ? uint32_t{fallback::FDLIMIT} : uint32_t{fallback::FDTABLE};
+            } else {
+                candidate = ensure_engine(false);
+            }
+        }
     } else if (!reason) {
         // SMC-R only: this build has no RDMA device support yet.
         reason = (modes & config::kModeSmcR) ? uint32_t{fallback::NOSMCRDEV}
