@@ -66,10 +66,14 @@ FirstBytes classify(int fd, int timeout_ms) {
     }
 }
 
-ReadResult read_message(int fd, int timeout_ms) {
+ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
     int64_t deadline = now_ms() + timeout_ms;
     ReadResult r;
     uint8_t hdr[kHeaderLen];
+    if (expect_wait && !wait_for(fd, POLLIN, deadline)) {
+        r.status = ReadStatus::Timeout;
+        return r;
+    }
     // Peek until the header is complete (or clearly not CLC).
     while (true) {
         ssize_t n = sys::real().recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);

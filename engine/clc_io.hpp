@@ -16,7 +16,9 @@ struct ReadResult {
     int err = 0;
 };
 
-ReadResult read_message(int fd, int timeout_ms);
+// `expect_wait`: the message cannot be there yet (the server's Confirm,
+// which the client sends only after its attach): wait before the first look.
+ReadResult read_message(int fd, int timeout_ms, bool expect_wait = false);
 bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
 
 // Sends a Decline with `reason` as the peer diagnosis. `gid` becomes the

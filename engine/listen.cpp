@@ -58,7 +58,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     accept.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
 
-    auto c = clc::read_message(fd, cfg.clc_timeout_ms);
+    auto c = clc::read_message(fd, cfg.clc_timeout_ms, true);
     if (c.status == clc::ReadStatus::Timeout) return fail(-ETIMEDOUT);
     if (c.status != clc::ReadStatus::Message) return fail(-ECONNRESET);
     auto hdr = std::get<clc::Header>(clc::parse_header(c.bytes));
