@@ -5,8 +5,10 @@
 
 #include "engine/sys.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -34,10 +36,62 @@ void init_control(Dmb& d) {
 }
 } // namespace
 
+namespace {
+
+void fill_random(void* p, size_t n) {
+    auto* b = static_cast<uint8_t*>(p);
+    while (n > 0) {
+        ssize_t got = getrandom(b, n, 0);
+        if (got > 0) {
+            b += got;
+            n -= size_t(got);
+        }
+    }
+}
+
+// Tokens must be unguessable by other processes, and a connection takes one
+// or two on each side: a getrandom() each was a system call per connection.
+// They come from a block fetched at once, in a page the kernel wipes in a
+// forked child (MADV_WIPEONFORK): a child must never hand out its parent's
+// tokens, and finds the block empty (and its lock free: zero) instead.
+struct RandomBlock {
+    std::atomic<uint32_t> lock; // 0: free
+    uint32_t left;
+    uint64_t words[64];
+};
+static_assert(sizeof(RandomBlock) <= 4096);
+
+RandomBlock* random_block() {
+    static RandomBlock* block = [] {
+        void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return static_cast<RandomBlock*>(nullptr);
+        if (madvise(p, 4096, MADV_WIPEONFORK) != 0) {
+            munmap(p, 4096);
+            return static_cast<RandomBlock*>(nullptr);
+        }
+        return static_cast<RandomBlock*>(p);
+    }();
+    return block;
+}
+
+} // namespace
+
 uint64_t random64() {
     uint64_t v = 0;
-    while (getrandom(&v, sizeof v, 0) != sizeof v) {
+    RandomBlock* b = random_block();
+    if (!b) {
+        fill_random(&v, sizeof v);
+        return v;
     }
+    while (b->lock.exchange(1, std::memory_order_acquire) != 0)
+        sched_yield();
+    if (b->left == 0) {
+        fill_random(b->words, sizeof b->words);
+        b->left = 64;
+    }
+    v = b->words[--b->left];
+    b->words[b->left] = 0; // handed out: not kept
+    b->lock.store(0, std::memory_order_release);
     return v;
 }
 

@@ -407,6 +407,28 @@ TEST_CASE("between two processes: 32 MiB through shared memory, checksummed") {
     CHECK(same);
 }
 
+TEST_CASE("tokens: unguessable block per process, never the same in a forked child") {
+    uint64_t first = ism::random64(); // the block is filled now
+    CHECK(ism::random64() != first);
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        uint64_t v = ism::random64();
+        _exit(write(p[1], &v, sizeof v) == sizeof v ? 0 : 1);
+    }
+    uint64_t theirs = 0, ours = ism::random64();
+    CHECK(read(p[0], &theirs, sizeof theirs) == sizeof theirs);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    close(p[0]);
+    close(p[1]);
+    // With the parent's block copied into the child, both would hand out
+    // the same next token.
+    CHECK(theirs != ours);
+    CHECK(theirs != 0);
+}
+
 TEST_CASE("DMB device: waiting DMBs of peers that never close do not hide the others") {
     ism::Device dev(64 << 20);
     std::vector<ism::Dmb> held;
