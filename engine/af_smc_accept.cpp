@@ -136,6 +136,7 @@ void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known
     if (auto back = l->push_done(std::move(a))) {
         runtime::count(counters::accept_queue, uint64_t(-1));
         discard_accepted(*back);
+        l->unstall_if_room(); // one fewer: room again, maybe
     }
     l->unref();
 }

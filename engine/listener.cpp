@@ -44,15 +44,25 @@ std::optional<Accepted> SmcListener::push_done(Accepted a) {
 }
 
 std::optional<Accepted> SmcListener::pop_done() {
-    std::lock_guard lock(mu_);
-    if (done_.empty()) {
-        drain_event();
-        return std::nullopt;
+    std::optional<Accepted> a;
+    {
+        std::lock_guard lock(mu_);
+        if (done_.empty()) {
+            drain_event();
+            return std::nullopt;
+        }
+        a = std::move(done_.front());
+        done_.pop_front();
+        if (done_.empty()) drain_event();
     }
-    Accepted a = std::move(done_.front());
-    done_.pop_front();
-    if (done_.empty()) drain_event();
+    unstall_if_room();
     return a;
+}
+
+void SmcListener::unstall_if_room() {
+    if (!stalled()) return;
+    std::lock_guard intake(intake_mu_); // a stall decision in progress comes first
+    if (!at_backlog()) set_stalled(false);
 }
 
 size_t SmcListener::queued() const {

@@ -62,7 +62,14 @@ class SmcListener {
     // Worker: queues `a`, or hands it back when the listener is closed (the
     // caller then releases it).
     std::optional<Accepted> push_done(Accepted a);
+    // Takes the oldest completed connection; a stall ends here once the
+    // queue has room again. (The application may be asleep on epoll with
+    // nothing else to wake it: while stalled the kernel listener is out of
+    // its sets, and the queue's eventfd is drained with the last entry. A
+    // c=10 000 storm froze nginx for the rest of the run that way.)
     std::optional<Accepted> pop_done();
+    // Ends a stall if the queue has room (not under intake_mu()).
+    void unstall_if_room();
     size_t queued() const; // completed, not accepted
     size_t in_handshake() const { return in_handshake_.load(std::memory_order_relaxed); }
     bool at_backlog() const { return in_handshake() + queued() >= size_t(backlog()); }

@@ -293,6 +293,39 @@ TEST_CASE("listener queue: completed handshakes wake epoll with the application'
     close(lfd);
 }
 
+TEST_CASE("listener queue: a stall ends when accept takes the last queued connection, and the "
+          "kernel listener shows again") {
+    int lfd = listening_socket();
+    auto* l = new SmcListener(registry::Listener{}, lfd, 1);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0xbeef;
+    REQUIRE(l->epoll_ctl(ep, EPOLL_CTL_ADD, &ev) == 0);
+    l->handshake_started();
+    Accepted a;
+    a.fd = dup(lfd);
+    REQUIRE_FALSE(l->push_done(std::move(a)));
+    REQUIRE(l->at_backlog());
+    l->set_stalled(true);    // as accept() does at the backlog
+    int c = connect_to(lfd); // waits in the kernel listener, hidden
+    epoll_event out[4];
+    CHECK(epoll_wait(ep, out, 4, 0) == 1); // the queue's eventfd only
+    auto got = l->pop_done();
+    REQUIRE(got);
+    close(got->fd);
+    // The queue is empty and its eventfd drained: without the kernel
+    // listener back in the set, the application would sleep for good.
+    CHECK_FALSE(l->stalled());
+    CHECK(epoll_wait(ep, out, 4, 100) == 1);
+    CHECK(out[0].data.u64 == 0xbeef);
+    close(c);
+    close(ep);
+    l->close();
+    l->unref();
+    close(lfd);
+}
+
 TEST_CASE("limit-hs knob: the file is edited in place, everything else kept") {
     std::string err;
     auto out = config::with_limit_smc_hs("", true, "t.toml", &err);
