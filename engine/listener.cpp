@@ -38,6 +38,7 @@ std::optional<Accepted> SmcListener::push_done(Accepted a) {
     uint64_t one = 1;
     ssize_t rc = sys::real().write(done_event_, &one, sizeof one);
     (void)rc;
+    event_written_ = true;
     if (a.error) return a;
     done_.push_back(std::move(a));
     return std::nullopt;
@@ -71,6 +72,10 @@ size_t SmcListener::queued() const {
 }
 
 void SmcListener::drain_event() {
+    // Nothing written since the last drain: nothing to read (every accept()
+    // that finds the queue empty came here, one failed read each).
+    if (!event_written_) return;
+    event_written_ = false;
     uint64_t v;
     ssize_t rc = sys::real().read(done_event_, &v, sizeof v);
     (void)rc;
@@ -138,6 +143,7 @@ void SmcListener::after_fork_child() {
     accepts_here_.store(false);
     if (done_event_ >= 0) sys::real().close(done_event_);
     done_event_ = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    event_written_ = false;
 }
 
 std::deque<Accepted> SmcListener::close() {

@@ -117,6 +117,7 @@ class SmcListener {
     std::deque<Accepted> done_;
     std::vector<Reg> regs_;
     std::vector<int> in_flight_; // descriptors on a worker, not yet queued
+    bool event_written_ = false; // done_event_ written since its last drain (under mu_)
     bool closed_ = false;
 };
 
