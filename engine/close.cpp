@@ -17,12 +17,9 @@ void tell_peer(SmcConn& c, uint8_t flag) {
                                               : "abort");
     c.conn_flags.fetch_or(flag, std::memory_order_acq_rel);
     c.publish_flags();
-    // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it
-    // (not when it has closed already: nobody there waits any more).
+    // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
     auto& w = c.rx.control()->waiting;
     uint64_t was = w.exchange(0, std::memory_order_seq_cst);
-    uint8_t peer_flags = cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
-    if (peer_flags & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) was = 0;
     uint64_t v = 1;
     if (was & cdc::kWaitData) {
         ssize_t rc = sys::real().write(c.peer_rx_event, &v, sizeof v);
@@ -58,15 +55,11 @@ void smc_shutdown_write(SmcConn& c) {
 }
 
 void smc_quiesce(SmcConn& c) {
-    c.closing.store(true, std::memory_order_seq_cst);
-    // Wake our threads blocked in recv or send, if any (two system calls a
-    // close saved otherwise: most closes have nobody blocked).
-    if (c.sleepers.load(std::memory_order_seq_cst) > 0) {
-        uint64_t v = 1;
-        ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v); // wake a blocked recv
-        rc = sys::real().read(c.tx_event, &v, sizeof v);          // wake a blocked send
-        (void)rc;
-    }
+    c.closing.store(true, std::memory_order_release);
+    uint64_t v = 1;
+    ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v); // wake a blocked recv
+    rc = sys::real().read(c.tx_event, &v, sizeof v);          // wake a blocked send
+    (void)rc;
     { std::lock_guard wait_rx(c.rx_mu); }
     { std::lock_guard wait_tx(c.tx_mu); }
 }

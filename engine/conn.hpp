@@ -56,7 +56,6 @@ struct SmcConn {
     std::atomic<bool> broken{false};
     std::atomic<bool> peer_gone{false}; // TCP connection closed under us
     std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
-    std::atomic<int> sleepers{0};       // our threads in wait::sleep on it (close wakes only these)
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
 
     // Corking (tx.cpp): bytes copied into the peer's ring but not yet
@@ -107,10 +106,6 @@ struct SmcConn {
     // flag is still set and we wrote nothing ourselves, rx_event is at 0 and
     // needs no draining; tx_event needs draining only if we saturated it.
     std::atomic<bool> rx_event_self{false}; // we wrote rx_event since our last drain
-    // We asked the peer for a wake-up (kWaitData) since our last drain: if
-    // the request is gone from the peer's view, its write has landed (or is
-    // landing), so rx_event counts at least 1.
-    std::atomic<bool> rx_armed{false};
     std::atomic<bool> tx_event_full{false}; // we saturated tx_event since our last drain
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection

@@ -115,32 +115,24 @@ std::optional<Dmb> create_dmb(uint32_t size) {
 
 namespace {
 // The identity and size check of a peer's DMB descriptor.
-bool peer_dmb_stat_ok(int fd, uint32_t size, struct stat& st) {
-    return size >= kMinDmb && size <= kMaxDmb && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-           st.st_size == static_cast<off_t>(size);
-}
-// Its size seals (seals are never removed: checked once per file).
-bool peer_dmb_sealed(int fd) {
+bool peer_dmb_ok(int fd, uint32_t size, struct stat& st) {
+    if (size < kMinDmb || size > kMaxDmb || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size != static_cast<off_t>(size))
+        return false;
     int seals = fcntl(fd, F_GET_SEALS);
     return seals >= 0 && (seals & kSizeSeals) == kSizeSeals;
 }
+} // namespace
 
-// Maps a checked descriptor (sealed: checked here) and closes it.
-std::optional<Dmb> map_sealed(int fd, uint32_t size, const struct stat& st) {
-    if (!peer_dmb_sealed(fd)) return std::nullopt;
+std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
+    struct stat st;
+    if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return std::nullopt;
     // The mapping keeps the memory; the descriptor would only count against
     // the application's RLIMIT_NOFILE.
     sys::real().close(fd);
     return Dmb{-1, static_cast<uint8_t*>(p), size, 0, static_cast<uint64_t>(st.st_ino)};
-}
-} // namespace
-
-std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
-    struct stat st;
-    if (!peer_dmb_stat_ok(fd, size, st)) return std::nullopt;
-    return map_sealed(fd, size, st);
 }
 
 void unmap(Dmb& d) {
@@ -243,15 +235,9 @@ bool Device::has_room(uint32_t size) const {
     return in_use_ - spare_bytes_ + size <= max_memory_;
 }
 
-std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint64_t checked_ino,
-                                    uint64_t checked_dev) {
-    struct stat st {};
-    if (checked_ino != 0 && size >= kMinDmb && size <= kMaxDmb) {
-        st.st_ino = static_cast<ino_t>(checked_ino);
-        st.st_dev = static_cast<dev_t>(checked_dev);
-    } else if (!peer_dmb_stat_ok(fd, size, st)) {
-        return std::nullopt;
-    }
+std::optional<Dmb> Device::map_peer(int fd, uint32_t size) {
+    struct stat st;
+    if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
     uint64_t key = static_cast<uint64_t>(st.st_ino);
     {
         std::lock_guard lock(mu_);
@@ -266,9 +252,7 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint64_t checked_ino,
             return it->second.dmb;
         }
     }
-    // Not mapped yet: its seals are checked once, here (a cached mapping's
-    // file was checked when it was mapped, and seals are never removed).
-    auto d = map_sealed(fd, size, st);
+    auto d = map_peer_dmb(fd, size);
     if (!d) return d;
     std::lock_guard lock(mu_);
     auto [it, fresh] = peer_maps_.try_emplace(key);

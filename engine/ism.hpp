@@ -86,10 +86,7 @@ class Device {
 
     // A peer's DMB (the descriptor as map_peer_dmb), from the mapping
     // cache when this file is mapped already; give it back with unmap_peer.
-    // `checked_ino`/`checked_dev`: the file's identity, when the caller has
-    // already checked it is a regular file of `size` (0: check it here).
-    std::optional<Dmb> map_peer(int fd, uint32_t size, uint64_t checked_ino = 0,
-                                uint64_t checked_dev = 0);
+    std::optional<Dmb> map_peer(int fd, uint32_t size);
     // Done with a peer's DMB: it stays mapped for reuse (at most
     // kMaxIdlePeerMaps idle mappings and a quarter of our own memory cap in
     // bytes: they keep the peer's memory; least recently used go first). A

@@ -136,15 +136,12 @@ bool is_eventfd(int fd) {
 
 // The descriptors must be what they claim: a regular file (memfd) of the
 // announced size and two nonblocking eventfds (a blocking one would let the
-// peer hang our drains). The file's identity is kept for the mapping
-// (Device::map_peer then does not ask again).
-bool plausible(Fds& f) {
+// peer hang our drains).
+bool plausible(const Fds& f) {
     struct stat st;
     if (fstat(f.dmb, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_size != static_cast<off_t>(f.dmb_size))
         return false;
-    f.dmb_ino = static_cast<uint64_t>(st.st_ino);
-    f.dmb_dev = static_cast<uint64_t>(st.st_dev);
     for (int fd : {f.rx_event, f.tx_event}) {
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || !(fl & O_NONBLOCK) || !is_eventfd(fd)) return false;

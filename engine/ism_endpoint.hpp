@@ -26,10 +26,6 @@ struct Fds {
     uint32_t dmb_size = 0;
     int rx_event = -1;
     int tx_event = -1;
-    // A peer's DMB file, once checked to be a regular file of dmb_size
-    // (0: not checked): Device::map_peer uses it instead of asking again.
-    uint64_t dmb_ino = 0;
-    uint64_t dmb_dev = 0;
 };
 
 // What arrives from the peer: its descriptors (owned by the receiver now)

@@ -81,7 +81,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
         const auto& cf = std::get<clc::AcceptConfirmD>(confirm);
         uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf.dmbe_size_code));
         if (cf.type == clc::Type::Confirm && cf.token != 0 && peer->fds.dmb_size == size)
-            peer_dmb = dev.map_peer(peer->fds.dmb, size, peer->fds.dmb_ino, peer->fds.dmb_dev);
+            peer_dmb = dev.map_peer(peer->fds.dmb, size);
     }
     if (!peer_dmb) {
         if (peer) ism::close_fds(peer->fds);

@@ -75,28 +75,12 @@ void after_consume(SmcConn& c, bool ring_empty) {
     }
 }
 
-// Does rx_event count at least 1 (or will it at once)? Our own wake-up not
-// drained since, or the peer took the request we made after our last drain
-// (its write has landed or is landing).
-bool rx_event_counts(const SmcConn& c) {
-    if (c.rx_event_self.load(std::memory_order_acquire)) return true;
-    return c.rx_armed.load(std::memory_order_acquire) &&
-           !(c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData);
-}
-
 // The ring was read empty by a call that returns data: the eventfd must stop
 // saying "readable" (a level-triggered watcher would read and get EAGAIN,
 // which some programs, wrk among them, count as an error), and the peer must
 // wake us on its next write (an edge-triggered watcher waits for it). If
 // data slipped in before the request was visible, wake ourselves.
 void arm_on_empty(SmcConn& c) {
-    // The end of the stream is for ever: rx_event must go on saying
-    // readable. If it does already, leave it (drained to be written again,
-    // it cost two system calls per `Connection: close` response).
-    if ((peer_conn_flags(c) &
-         (cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort)) &&
-        rx_event_counts(c))
-        return;
     smc_arm_for_data(c);
     auto avail = available(c);
     if (!avail || *avail > 0 || peer_conn_flags(c)) smc_self_wake(c);
@@ -124,19 +108,12 @@ void smc_arm_for_data(SmcConn& c) {
     }
     smc_drain_rx_event(c);
     w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
-    c.rx_armed.store(true, std::memory_order_release);
 }
 
 void smc_drain_rx_event(SmcConn& c) {
     bool self = c.rx_event_self.exchange(false, std::memory_order_acq_rel);
-    // Only the peer's answer to our request, or our own wake-up, is ever
-    // drained: not armed since the last drain (a new connection), or armed
-    // and not yet taken, means the peer has not written. (The peer watch's
-    // wake-up for a vanished peer stays: that news is for ever.)
-    if (!self && (!c.rx_armed.load(std::memory_order_acquire) ||
-                  (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData)))
-        return;
-    c.rx_armed.store(false, std::memory_order_release);
+    if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
+        return; // armed and not yet taken: the peer has not written
     uint64_t v;
     ssize_t rc = sys::real().read(c.rx_event, &v, sizeof v);
     (void)rc;
@@ -283,9 +260,7 @@ short smc_arm(SmcConn& c, short want) {
         ready |= smc_poll_events(c) & POLLOUT;
     }
     // Make the eventfds show what is already true, for a level-triggered
-    // watcher (a count we wrote and did not drain still shows). Not "the
-    // peer's answer is in it" (rx_event_counts): trusting that here let
-    // wrk read EAGAIN about once in 50 runs of 1 s with Connection: close.
+    // watcher (a count we wrote and did not drain still shows).
     if ((ready & (POLLIN | POLLERR | POLLHUP)) && !c.rx_event_self.load(std::memory_order_acquire))
         smc_self_wake(c);
     if (ready & POLLOUT) smc_open_tx_event(c);

@@ -23,17 +23,8 @@ bool spin(uint32_t us, const std::function<bool()>& ready) {
 }
 
 int sleep(SmcConn& c, int fd, short events, int timeout_ms) {
-    // A close wakes us only if it sees us here (smc_quiesce): announce, then
-    // look at `closing` once more (both sequentially consistent: one of the
-    // two sees the other).
-    c.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (c.closing.load(std::memory_order_seq_cst)) {
-        c.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-        return 0; // the caller's loop sees `closing`
-    }
     pollfd p[2] = {{fd, events, 0}, {c.tcp_fd, POLLRDHUP, 0}};
     int n = sys::real().poll(p, c.tcp_fd >= 0 ? 2 : 1, timeout_ms);
-    c.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (n < 0) return -errno;
     if (n == 0) return -ETIMEDOUT;
     if (c.tcp_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {

@@ -580,36 +580,6 @@ TEST_CASE("closing under a blocked reader and writer: both return EBADF, then th
     CHECK(sr == -EBADF);
 }
 
-TEST_CASE("end of stream right after the last data: rx_event stays readable as the peer left "
-          "it") {
-    Pair p;
-    p.b.epoll_watched.store(true);
-    CHECK(smc_arm(p.b, POLLIN) == 0); // nothing yet: b asks a for a wake-up
-    CHECK_FALSE(readable(p.b.rx_event));
-    CHECK(send_buf(p.a, "bye", 3) == 3); // takes b's request: one wake-up
-    smc_close(p.a, false);               // then end of stream (a Connection: close response)
-    CHECK(readable(p.b.rx_event));
-    char buf[8];
-    CHECK(recv_buf(p.b, buf, sizeof buf) == 3); // empties the ring at end of stream
-    // A level-triggered watcher still sees "readable" (the end), from a's
-    // wake-up: b neither drained it nor wrote its own.
-    CHECK(readable(p.b.rx_event));
-    CHECK_FALSE(p.b.rx_event_self.load());
-    CHECK(recv_buf(p.b, buf, sizeof buf) == 0);
-}
-
-TEST_CASE("a close wakes only who waits: no own thread blocked, no peer that has closed") {
-    Pair p;
-    smc_quiesce(p.a); // nobody blocked in a's recv or send
-    CHECK_FALSE(readable(p.a.rx_event));
-    CHECK(smc_arm(p.b, POLLIN) == 0); // b asks a for a wake-up, then closes itself
-    smc_close(p.b, false);
-    uint64_t v;
-    CHECK(read(p.a.rx_event, &v, sizeof v) == -1); // (b wakes nobody: a never asked)
-    smc_close(p.a, false);                         // b has closed: its request is void
-    CHECK_FALSE(readable(p.b.rx_event));
-}
-
 TEST_CASE("corking decision: MSG_MORE / TCP_CORK up to min(ring / 2, autocorking_size)") {
     constexpr uint32_t K = 1024;
     static_assert(cork_hold(0, 100, 64 * K, 64 * K, true, false, 1000));      // MSG_MORE
