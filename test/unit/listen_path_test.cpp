@@ -108,6 +108,26 @@ int connect_to(int lfd) {
     REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
     return fd;
 }
+// A usmc listener on a kernel listener, watched by an epoll set with the
+// application's data; closes all three when the test ends.
+struct WatchedListener {
+    int lfd = listening_socket();
+    SmcListener* l;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    WatchedListener(int backlog, uint64_t data)
+        : l(new SmcListener(registry::Listener{}, lfd, backlog)) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = data;
+        REQUIRE(l->epoll_ctl(ep, EPOLL_CTL_ADD, &ev) == 0);
+    }
+    ~WatchedListener() {
+        close(ep);
+        l->close();
+        l->unref();
+        close(lfd);
+    }
+};
 } // namespace
 
 TEST_CASE("handshake queue: congestion back right after its hold doubles the hold") {
@@ -255,13 +275,9 @@ TEST_CASE("listener queue: backlog counts handshakes plus completed, not accepte
 
 TEST_CASE("listener queue: completed handshakes wake epoll with the application's data; a stall "
           "hides the kernel listener") {
-    int lfd = listening_socket();
-    auto* l = new SmcListener(registry::Listener{}, lfd, 4);
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = 0xfeed;
-    REQUIRE(l->epoll_ctl(ep, EPOLL_CTL_ADD, &ev) == 0);
+    WatchedListener w(4, 0xfeed);
+    auto* l = w.l;
+    int lfd = w.lfd, ep = w.ep;
     epoll_event out[4];
     CHECK(epoll_wait(ep, out, 4, 0) == 0);
 
@@ -287,21 +303,13 @@ TEST_CASE("listener queue: completed handshakes wake epoll with the application'
     CHECK(l->epoll_ctl(ep, EPOLL_CTL_DEL, nullptr) == 0);
     CHECK(epoll_wait(ep, out, 4, 0) == 0);
     close(c);
-    close(ep);
-    l->close();
-    l->unref();
-    close(lfd);
 }
 
 TEST_CASE("listener queue: a stall ends when accept takes the last queued connection, and the "
           "kernel listener shows again") {
-    int lfd = listening_socket();
-    auto* l = new SmcListener(registry::Listener{}, lfd, 1);
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = 0xbeef;
-    REQUIRE(l->epoll_ctl(ep, EPOLL_CTL_ADD, &ev) == 0);
+    WatchedListener w(1, 0xbeef);
+    auto* l = w.l;
+    int lfd = w.lfd, ep = w.ep;
     l->handshake_started();
     Accepted a;
     a.fd = dup(lfd);
@@ -320,10 +328,6 @@ TEST_CASE("listener queue: a stall ends when accept takes the last queued connec
     CHECK(epoll_wait(ep, out, 4, 100) == 1);
     CHECK(out[0].data.u64 == 0xbeef);
     close(c);
-    close(ep);
-    l->close();
-    l->unref();
-    close(lfd);
 }
 
 TEST_CASE("limit-hs knob: the file is edited in place, everything else kept") {
