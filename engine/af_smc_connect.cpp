@@ -106,8 +106,9 @@ uint16_t local_port(int fd) {
 }
 
 // What connect() did about the Proposal (early_proposal), or what the
-// connect watch saw (Pending: the TCP connect was not up yet).
-enum class Early : uint8_t { NotSent, Pending, Sent, Failed, TcpFailed };
+// connect watch saw (Pending: the TCP connect was not up yet; AcceptLate:
+// the Proposal went out, no answer came within CLC_WAIT_TIME).
+enum class Early : uint8_t { NotSent, Pending, Sent, Failed, TcpFailed, AcceptLate };
 
 void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
                 Early early) {
@@ -119,8 +120,10 @@ void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16
     if (early == Early::Failed) {
         result = -ECONNRESET; // a Proposal half written: the connection is unusable
     } else if (n == 1 && !(p.revents & (POLLERR | POLLHUP))) {
-        result =
-            smc_connect_handshake(fd, *c, *g_engine.dev, handshake_config(), early == Early::Sent);
+        HandshakeConfig cfg = handshake_config();
+        if (early == Early::AcceptLate) cfg.accept_wait_ms = 0; // waited for in the watch
+        bool sent = early == Early::Sent || early == Early::AcceptLate;
+        result = smc_connect_handshake(fd, *c, *g_engine.dev, cfg, sent);
     } else {
         // The TCP connect failed (or is still going): the application reads
         // the outcome from the kernel as usual.
@@ -161,6 +164,23 @@ Early early_proposal(int fd) {
     return send_proposal_now(fd);
 }
 
+void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
+                       Early early);
+
+// The Proposal is out: the connect watch waits for the server's answer, and
+// a worker takes the handshake only once it is there. A worker blocked on
+// the Accept waits for the server's handshake queue; the server's workers
+// wait for our attaches, which then queue behind those blocked workers (a
+// cycle only timeouts broke: c=10 000 with limit_hs off froze for seconds).
+void await_accept(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
+    bool watched = connect_watch::add(
+        fd, connect_watch::Want::Readable, uint32_t(handshake_config().clc_timeout_ms),
+        [=](bool answered) {
+            submit_client_job(fd, c, addr, len, port, answered ? Early::Sent : Early::AcceptLate);
+        });
+    if (!watched) submit_client_job(fd, c, addr, len, port, Early::Sent);
+}
+
 // Hands the handshake to a client worker; if none can take it, the
 // connection goes on as TCP (declining a Proposal already sent).
 void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
@@ -168,7 +188,7 @@ void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len,
     HandshakeQueue* q = client_queue();
     if (q && q->submit([=] { client_job(fd, c, addr, len, port, early); })) return;
     uint32_t ignored;
-    if (early == Early::Sent) {
+    if (early == Early::Sent || early == Early::AcceptLate) {
         // The server answers our Proposal: decline, and skip its answer.
         clc::send_decline(fd, g_engine.dev->gid(), fallback::INTERR, 1000);
         c->late_clc.store(true);
@@ -213,10 +233,14 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
     if (early == Early::Pending) {
         // close() of the socket meanwhile shuts it down and waits for the
         // worker: the watch sees the hang-up and passes the job on.
-        bool watched = connect_watch::add(fd, kTcpConnectWaitMs, [=](bool up) {
-            submit_client_job(fd, c, copy, len, port,
-                              up ? send_proposal_now(fd) : Early::TcpFailed);
-        });
+        bool watched =
+            connect_watch::add(fd, connect_watch::Want::Connected, kTcpConnectWaitMs, [=](bool up) {
+                Early sent = up ? send_proposal_now(fd) : Early::TcpFailed;
+                if (sent == Early::Sent)
+                    await_accept(fd, c, copy, len, port);
+                else
+                    submit_client_job(fd, c, copy, len, port, sent);
+            });
         if (watched) {
             runtime::count(counters::connects_watched);
             errno = EINPROGRESS;
@@ -224,7 +248,10 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
         }
         early = Early::NotSent; // the worker waits for the connect
     }
-    submit_client_job(fd, c, copy, len, port, early);
+    if (early == Early::Sent)
+        await_accept(fd, c, copy, len, port);
+    else
+        submit_client_job(fd, c, copy, len, port, early);
     errno = EINPROGRESS;
     return -1;
 }

@@ -56,7 +56,8 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
 
     if (!proposal_sent && !smc_send_proposal(fd, dev, cfg)) return fail(-ECONNRESET);
 
-    auto r = clc::read_message(fd, cfg.clc_timeout_ms);
+    auto r =
+        clc::read_message(fd, cfg.accept_wait_ms >= 0 ? cfg.accept_wait_ms : cfg.clc_timeout_ms);
     switch (r.status) {
     case clc::ReadStatus::Timeout:
         // The server has not taken the connection yet (an application that

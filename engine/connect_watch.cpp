@@ -17,13 +17,15 @@ namespace {
 
 struct Watch {
     int fd;
+    Want want;
     uint64_t deadline_ms;
     std::function<void(bool)> done;
 };
 
 std::mutex g_mu;
 int g_epfd = -1;
-int g_wake = -1; // eventfd in the set (epoll data 0): a first watch's deadline is news
+int g_wake = -1; // eventfd in the set (epoll data 0): an earlier deadline is news
+uint64_t g_sleep_until = UINT64_MAX; // the deadline the thread sleeps to, under g_mu
 uint64_t g_next_id = 1;
 std::map<uint64_t, Watch>* g_watches = nullptr; // by id (the epoll data), under g_mu
 
@@ -58,7 +60,10 @@ void run(int epfd) {
                 }
                 auto it = g_watches->find(ev[i].data.u64);
                 if (it == g_watches->end()) continue;
-                bool up = (ev[i].events & EPOLLOUT) && !(ev[i].events & (EPOLLERR | EPOLLHUP));
+                // Readable: whatever came (an answer, a hang-up, an error)
+                // is for the handshake to read.
+                bool up = it->second.want == Want::Readable ||
+                          ((ev[i].events & EPOLLOUT) && !(ev[i].events & (EPOLLERR | EPOLLHUP)));
                 ready.emplace_back(take(it), up);
             }
             uint64_t now = now_ms(), next = UINT64_MAX;
@@ -70,6 +75,7 @@ void run(int epfd) {
                     ++it;
                 }
             }
+            g_sleep_until = next;
             timeout = next == UINT64_MAX ? -1 : int(std::min<uint64_t>(next - now, 60000));
         }
         // Outside the lock: a callback may add (another connect's) watch.
@@ -80,7 +86,7 @@ void run(int epfd) {
 
 } // namespace
 
-bool add(int fd, uint32_t timeout_ms, std::function<void(bool connected)> done) {
+bool add(int fd, Want want, uint32_t timeout_ms, std::function<void(bool ok)> done) {
     std::lock_guard lock(g_mu);
     if (!g_watches) g_watches = new std::map<uint64_t, Watch>;
     if (g_epfd < 0) {
@@ -98,15 +104,15 @@ bool add(int fd, uint32_t timeout_ms, std::function<void(bool connected)> done) 
     }
     uint64_t id = g_next_id++;
     epoll_event ev{};
-    ev.events = EPOLLOUT | EPOLLONESHOT;
+    ev.events = (want == Want::Readable ? EPOLLIN | EPOLLRDHUP : EPOLLOUT) | EPOLLONESHOT;
     ev.data.u64 = id;
     if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
-    bool first = g_watches->empty();
-    g_watches->emplace(id, Watch{fd, now_ms() + timeout_ms, std::move(done)});
-    // The thread sleeps until the nearest deadline it knew of. Callers use
-    // one timeout, so a new deadline is later than any pending one; only a
-    // first watch (the thread sleeping without a deadline) needs a wake-up.
-    if (first) {
+    uint64_t deadline = now_ms() + timeout_ms;
+    g_watches->emplace(id, Watch{fd, want, deadline, std::move(done)});
+    // The thread sleeps until the nearest deadline it knew of; only an
+    // earlier one (a first watch, or a shorter timeout) needs a wake-up.
+    if (deadline < g_sleep_until) {
+        g_sleep_until = deadline; // one wake-up is enough until it recomputes
         uint64_t v = 1;
         ssize_t rc = sys::real().write(g_wake, &v, sizeof v);
         (void)rc;
@@ -119,6 +125,7 @@ void on_fork_child() {
     if (g_epfd >= 0) sys::real().close(g_epfd);
     if (g_wake >= 0) sys::real().close(g_wake);
     g_epfd = g_wake = -1;
+    g_sleep_until = UINT64_MAX;
     g_watches = nullptr; // the parent's (its memory is a copy here)
 }
 

@@ -8,16 +8,27 @@
 // the server's wait ran out (connections that should have been SMC-D ran
 // TCP, and server workers sat idle). One thread per process watches such
 // sockets in a private epoll set.
+//
+// The same thread waits for the server's Accept after a Proposal went out,
+// so a client worker never blocks on the server's handshake queue: with
+// workers waiting for Accepts (6 s each at most), a server whose own
+// workers waited for those clients' attaches deadlocked until timeouts
+// (c=10 000, limit_hs off: seconds with both processes idle).
 #include <cstdint>
 #include <functional>
 
 namespace usmc::connect_watch {
 
-// Calls `done(connected)` on the watch thread once the TCP connect of `fd`
-// completed (true) or failed, or `timeout_ms` passed (false). The caller
-// keeps `fd` open until then. False if the socket could not be watched
-// (`done` is not called; the caller goes on without the watch).
-bool add(int fd, uint32_t timeout_ms, std::function<void(bool connected)> done);
+// What a watch waits for: the TCP connect to complete (EPOLLOUT), or the
+// peer's first answer (EPOLLIN: a CLC Accept or Decline, or a hang-up).
+enum class Want : uint8_t { Connected, Readable };
+
+// Calls `done(ok)` on the watch thread once `want` happened (true; for
+// Connected: the connect completed, false if it failed) or `timeout_ms`
+// passed (false). The caller keeps `fd` open until then. False if the
+// socket could not be watched (`done` is not called; the caller goes on
+// without the watch).
+bool add(int fd, Want want, uint32_t timeout_ms, std::function<void(bool ok)> done);
 
 // A forked child: the thread is gone; start again on first use.
 void on_fork_child();

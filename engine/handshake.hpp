@@ -24,6 +24,9 @@ namespace usmc {
 struct HandshakeConfig {
     uint32_t dmb_size = 64 * 1024;
     int clc_timeout_ms = 6000; // CLC_WAIT_TIME
+    // Client: how long to wait for the Accept (-1: clc_timeout_ms). 0 when
+    // the connect watch waited for it already and it did not come.
+    int accept_wait_ms = -1;
     int attach_timeout_ms = 1000;
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 64 * 1024;

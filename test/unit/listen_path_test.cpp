@@ -206,7 +206,8 @@ TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out"
         int s = dropped();
         std::promise<bool> p;
         auto t0 = steady_clock::now();
-        REQUIRE(connect_watch::add(s, 150, [&](bool up) { p.set_value(up); }));
+        REQUIRE(connect_watch::add(s, connect_watch::Want::Connected, 150,
+                                   [&](bool up) { p.set_value(up); }));
         auto f = p.get_future();
         REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
         CHECK_FALSE(f.get());
@@ -216,7 +217,8 @@ TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out"
     SECTION("shut down while connecting (what close() does)") {
         int s = dropped();
         std::promise<bool> p;
-        REQUIRE(connect_watch::add(s, 10000, [&](bool up) { p.set_value(up); }));
+        REQUIRE(connect_watch::add(s, connect_watch::Want::Connected, 10000,
+                                   [&](bool up) { p.set_value(up); }));
         shutdown(s, SHUT_RDWR);
         auto f = p.get_future();
         REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
@@ -232,7 +234,8 @@ TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out"
         int rc = connect(s, reinterpret_cast<sockaddr*>(&b), blen);
         REQUIRE((rc == 0 || errno == EINPROGRESS));
         std::promise<bool> p;
-        REQUIRE(connect_watch::add(s, 10000, [&](bool up) { p.set_value(up); }));
+        REQUIRE(connect_watch::add(s, connect_watch::Want::Connected, 10000,
+                                   [&](bool up) { p.set_value(up); }));
         auto f = p.get_future();
         REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
         CHECK(f.get());
@@ -241,6 +244,55 @@ TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out"
     }
     close(filler);
     close(lfd);
+}
+
+TEST_CASE("connect watch: waits for the peer's answer; a later, shorter deadline is kept") {
+    using namespace std::chrono;
+    int l = listening_socket();
+    auto pair = [&] {
+        int s = connect_to(l);
+        int peer = accept(l, nullptr, nullptr);
+        REQUIRE(peer >= 0);
+        return std::pair{s, peer};
+    };
+    auto [quiet, quiet_peer] = pair();
+    std::promise<bool> long_wait;
+    REQUIRE(connect_watch::add(quiet, connect_watch::Want::Readable, 10000,
+                               [&](bool ok) { long_wait.set_value(ok); }));
+    SECTION("an answer") {
+        auto [s, peer] = pair();
+        std::promise<bool> p;
+        REQUIRE(connect_watch::add(s, connect_watch::Want::Readable, 10000,
+                                   [&](bool ok) { p.set_value(ok); }));
+        REQUIRE(write(peer, "A", 1) == 1);
+        auto f = p.get_future();
+        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+        CHECK(f.get());
+        close(s);
+        close(peer);
+    }
+    SECTION("no answer: the shorter deadline ends its watch on time") {
+        // The thread sleeps to the 10 s deadline above; this one must wake it.
+        auto [s, peer] = pair();
+        std::promise<bool> p;
+        auto t0 = steady_clock::now();
+        REQUIRE(connect_watch::add(s, connect_watch::Want::Readable, 150,
+                                   [&](bool ok) { p.set_value(ok); }));
+        auto f = p.get_future();
+        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+        CHECK_FALSE(f.get());
+        CHECK(steady_clock::now() - t0 >= milliseconds(140));
+        close(s);
+        close(peer);
+    }
+    // A hang-up is for the handshake to read: reported as an answer.
+    shutdown(quiet, SHUT_RDWR);
+    auto f = long_wait.get_future();
+    REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+    CHECK(f.get());
+    close(quiet);
+    close(quiet_peer);
+    close(l);
 }
 
 TEST_CASE("listener queue: backlog counts handshakes plus completed, not accepted") {
