@@ -90,6 +90,7 @@ struct SmcConn {
     // empty waits for a new edge without calling recv again, so emptying the
     // ring must arm the peer's wake-up, as EAGAIN does.
     std::atomic<bool> epoll_watched{false};
+    uint64_t peer_watch_id = 0; // its key in peer_watch (0: not watched), under that lock
     // While Connecting: the application's registrations, replayed on the TCP
     // socket if the handshake falls back (under epoll_mu).
     struct EpollReg {

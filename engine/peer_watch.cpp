@@ -7,7 +7,7 @@
 #include <new>
 #include <sys/epoll.h>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace usmc::peer_watch {
 
@@ -15,7 +15,20 @@ namespace {
 
 std::mutex g_mu;
 int g_epfd = -1;
-std::unordered_set<SmcConn*>* g_live = nullptr; // connections registered (under g_mu)
+// Connections registered, by a key that is never used twice (under g_mu).
+// Not by address: an event taken from epoll_wait just before its connection
+// was removed would find a new connection at the same address and wake it
+// for nothing (wrk read EAGAIN after such a wake-up: a "read error").
+std::unordered_map<uint64_t, SmcConn*>* g_live = nullptr;
+uint64_t g_next_id = 1;
+
+// Under g_mu. (A connection a forked child inherited keeps its parent's
+// key, which the child's fresh table does not hold.)
+bool watched(const SmcConn* c) {
+    if (!g_live || !c->peer_watch_id) return false;
+    auto it = g_live->find(c->peer_watch_id);
+    return it != g_live->end() && it->second == c;
+}
 
 void run(int epfd) {
     epoll_event ev[64];
@@ -25,39 +38,51 @@ void run(int epfd) {
             if (errno == EINTR) continue;
             return;
         }
-        std::lock_guard lock(g_mu);
-        for (int i = 0; i < n; ++i) {
-            auto* c = static_cast<SmcConn*>(ev[i].data.ptr);
-            if (!g_live || !g_live->count(c)) continue; // removed meanwhile
-            smc_check_peer(*c);
-            // Wake readers and writers: they look and see EOF, a reset or EPIPE.
-            uint64_t v = 1;
-            ssize_t rc = sys::real().write(c->rx_event, &v, sizeof v);
-            rc = sys::real().read(c->tx_event, &v, sizeof v);
-            (void)rc;
-        }
+        for (int i = 0; i < n; ++i)
+            deliver(ev[i].data.u64);
     }
 }
 
 } // namespace
 
+void deliver(uint64_t key) {
+    std::lock_guard lock(g_mu);
+    if (!g_live) return;
+    auto it = g_live->find(key);
+    if (it == g_live->end()) return; // removed meanwhile
+    SmcConn* c = it->second;
+    smc_check_peer(*c);
+    // Wake readers and writers: they look and see EOF, a reset or EPIPE.
+    // A wake-up of our own, so the next drain takes it.
+    smc_self_wake(*c);
+    uint64_t v;
+    ssize_t rc = sys::real().read(c->tx_event, &v, sizeof v);
+    (void)rc;
+}
+
 void add(SmcConn* c) {
     std::lock_guard lock(g_mu);
-    if (!g_live) g_live = new std::unordered_set<SmcConn*>;
-    if (g_live->count(c) || c->tcp_fd < 0) return;
+    if (!g_live) g_live = new std::unordered_map<uint64_t, SmcConn*>;
+    if (watched(c) || c->tcp_fd < 0) return;
     if (g_epfd < 0 && (g_epfd = sys::start_epoll_thread(run)) < 0) {
         log::warn("cannot start the peer watch thread");
         return;
     }
     epoll_event ev{};
     ev.events = EPOLLRDHUP | EPOLLONESHOT;
-    ev.data.ptr = c;
-    if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, c->tcp_fd, &ev) == 0) g_live->insert(c);
+    uint64_t id = g_next_id++;
+    ev.data.u64 = id;
+    if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, c->tcp_fd, &ev) == 0) {
+        g_live->emplace(id, c);
+        c->peer_watch_id = id;
+    }
 }
 
 void remove(SmcConn* c) {
     std::lock_guard lock(g_mu);
-    if (!g_live || !g_live->erase(c)) return;
+    if (!watched(c)) return;
+    g_live->erase(c->peer_watch_id);
+    c->peer_watch_id = 0;
     sys::real().epoll_ctl(g_epfd, EPOLL_CTL_DEL, c->tcp_fd, nullptr);
 }
 

@@ -9,10 +9,17 @@
 // descriptor twice).
 #include "engine/conn.hpp"
 
+#include <cstdint>
+
 namespace usmc::peer_watch {
 
 void add(SmcConn* c);    // once per connection; the thread starts on first use
 void remove(SmcConn* c); // before the connection's memory goes
 void on_fork_child();    // the thread is gone: start again on first use
+
+// The thread's work for one event of the connection registered under `key`
+// (SmcConn::peer_watch_id); a key removed meanwhile is ignored. Public for
+// tests.
+void deliver(uint64_t key);
 
 } // namespace usmc::peer_watch

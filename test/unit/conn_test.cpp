@@ -1,4 +1,5 @@
 #include "engine/conn.hpp"
+#include "engine/peer_watch.hpp"
 #include "engine/tx.hpp"
 
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -642,4 +644,45 @@ TEST_CASE("a forgotten cork is published by the backstop within its ceiling") {
     CHECK(smc_rx_available(p.b) == 4);
     CHECK(took >= std::chrono::milliseconds(kCorkCeilingMs - 20));
     CHECK(took < std::chrono::milliseconds(kCorkCeilingMs + 500));
+}
+
+TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new one at its "
+          "address") {
+    // The watch thread takes an event from epoll_wait, then waits for the
+    // lock while the connection is removed and freed, and a new one is made
+    // at the same address (malloc reuses it at once). Keyed by address, the
+    // event woke the new connection: a readable event with nothing to read.
+    alignas(SmcConn) unsigned char mem[sizeof(SmcConn)];
+    auto make = [&](int sv[2]) {
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        auto* c = new (mem) SmcConn;
+        c->tcp_fd = sv[0];
+        c->rx_event = eventfd(0, EFD_NONBLOCK);
+        c->tx_event = eventfd(0, EFD_NONBLOCK);
+        peer_watch::add(c);
+        REQUIRE(c->peer_watch_id != 0);
+        return c;
+    };
+    auto drop = [](SmcConn* c, int sv[2]) {
+        peer_watch::remove(c);
+        close(c->rx_event);
+        close(c->tx_event);
+        close(sv[0]);
+        close(sv[1]);
+        c->~SmcConn();
+    };
+    int a_sv[2], b_sv[2];
+    SmcConn* a = make(a_sv);
+    uint64_t old_key = a->peer_watch_id;
+    drop(a, a_sv);
+    SmcConn* b = make(b_sv);
+    CHECK(b->peer_watch_id != old_key);
+    uint64_t v = 0;
+    peer_watch::deliver(old_key); // the old connection's late event
+    CHECK(read(b->rx_event, &v, sizeof v) == -1);
+    CHECK_FALSE(b->rx_event_self.load());
+    peer_watch::deliver(b->peer_watch_id); // its own wakes it, as our own wake-up
+    CHECK(read(b->rx_event, &v, sizeof v) == sizeof v);
+    CHECK(b->rx_event_self.load());
+    drop(b, b_sv);
 }
