@@ -185,7 +185,7 @@ with Env() as env:
 
 # 7. Connects abandoned in flight: a listener that does not accept, with a
 #    backlog of 1, so most SYNs are dropped and those connects wait in the
-#    connect watch; the rest wait for an Accept on a worker. Closing them all
+#    connect watch; the rest wait there for an Accept. Closing them all
 #    at once must not wait for the TCP connect or the CLC timeouts.
 with Env() as env:
     go = os.path.join(env.dir, "go")
