@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <netinet/in.h>
@@ -128,6 +129,22 @@ struct WatchedListener {
         close(lfd);
     }
 };
+// Watches `fd` and returns what the watch called back with (the test fails
+// if it never does); `meanwhile` runs once the watch is in place, `took`
+// gets the time until the call.
+bool watch_result(int fd, connect_watch::Want want, uint32_t timeout_ms,
+                  const std::function<void()>& meanwhile = {},
+                  std::chrono::milliseconds* took = nullptr) {
+    using namespace std::chrono;
+    std::promise<bool> p;
+    auto t0 = steady_clock::now();
+    REQUIRE(connect_watch::add(fd, want, timeout_ms, [&](bool ok) { p.set_value(ok); }));
+    if (meanwhile) meanwhile();
+    auto f = p.get_future();
+    REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
+    if (took) *took = duration_cast<milliseconds>(steady_clock::now() - t0);
+    return f.get();
+}
 } // namespace
 
 TEST_CASE("handshake queue: congestion back right after its hold doubles the hold") {
@@ -204,25 +221,15 @@ TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out"
     };
     SECTION("timed out (the first watch wakes the thread for its deadline)") {
         int s = dropped();
-        std::promise<bool> p;
-        auto t0 = steady_clock::now();
-        REQUIRE(connect_watch::add(s, connect_watch::Want::Connected, 150,
-                                   [&](bool up) { p.set_value(up); }));
-        auto f = p.get_future();
-        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
-        CHECK_FALSE(f.get());
-        CHECK(steady_clock::now() - t0 >= milliseconds(140));
+        milliseconds took{};
+        CHECK_FALSE(watch_result(s, connect_watch::Want::Connected, 150, {}, &took));
+        CHECK(took >= milliseconds(140));
         close(s);
     }
     SECTION("shut down while connecting (what close() does)") {
         int s = dropped();
-        std::promise<bool> p;
-        REQUIRE(connect_watch::add(s, connect_watch::Want::Connected, 10000,
-                                   [&](bool up) { p.set_value(up); }));
-        shutdown(s, SHUT_RDWR);
-        auto f = p.get_future();
-        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
-        CHECK_FALSE(f.get());
+        CHECK_FALSE(watch_result(s, connect_watch::Want::Connected, 10000,
+                                 [&] { shutdown(s, SHUT_RDWR); }));
         close(s);
     }
     SECTION("up") {
@@ -233,12 +240,7 @@ TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out"
         int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
         int rc = connect(s, reinterpret_cast<sockaddr*>(&b), blen);
         REQUIRE((rc == 0 || errno == EINPROGRESS));
-        std::promise<bool> p;
-        REQUIRE(connect_watch::add(s, connect_watch::Want::Connected, 10000,
-                                   [&](bool up) { p.set_value(up); }));
-        auto f = p.get_future();
-        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
-        CHECK(f.get());
+        CHECK(watch_result(s, connect_watch::Want::Connected, 10000));
         close(s);
         close(l2);
     }
@@ -261,27 +263,17 @@ TEST_CASE("connect watch: waits for the peer's answer; a later, shorter deadline
                                [&](bool ok) { long_wait.set_value(ok); }));
     SECTION("an answer") {
         auto [s, peer] = pair();
-        std::promise<bool> p;
-        REQUIRE(connect_watch::add(s, connect_watch::Want::Readable, 10000,
-                                   [&](bool ok) { p.set_value(ok); }));
-        REQUIRE(write(peer, "A", 1) == 1);
-        auto f = p.get_future();
-        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
-        CHECK(f.get());
+        CHECK(watch_result(s, connect_watch::Want::Readable, 10000,
+                           [&] { REQUIRE(write(peer, "A", 1) == 1); }));
         close(s);
         close(peer);
     }
     SECTION("no answer: the shorter deadline ends its watch on time") {
         // The thread sleeps to the 10 s deadline above; this one must wake it.
         auto [s, peer] = pair();
-        std::promise<bool> p;
-        auto t0 = steady_clock::now();
-        REQUIRE(connect_watch::add(s, connect_watch::Want::Readable, 150,
-                                   [&](bool ok) { p.set_value(ok); }));
-        auto f = p.get_future();
-        REQUIRE(f.wait_for(seconds(5)) == std::future_status::ready);
-        CHECK_FALSE(f.get());
-        CHECK(steady_clock::now() - t0 >= milliseconds(140));
+        milliseconds took{};
+        CHECK_FALSE(watch_result(s, connect_watch::Want::Readable, 150, {}, &took));
+        CHECK(took >= milliseconds(140));
         close(s);
         close(peer);
     }
