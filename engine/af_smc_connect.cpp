@@ -136,6 +136,7 @@ void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16
         std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
     finish_connect(fd, c, result, &reason);
     if (!tcp_failed) count_result(reason, smc);
+    g_engine.client_q.load(std::memory_order_acquire)->end();
     // Last touch of `c`: close() may free it once worker_done is set.
     c->phase.notify_all();
     c->worker_done.store(true, std::memory_order_release);
@@ -196,6 +197,7 @@ void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len,
     finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
     registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
     c->phase.notify_all();
+    if (q) q->end();
     c->worker_done.store(true);
     count_result(fallback::INTERR, false);
 }
@@ -224,6 +226,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
         return -1;
     }
     slot(fd).store(c, std::memory_order_release);
+    q->begin(); // ended where the handshake ends (client_job, submit_client_job)
     uint16_t port = local_port(fd);
     registry::announce_pending(addr, len, true, port);
     sockaddr_storage copy{};
@@ -299,14 +302,18 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
 namespace detail {
 HandshakeQueue* client_queue() {
     std::lock_guard lock(g_engine_mu);
-    if (!g_engine.client_q.load(std::memory_order_relaxed))
+    if (!g_engine.client_q.load(std::memory_order_relaxed)) {
         // A client handshake mostly waits for its server; a queued one sends
         // its Proposal late, and a server past clc_detect_timeout_ms would
         // take the connection as TCP. So more workers here than for servers.
-        g_engine.client_q.store(new HandshakeQueue(std::max(8u, 4 * runtime::get().cfg.hs_workers),
+        // Handshakes in flight congest it at four per worker: past that a
+        // new one waits behind the others' answers (handshake_queue.hpp).
+        unsigned workers = std::max(8u, 4 * runtime::get().cfg.hs_workers);
+        g_engine.client_q.store(new HandshakeQueue(workers,
                                                    runtime::get().cfg.hs_congestion_hold_ms,
-                                                   nullptr),
+                                                   nullptr, 4 * workers),
                                 std::memory_order_release);
+    }
     return g_engine.client_q.load(std::memory_order_relaxed);
 }
 } // namespace detail

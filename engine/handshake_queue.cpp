@@ -10,12 +10,23 @@ namespace usmc {
 
 using sys::mono_ns;
 
-HandshakeQueue::HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion)
-    : workers_(workers ? workers : 1), hold_ns_(uint64_t{hold_ms ? hold_ms : 1} * 1000000),
-      on_congestion_(std::move(on_congestion)), cur_hold_ns_(hold_ns_) {}
+HandshakeQueue::HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion,
+                               unsigned inflight_limit)
+    : workers_(workers ? workers : 1), inflight_limit_(inflight_limit),
+      hold_ns_(uint64_t{hold_ms ? hold_ms : 1} * 1000000), on_congestion_(std::move(on_congestion)),
+      cur_hold_ns_(hold_ns_) {}
 
 bool HandshakeQueue::congested() const {
     return mono_ns() < until_ns_.load(std::memory_order_relaxed);
+}
+
+void HandshakeQueue::begin() {
+    inflight_.fetch_add(1, std::memory_order_relaxed);
+    update_congestion();
+}
+
+void HandshakeQueue::end() {
+    inflight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool HandshakeQueue::submit(std::function<void()> job) {
@@ -56,7 +67,9 @@ void HandshakeQueue::work() {
 }
 
 void HandshakeQueue::update_congestion() {
-    if (waiting_.load(std::memory_order_relaxed) < workers_) return;
+    if (waiting_.load(std::memory_order_relaxed) < workers_ &&
+        (!inflight_limit_ || inflight_.load(std::memory_order_relaxed) < inflight_limit_))
+        return;
     uint64_t now = mono_ns();
     uint64_t old = until_ns_.load(std::memory_order_relaxed);
     uint64_t hold = cur_hold_ns_.load(std::memory_order_relaxed);

@@ -20,6 +20,12 @@
 // kMaxHoldFactor times hs_congestion_hold_ms), and starts over from the
 // configured value after a quiet hold. Listeners with SMC_LIMIT_HS advertise
 // it, and clients then connect as plain TCP.
+//
+// A client's handshakes mostly wait for their server outside the queue (the
+// Accept is awaited in the connect watch, not on a worker), so for the
+// client the queue alone no longer congests. Handshakes in flight, from
+// connect() to their end wherever they wait, count too: congestion also
+// starts when they reach `inflight_limit` (0: only the queue counts).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -36,7 +42,8 @@ class HandshakeQueue {
     // thread) when congestion starts (onset) or is seen again and extends it
     // (at most every quarter of the hold); until_ns is CLOCK_MONOTONIC.
     using OnCongestion = std::function<void(uint64_t until_ns, bool onset)>;
-    HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion);
+    HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion,
+                   unsigned inflight_limit = 0);
     HandshakeQueue(const HandshakeQueue&) = delete;
     HandshakeQueue& operator=(const HandshakeQueue&) = delete;
 
@@ -44,7 +51,12 @@ class HandshakeQueue {
     // one could be (the caller goes on with plain TCP).
     bool submit(std::function<void()> job);
 
+    // A handshake started (begin) or ended (end), wherever it waits.
+    void begin();
+    void end();
+
     unsigned waiting() const { return waiting_.load(std::memory_order_relaxed); }
+    unsigned in_flight() const { return inflight_.load(std::memory_order_relaxed); }
     unsigned running() const { return running_.load(std::memory_order_relaxed); }
     bool congested() const;
     // CLOCK_MONOTONIC ns until which the queue counts as congested (0: never was).
@@ -59,13 +71,14 @@ class HandshakeQueue {
     void update_congestion();
 
     const unsigned workers_;
+    const unsigned inflight_limit_;
     const uint64_t hold_ns_;
     OnCongestion on_congestion_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::function<void()>> jobs_;
     unsigned started_ = 0;
-    std::atomic<unsigned> waiting_{0}, running_{0};
+    std::atomic<unsigned> waiting_{0}, running_{0}, inflight_{0};
     std::atomic<uint64_t> until_ns_{0};
     std::atomic<uint64_t> cur_hold_ns_;
 };

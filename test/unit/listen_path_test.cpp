@@ -147,6 +147,32 @@ bool watch_result(int fd, connect_watch::Want want, uint32_t timeout_ms,
 }
 } // namespace
 
+TEST_CASE("handshake queue: handshakes in flight beyond the bound congest it, with no job queued") {
+    static HandshakeQueue* keep = nullptr; // (as above: lives for the process)
+    std::atomic<int> onsets{0};
+    keep = new HandshakeQueue(
+        8, 200, [&](uint64_t, bool onset) { onsets += onset; }, 3);
+    auto& q = *keep;
+    q.begin();
+    q.begin();
+    CHECK(q.in_flight() == 2);
+    CHECK_FALSE(q.congested());
+    q.begin(); // the third reaches the bound
+    CHECK(q.congested());
+    CHECK(onsets == 1);
+    q.end();
+    q.end();
+    q.end();
+    CHECK(q.in_flight() == 0);
+    CHECK(q.congested_until() > 0); // the hold runs on
+    // Without a bound, handshakes in flight never congest.
+    static HandshakeQueue* plain = nullptr;
+    plain = new HandshakeQueue(1, 200, nullptr);
+    for (int i = 0; i < 100; ++i)
+        plain->begin();
+    CHECK_FALSE(plain->congested());
+}
+
 TEST_CASE("handshake queue: congestion back right after its hold doubles the hold") {
     using namespace std::chrono;
     static HandshakeQueue* keep = nullptr; // (as above: lives for the process)
