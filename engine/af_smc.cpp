@@ -81,7 +81,7 @@ void count_result(uint32_t reason, bool smc) {
 
 void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
     c->nonblock.store(nonblock);
-    c->rx.control()->owner_refs.store(1, std::memory_order_relaxed);
+    c->start_owner_refs();
     slot(fd).store(c.release(), std::memory_order_release);
     set_mode(fd, SockMode::SmcD, 0);
 }
@@ -127,7 +127,8 @@ void release(SmcConn* c) {
         c->epoll_members.clear();
     }
     fold_counters(c);
-    if (c->rx.control()->owner_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (c->owner_refs->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        forkref::free(c->owner_refs);
         // The last process holding this side: tell the peer. Unread data
         // means an abort, as TCP answers with a reset.
         if (c->fork_gen) c->adopt_published();
@@ -493,7 +494,7 @@ void on_exit() {
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
         if (!c || is_late(c) || c->phase.load() != Phase::Active) continue;
-        if (!c->rx.valid() || c->rx.control()->owner_refs.load() > 1) continue;
+        if (!c->rx.valid() || c->owner_refs->load() > 1) continue;
         if (c->fork_gen) c->adopt_published();
         if (!(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
             smc_close(*c, false);
@@ -514,7 +515,7 @@ void adjust_owner_refs(int64_t delta) {
         if (!c || is_late(c) || c->fork_gen == g_fork_gen || c->phase.load() != Phase::Active)
             continue;
         c->fork_gen = g_fork_gen;
-        c->rx.control()->owner_refs.fetch_add(uint64_t(delta), std::memory_order_acq_rel);
+        c->owner_refs->fetch_add(uint64_t(delta), std::memory_order_acq_rel);
     }
 }
 } // namespace
@@ -548,6 +549,7 @@ void on_fork_child() {
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
         // A handshake the parent's worker runs: this copy just passes through.
+        if (c && !is_late(c)) c->reset_locks_after_fork();
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);

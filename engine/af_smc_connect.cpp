@@ -38,7 +38,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     std::unique_lock lock(c->epoll_mu);
     uint32_t reason = 0;
     if (std::holds_alternative<std::monostate>(result)) {
-        c->rx.control()->owner_refs.store(1, std::memory_order_relaxed);
+        c->start_owner_refs();
         // The eventfds are in the application's sets already, as epoll_ctl
         // puts them for an Active connection.
         short want = POLLOUT; // connected: writable now (the peer's ring is empty)

@@ -11,9 +11,8 @@
 //   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace), set by the
 //       waiter, taken by the notifier with one atomic RMW: exactly one
 //       wake-up per wait
-//   40  usmc: how many processes share the DMB owner's side of the
-//       connection (fork); written by the owner, not the peer
-//   48..63 reserved
+//   40..63 reserved (usmc keeps nothing here that the owner must trust: the
+//       peer maps this line read-write)
 //   64  the data ring (DMB size - 64 bytes)
 //
 // The kernel's SMC-D ring starts at 32; usmc keeps the cursors in a cache
@@ -71,8 +70,7 @@ struct alignas(64) Control {
     std::atomic<uint64_t> cons;
     uint64_t reserved1;
     std::atomic<uint64_t> waiting;
-    std::atomic<uint64_t> owner_refs;
-    uint64_t reserved2[2];
+    uint64_t reserved2[3];
 };
 static_assert(sizeof(Control) == kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

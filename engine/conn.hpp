@@ -20,6 +20,7 @@
 // own cursors; a bad one marks the connection broken (ECONNRESET), nothing
 // else.
 #include "engine/cdc.hpp"
+#include "engine/forkref.hpp"
 #include "engine/ism.hpp"
 
 #include <atomic>
@@ -74,6 +75,10 @@ struct SmcConn {
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
     uid_t peer_uid = ism::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
     uint64_t fork_gen = 0;              // af_smc's marker: counted in this fork already
+    // Processes holding this side (fork): shared with our forked children
+    // only (forkref.hpp); `own_refs` if that mapping was full.
+    forkref::Count* owner_refs = &own_refs;
+    forkref::Count own_refs{1};
     std::mutex epoll_mu;
     // The epoll sets our eventfds are in. Event loops (ae, libevent) add,
     // modify and delete a descriptor around every request; each application
@@ -120,6 +125,11 @@ struct SmcConn {
     // in shared memory instead (consumer cursor and flags in the peer's
     // control line, producer cursor in ours).
     void adopt_published();
+    // Our side is up: its process count starts at 1 (af_smc.cpp).
+    void start_owner_refs();
+    // In a forked child: locks a parent thread held at the fork (a recv or
+    // send blocked in it) belong to a thread that does not exist here.
+    void reset_locks_after_fork();
 
   private:
     std::atomic_flag pub_lock_ = ATOMIC_FLAG_INIT;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -152,6 +153,25 @@ void SmcConn::adopt_published() {
     rx_cons.store(rx_cons_announced);
     conn_flags.fetch_or(cdc::conn_flags_of(word), std::memory_order_acq_rel);
     tx_prod.store(cdc::unpack_prod(tx.control()->prod.load(std::memory_order_seq_cst)));
+}
+
+void SmcConn::start_owner_refs() {
+    if (forkref::Count* shared = forkref::alloc()) {
+        owner_refs = shared;
+    } else {
+        // Forked children would each count themselves the last.
+        log::warn("fd {}: no shared fork count left; a fork would close this connection early",
+                  tcp_fd);
+        owner_refs = &own_refs;
+        own_refs.store(1);
+    }
+}
+
+void SmcConn::reset_locks_after_fork() {
+    new (&rx_mu) std::mutex();
+    new (&tx_mu) std::mutex();
+    new (&epoll_mu) std::mutex();
+    pub_lock_.clear(std::memory_order_release);
 }
 
 void SmcConn::publish_flags() {

@@ -62,6 +62,7 @@ namespace usmc::sys {
     X(dup2, int, (int, int))                                                                       \
     X(dup3, int, (int, int, int))                                                                  \
     X(fork, pid_t, (void))                                                                         \
+    X(vfork, pid_t, (void))                                                                        \
     X(daemon, int, (int, int))
 
 struct Table {

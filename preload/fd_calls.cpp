@@ -12,6 +12,7 @@
 using namespace usmc;
 
 USMC_EXPORT int close(int fd) {
+    if (shim::vfork_child()) return sys::real().close(fd);
     auto closed =
         af_smc::on_close(fd); // an SMC connection tells its peer before the TCP socket goes
     g_fds.clear(fd);
@@ -23,6 +24,7 @@ USMC_EXPORT int close(int fd) {
 USMC_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
     auto fn = sys::real().close_range;
     if (!fn) return shim::fail(ENOSYS);
+    if (shim::vfork_child()) return fn(first, last, flags);
     if (!(flags & CLOSE_RANGE_CLOEXEC))
         for (unsigned fd = first; fd <= last && fd < g_fds.high(); ++fd)
             af_smc::after_close(af_smc::on_close(int(fd)));
@@ -33,7 +35,7 @@ USMC_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {
 
 USMC_EXPORT int dup(int fd) noexcept {
     int nfd = sys::real().dup(fd);
-    if (nfd >= 0) {
+    if (nfd >= 0 && !shim::vfork_child()) {
         g_fds.copy(fd, nfd);
         af_smc::on_dup(fd, nfd);
     }
@@ -42,7 +44,7 @@ USMC_EXPORT int dup(int fd) noexcept {
 
 USMC_EXPORT int dup2(int fd, int fd2) noexcept {
     int rc = sys::real().dup2(fd, fd2);
-    if (rc >= 0 && fd != fd2) {
+    if (rc >= 0 && fd != fd2 && !shim::vfork_child()) {
         g_fds.copy(fd, fd2);
         af_smc::on_dup(fd, fd2);
     }
@@ -51,7 +53,7 @@ USMC_EXPORT int dup2(int fd, int fd2) noexcept {
 
 USMC_EXPORT int dup3(int fd, int fd2, int flags) noexcept {
     int rc = sys::real().dup3(fd, fd2, flags);
-    if (rc >= 0) {
+    if (rc >= 0 && !shim::vfork_child()) {
         g_fds.copy(fd, fd2);
         af_smc::on_dup(fd, fd2);
     }
@@ -67,11 +69,12 @@ USMC_EXPORT int fcntl(int fd, int cmd, ...) {
     void* arg = va_arg(ap, void*);
     va_end(ap);
     int rc = sys::real().fcntl(fd, cmd, arg);
-    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+    if (rc < 0 || shim::vfork_child()) return rc;
+    if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
         g_fds.copy(fd, rc);
         af_smc::on_dup(fd, rc);
     }
-    if (rc == 0 && cmd == F_SETFL)
+    if (cmd == F_SETFL)
         if (SmcConn* c = shim::smc(fd))
             af_smc::set_nonblock(c, reinterpret_cast<uintptr_t>(arg) & O_NONBLOCK);
     return rc;

@@ -69,17 +69,19 @@ int to_ms(const timespec* ts) {
 } // namespace
 
 USMC_EXPORT int poll(pollfd* fds, nfds_t n, int timeout) {
-    if (af_smc::any_smc(fds, n)) return af_smc::poll(fds, n, timeout, nullptr);
+    if (af_smc::any_smc(fds, n) && !shim::vfork_child())
+        return af_smc::poll(fds, n, timeout, nullptr);
     return sys::real().poll(fds, n, timeout);
 }
 
 USMC_EXPORT int ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
-    if (af_smc::any_smc(fds, n)) return af_smc::poll(fds, n, to_ms(timeout), mask);
+    if (af_smc::any_smc(fds, n) && !shim::vfork_child())
+        return af_smc::poll(fds, n, to_ms(timeout), mask);
     return sys::real().ppoll(fds, n, timeout, mask);
 }
 
 USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
-    if (sets_hold_smc(n, r, w)) {
+    if (sets_hold_smc(n, r, w) && !shim::vfork_child()) {
         int ms = timeout ? int(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000) : -1;
         return select_via_poll(n, r, w, e, ms, nullptr);
     }
@@ -88,7 +90,8 @@ USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout)
 
 USMC_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
                         const sigset_t* mask) {
-    if (sets_hold_smc(n, r, w)) return select_via_poll(n, r, w, e, to_ms(timeout), mask);
+    if (sets_hold_smc(n, r, w) && !shim::vfork_child())
+        return select_via_poll(n, r, w, e, to_ms(timeout), mask);
     return sys::real().pselect(n, r, w, e, timeout, mask);
 }
 
@@ -101,18 +104,21 @@ USMC_EXPORT int epoll_create1(int flags) noexcept {
 }
 
 USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
-    if (shim::smc(fd) || af_smc::is_listener(fd)) return af_smc::epoll_ctl(epfd, op, fd, ev);
+    if ((shim::smc(fd) || af_smc::is_listener(fd)) && !shim::vfork_child())
+        return af_smc::epoll_ctl(epfd, op, fd, ev);
     return sys::real().epoll_ctl(epfd, op, fd, ev);
 }
 
 USMC_EXPORT int epoll_wait(int epfd, epoll_event* evs, int max, int timeout) {
-    if (af_smc::epoll_spins(epfd)) return af_smc::epoll_wait_spin(epfd, evs, max, timeout, nullptr);
+    if (af_smc::epoll_spins(epfd) && !shim::vfork_child())
+        return af_smc::epoll_wait_spin(epfd, evs, max, timeout, nullptr);
     return sys::real().epoll_wait(epfd, evs, max, timeout);
 }
 
 USMC_EXPORT int epoll_pwait(int epfd, epoll_event* evs, int max, int timeout,
                             const sigset_t* mask) {
-    if (af_smc::epoll_spins(epfd)) return af_smc::epoll_wait_spin(epfd, evs, max, timeout, mask);
+    if (af_smc::epoll_spins(epfd) && !shim::vfork_child())
+        return af_smc::epoll_wait_spin(epfd, evs, max, timeout, mask);
     return sys::real().epoll_pwait(epfd, evs, max, timeout, mask);
 }
 

@@ -13,6 +13,25 @@
 
 namespace usmc::shim {
 
+// A child made by vfork() (or any clone sharing our memory on the calling
+// thread's stack and TLS: posix_spawn) runs on our memory until it execs or
+// exits: whatever it does to usmc's state happens to the parent's
+// connections (Python's subprocess closes every descriptor with close_range
+// there, which told the parent's peers their connections had closed). Such a
+// child must leave usmc untouched: every interposed call passes straight to
+// libc. The interposed vfork (vfork.cpp) marks the calling thread's TLS,
+// which the child shares, with the parent's pid; a call that finds the mark
+// compares pids once (the parent, back from vfork, clears it).
+struct VforkMark {
+    bool active;
+    pid_t parent;
+};
+extern thread_local VforkMark t_vfork __attribute__((tls_model("initial-exec")));
+bool vfork_child_slow();
+inline bool vfork_child() {
+    return __builtin_expect(t_vfork.active, 0) && vfork_child_slow();
+}
+
 // Keeps errno across bookkeeping that runs after the real call.
 class ErrnoGuard {
   public:
@@ -29,19 +48,21 @@ class ErrnoGuard {
 inline SmcConn* smc(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
     return reinterpret_cast<uintptr_t>(c) > 2 &&
-                   c->phase.load(std::memory_order_relaxed) != Phase::Tcp
+                   c->phase.load(std::memory_order_relaxed) != Phase::Tcp && !vfork_child()
                ? c
                : nullptr;
 }
 // For writes: notes that the application wrote before a late CLC Proposal
 // was seen (1 -> 2), then as smc().
 inline SmcConn* smc_for_write(int fd) {
-    if (reinterpret_cast<uintptr_t>(af_smc::conn_of(fd)) == 1) af_smc::note_late_write(fd);
+    if (reinterpret_cast<uintptr_t>(af_smc::conn_of(fd)) == 1 && !vfork_child())
+        af_smc::note_late_write(fd);
     return smc(fd);
 }
 // For reads: also the late-CLC marker, which af_smc::recv handles.
 inline SmcConn* smc_or_late(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
+    if (c && vfork_child()) return nullptr;
     if (reinterpret_cast<uintptr_t>(c) <= 2 && c) return c;
     if (c && c->late_clc.load(std::memory_order_relaxed)) return c;
     return smc(fd);

@@ -46,6 +46,7 @@ void track_new_socket(int fd, int family, uint8_t flags) {
 
 USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
     const auto& real = sys::real();
+    if (shim::vfork_child()) return real.socket(domain, type, protocol);
     int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (domain == sockopt::kAfSmc) {
         // Programs written for AF_SMC get a TCP socket that usmc treats as
@@ -79,7 +80,7 @@ USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
 
 USMC_EXPORT int socketpair(int domain, int type, int protocol, int sv[2]) noexcept {
     int rc = sys::real().socketpair(domain, type, protocol, sv);
-    if (rc == 0) {
+    if (rc == 0 && !shim::vfork_child()) {
         g_fds.clear(sv[0]);
         g_fds.clear(sv[1]);
     }
@@ -92,7 +93,7 @@ USMC_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) noexcept {
 
 USMC_EXPORT int listen(int fd, int backlog) noexcept {
     int rc = sys::real().listen(fd, backlog);
-    if (rc != 0) return rc;
+    if (rc != 0 || shim::vfork_child()) return rc;
     SockInfo s = g_fds.get(fd);
     if (!s.tracked()) return rc;
     shim::ErrnoGuard keep;
@@ -120,14 +121,17 @@ USMC_EXPORT int listen(int fd, int backlog) noexcept {
 // the engine (af_smc.cpp); a socket that is not an SMC candidate costs the
 // real call plus one fd-table lookup.
 USMC_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {
+    if (shim::vfork_child()) return sys::real().accept(fd, addr, len);
     return af_smc::accept(fd, addr, len, 0, false);
 }
 
 USMC_EXPORT int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+    if (shim::vfork_child()) return sys::real().accept4(fd, addr, len, flags);
     return af_smc::accept(fd, addr, len, flags, true);
 }
 
 USMC_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
+    if (shim::vfork_child()) return sys::real().connect(fd, addr, len);
     return af_smc::connect(fd, addr, len);
 }
 
@@ -178,7 +182,7 @@ USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
 
 USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
                            socklen_t optlen) noexcept {
-    if (level == sockopt::kSolSmc) {
+    if (level == sockopt::kSolSmc && !shim::vfork_child()) {
         SockInfo s = g_fds.get(fd);
         if (s.tracked()) {
             runtime::count(counters::sol_smc_set);
