@@ -1,9 +1,9 @@
 // listen() and accept() for SMC listeners: the short-lived-connection path.
 //
 // accept() takes connections from the kernel listener and classifies them
-// by their first bytes without waiting; a connection that starts (or, when a
-// usmc client announced itself, may start) with a CLC Proposal goes to a
-// handshake worker, and accept() takes the next one. Completed handshakes
+// without waiting: one that a local usmc client announced and that starts
+// (or may start) with a CLC Proposal goes to a handshake worker, and
+// accept() takes the next one; any other is plain TCP at once, untouched. Completed handshakes
 // come back through the listener's queue (listener.hpp), which accept()
 // serves first. See handshake_queue.hpp for congestion and SMC_LIMIT_HS.
 #include "engine/af_smc_internal.hpp"
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <new>
@@ -171,6 +172,33 @@ int accept_plain(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_ac
     return nfd;
 }
 
+// The peer of an accepted connection runs on this host: its address is a
+// loopback one or the connection's own local address (the kernel picks the
+// destination as the source for a connection to a local address).
+bool peer_on_this_host(int fd, const sockaddr_storage& peer) {
+    if (peer.ss_family == AF_INET) {
+        auto a = reinterpret_cast<const sockaddr_in&>(peer).sin_addr.s_addr;
+        if ((ntohl(a) >> 24) == 127) return true;
+    } else if (peer.ss_family == AF_INET6) {
+        const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127))
+            return true;
+    } else {
+        return false;
+    }
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+        local.ss_family != peer.ss_family)
+        return false;
+    if (peer.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in&>(local).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in&>(peer).sin_addr.s_addr;
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(local).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr,
+                       sizeof(in6_addr)) == 0;
+}
+
 // One connection from the kernel listener, classified by its first bytes
 // without waiting: given to a handshake worker (fd == kQueued), or to go out
 // as TCP now (with its reason, and whether a Proposal may still arrive).
@@ -200,23 +228,25 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
     // one not (yet) known gets a short grace on a worker (kPortGraceMs).
     // Others are plain TCP at once: clients that connect without SMC (the
     // limit_hs bypass, plain programs) never wait for a worker.
-    bool announced = false, known = false;
-    uint16_t port = 0;
-    if (l->reg().pending_connects() > 0) {
-        bool unknown_ports = l->reg().unported_connects() > 0; // before the port table
-        sockaddr_storage peer{};
-        socklen_t plen = sizeof peer;
-        if (sys::real().getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0)
-            port =
-                ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
-                                                 : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
-        known = l->reg().expects_port(port);
-        announced = known || unknown_ports;
-    }
-    auto first = clc::classify(nfd, 0);
+    //
+    // Only such a connection is ever looked at: one that was not announced
+    // is the client's plain TCP stream, byte for byte (a plain client whose
+    // first bytes happen to look like a Proposal included), and never waits
+    // behind a handshake. Nor is one from another host: SMC-D peers share
+    // this kernel.
     in.reason = fallback::PEERNOSMC;
-    if (first != clc::FirstBytes::Proposal && !(first == clc::FirstBytes::Nothing && announced))
-        return in;
+    if (l->reg().pending_connects() == 0) return in;
+    bool unknown_ports = l->reg().unported_connects() > 0; // before the port table
+    sockaddr_storage peer{};
+    socklen_t plen = sizeof peer;
+    if (sys::real().getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) return in;
+    uint16_t port =
+        ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
+                                         : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+    bool known = l->reg().expects_port(port);
+    if (!(known || unknown_ports) || !peer_on_this_host(nfd, peer)) return in;
+    auto first = clc::classify(nfd, 0);
+    if (first != clc::FirstBytes::Proposal && first != clc::FirstBytes::Nothing) return in;
     HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
     if (!q)
         in.reason = fallback::INTERR;

@@ -110,28 +110,44 @@ ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
         r.status = ReadStatus::NotClc;
         return r;
     }
-    size_t len = std::get<Header>(h).length;
+    const Header& head = std::get<Header>(h);
+    size_t len = head.length;
     r.bytes.resize(len);
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = sys::real().recv(fd, r.bytes.data() + got, len - got, MSG_DONTWAIT);
-        if (n > 0) {
-            got += size_t(n);
-            continue;
-        }
+    // The whole message is looked at before any of it is taken: bytes that
+    // only begin like CLC (a plain client's) stay in the stream untouched.
+    // A CLC message is written whole, so the rest follows at once.
+    for (int tries = 0;; ++tries) {
+        ssize_t n = sys::real().recv(fd, r.bytes.data(), len, MSG_PEEK | MSG_DONTWAIT);
+        if (n == static_cast<ssize_t>(len)) break;
         if (n == 0) {
             r.status = ReadStatus::Closed;
             return r;
         }
-        if (errno != EAGAIN && errno != EINTR) {
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
             r.status = ReadStatus::Error;
             r.err = errno;
             return r;
         }
-        if (!wait_for(fd, POLLIN, deadline)) {
+        if (now_ms() >= deadline) {
             r.status = ReadStatus::Timeout;
             return r;
         }
+        timespec pause{0, tries < 20 ? 100000L : 1000000L};
+        nanosleep(&pause, nullptr);
+    }
+    // Every CLC message but the Decline (whose decoder accepts old layouts)
+    // ends with the eyecatcher it starts with.
+    if (head.type != Type::Decline &&
+        !std::equal(r.bytes.end() - kTrailerLen, r.bytes.end(), r.bytes.begin())) {
+        r.status = ReadStatus::NotClc;
+        r.bytes.clear();
+        return r;
+    }
+    ssize_t n = sys::real().recv(fd, r.bytes.data(), len, MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(len)) { // cannot happen: the bytes were there
+        r.status = ReadStatus::Error;
+        r.err = n < 0 ? errno : EIO;
+        return r;
     }
     r.status = ReadStatus::Message;
     return r;

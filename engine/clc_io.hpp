@@ -1,7 +1,9 @@
 #pragma once
 // CLC messages on the TCP connection: written whole, read exactly (peek the
-// 8-byte header, then read `length` bytes and not one more), so application
-// bytes behind a CLC message stay in the socket for the application.
+// 8-byte header, then peek `length` bytes and take them only if they are a
+// whole CLC frame, trailer included), so application bytes behind a CLC
+// message stay in the socket for the application, and bytes that only look
+// like CLC (NotClc) are never taken.
 // Works on blocking and nonblocking sockets alike (MSG_DONTWAIT + poll).
 #include <cstdint>
 #include <vector>

@@ -11,7 +11,10 @@ namespace usmc {
 HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep,
                                      const HandshakeConfig& cfg) {
     auto r = clc::read_message(fd, cfg.clc_timeout_ms);
-    if (r.status == clc::ReadStatus::Timeout) return -ETIMEDOUT;
+    // Not a whole CLC frame: nothing was taken or sent, the connection is
+    // the client's plain TCP stream, untouched.
+    if (r.status == clc::ReadStatus::Timeout || r.status == clc::ReadStatus::NotClc)
+        return Fallback{fallback::PEERNOSMC, 0};
     if (r.status != clc::ReadStatus::Message) return -ECONNRESET;
     auto decoded = clc::decode_proposal(r.bytes);
     if (auto* e = std::get_if<clc::Error>(&decoded)) {
