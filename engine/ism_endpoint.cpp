@@ -3,6 +3,7 @@
 #include "engine/lgr.hpp"
 #include "engine/sys.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -219,32 +220,68 @@ void Endpoint::abandon_after_fork() {
 }
 
 void Endpoint::accept_links() {
+    uid_t self = geteuid();
     while (true) {
         int fd = sys::real().accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                sys::real().epoll_ctl(epfd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+                listen_paused_ = true;
+                listen_resume_ns_ = sys::mono_ns() + uint64_t{kFullPauseMs} * 1000000;
+            }
+            return;
+        }
+        fd = sys::place_high_strict(fd); // closed (-1) if usmc's quarter is full
+        if (fd < 0) continue;
         ucred cred{};
         socklen_t clen = sizeof cred;
         Link* free_slot = nullptr;
-        for (auto& l : links_)
+        size_t same_uid = 0;
+        bool have_cred = sys::real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0;
+        for (auto& l : links_) {
             if (l.fd < 0) {
-                free_slot = &l;
-                break;
+                if (!free_slot) free_slot = &l;
+            } else if (have_cred && l.uid == cred.uid) {
+                ++same_uid;
             }
-        fd = sys::place_high(fd);
+        }
+        bool capped = cred.uid != self && cred.uid != 0 && same_uid >= kMaxLinksPerUid;
         epoll_event ev{EPOLLIN, {.u64 = free_slot ? uint64_t(free_slot - links_) : 0}};
-        if (!free_slot || sys::real().getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
+        if (!free_slot || !have_cred || capped ||
             sys::real().epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
             sys::real().close(fd);
             continue;
         }
-        *free_slot = Link{fd, cred.pid, cred.uid, geteuid()};
+        *free_slot = Link{fd, cred.pid, cred.uid, self, sys::mono_ns()};
     }
+}
+
+void Endpoint::close_idle_links(uint64_t now_ns) {
+    for (auto& l : links_)
+        if (l.fd >= 0 && now_ns - l.used_ns > kLinkIdleMs * 1000000) {
+            sys::real().close(l.fd); // closing removes it from the set
+            l.fd = -1;
+        }
 }
 
 void Endpoint::serve() {
     epoll_event evs[32];
+    uint64_t next_sweep = sys::mono_ns() + kLinkIdleMs * 1000000 / 4;
     while (true) {
-        int n = sys::real().epoll_wait(epfd_, evs, 32, -1);
+        uint64_t now = sys::mono_ns();
+        uint64_t wake = listen_paused_ ? std::min(next_sweep, listen_resume_ns_) : next_sweep;
+        int timeout = wake > now ? int((wake - now) / 1000000) + 1 : 0;
+        int n = sys::real().epoll_wait(epfd_, evs, 32, timeout);
+        now = sys::mono_ns();
+        if (listen_paused_ && now >= listen_resume_ns_) {
+            epoll_event lev{EPOLLIN, {.u64 = kTagListen}};
+            listen_paused_ = sys::real().epoll_ctl(epfd_, EPOLL_CTL_ADD, listen_fd_, &lev) != 0;
+            if (listen_paused_) listen_resume_ns_ = now + uint64_t{kFullPauseMs} * 1000000;
+        }
+        if (now >= next_sweep) {
+            close_idle_links(now);
+            next_sweep = now + kLinkIdleMs * 1000000 / 4;
+        }
         for (int i = 0; i < n; ++i) {
             uint64_t tag = evs[i].data.u64;
             if (tag == kTagWake) return;
@@ -317,6 +354,7 @@ bool Endpoint::handle(int index) {
         return send_with_fds(link.fd, &reply, sizeof reply, nullptr, 0);
     }
     reply.dmb_size = ours->size;
+    links_[index].used_ns = sys::mono_ns();
     int out[kFdCount] = {ours->fd, spec.rx_event, spec.tx_event};
     bool sent = send_with_fds(link.fd, &reply, sizeof reply, out, kFdCount);
     cv_.notify_all();

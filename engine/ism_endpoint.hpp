@@ -86,11 +86,24 @@ class Endpoint {
         pid_t pid = 0;
         uid_t uid = 0;
         uid_t our_euid = 0;
+        uint64_t used_ns = 0; // made, or last served an attach (CLOCK_MONOTONIC)
     };
-    // One per client process; past this, a new link is closed at once (its
-    // attach fails and that connection runs as TCP). Each is a descriptor
-    // of ours, and a local process must not be able to exhaust them.
+    // Any local process can connect to the endpoint, and each link is a
+    // descriptor of ours: links live only in usmc's quarter of the
+    // descriptor range (a link that does not fit there is refused, so they
+    // never take the application's descriptors), at most kMaxLinksPerUid
+    // from one user other than ours and root, and a link that served no
+    // attach for kLinkIdleMs is closed (its client makes a new one when it
+    // needs it). A refused link's attach fails: that connection runs as TCP.
     static constexpr size_t kMaxLinks = 1024;
+    static constexpr size_t kMaxLinksPerUid = 64;
+    static constexpr uint64_t kLinkIdleMs = 30000;
+    // accept4 out of descriptors: the listening socket stays readable, so
+    // it leaves the epoll set for this long instead of waking us at once.
+    static constexpr int kFullPauseMs = 100;
+    void close_idle_links(uint64_t now_ns);
+    bool listen_paused_ = false;
+    uint64_t listen_resume_ns_ = 0;
 
     struct Offer {
         OfferSpec spec;
