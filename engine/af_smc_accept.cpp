@@ -125,10 +125,15 @@ void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known
         } else if (auto* fb = std::get_if<Fallback>(&result)) {
             a.reason = fb->reason;
         } else {
-            // Half way through, the connection is unusable: drop it, as the
-            // kernel drops a connection whose handshake failed.
+            // Half way through, the connection is unusable. The kernel drops
+            // such a connection, but it never said "readable" for it; our
+            // listener did (the kernel listener's readiness), and a blocking
+            // accept() after poll() must then return. So it goes out shut
+            // down: the application reads its end, as of a client that
+            // connected and left.
             runtime::count(counters::handshake_errors);
-            a.error = true;
+            sys::real().shutdown(fd, SHUT_RDWR);
+            a.reason = fallback::INTERR;
         }
     }
     runtime::count(counters::handshakes_inflight, uint64_t(-1));

@@ -35,7 +35,7 @@ struct Accepted {
     std::unique_ptr<SmcConn> conn; // null: it runs as TCP
     uint32_t reason = 0;           // why TCP
     bool late_clc = false;         // TCP, but a CLC Proposal may still arrive
-    bool error = false;            // the handshake broke the connection: drop it
+    bool error = false;            // not handed out (its handshake could not be queued)
     sockaddr_storage peer{};
     socklen_t peer_len = 0;
 };

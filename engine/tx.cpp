@@ -211,6 +211,13 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
     if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped) return -EPIPE;
     if (total == 0) return 0;
+    // TCP takes the first write after the peer closed (the peer's kernel
+    // answers it with a reset, which fails the next one); programs rely on
+    // it (a server answering a client that gave up). Nobody will read it.
+    if ((peer_conn_flags(c) & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) ==
+            cdc::kPeerConnClosed &&
+        !c.sent_after_peer_close.exchange(true, std::memory_order_acq_rel))
+        return ssize_t(total);
     timespec deadline{};
     if (timeout_ms >= 0) {
         clock_gettime(CLOCK_MONOTONIC, &deadline);

@@ -307,6 +307,17 @@ TEST_CASE("a blocked reader is woken by EOF, a blocked writer by the peer's clos
     closer2.join();
 }
 
+TEST_CASE("after the peer's close the first send is taken and the next is EPIPE, as TCP") {
+    Pair p;
+    smc_close(p.a, false);
+    CHECK(send_buf(p.b, "late answer", 11) == 11);
+    CHECK(send_buf(p.b, "x", 1) == -EPIPE);
+    // After an abort (a reset) no send is taken.
+    Pair q;
+    smc_close(q.a, true);
+    CHECK(send_buf(q.b, "x", 1) == -EPIPE);
+}
+
 TEST_CASE("abort: ECONNRESET for the reader") {
     Pair p;
     smc_close(p.a, true);
