@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""A hostile SMC-D peer for usmc's tests (Python 3 standard library only).
+
+It speaks usmc's side of SMC-D by hand, as a usmc client does (the formats
+are engine/clc.hpp, engine/cdc.hpp, engine/registry.hpp and the attach
+messages of engine/ism_endpoint.cpp): it finds the listener's registry
+entry, announces its connect in the entry's world-writable `.pending` file,
+sends a valid SMC-D Proposal, reads the Accept (the server's GID and DMB
+token), attaches on the server's abstract Unix endpoint with its own sealed
+memfd DMB and two nonblocking eventfds, and sends the Confirm. Then it
+misbehaves, in one of these modes:
+
+  flip-flags      clear O_NONBLOCK on the eventfds the server sent (the open
+                  file is shared: this flips the server's own descriptors)
+  garbage-cursors write impossible cursors and flags into both control lines
+                  and wake the server
+  owner-refs      write a large value into owner_refs (offset 40) of the
+                  server's DMB control line, then close (--count times)
+  silent-after-proposal  --count connections that send a Proposal and never
+                  answer anything (--unported of them announce no client port)
+  flood-links     learn the GID from one Accept, then open --count links to
+                  the endpoint and keep them idle
+  plain-lookalike as a plain TCP client: --count connections whose first 8
+                  bytes parse as a CLC Proposal header, then ordinary bytes;
+                  checks the echo comes back byte for byte
+  truncate-pending  truncate the listener's `.pending` file to 0 bytes
+
+Modes that hold something print 'HELD <n>' and keep it until a line (or EOF)
+arrives on stdin, or --hold seconds pass; they then close everything and
+print 'CLOSED'. Every wait is bounded. Exit status 0 unless the peer itself
+could not do what its mode needs (it prints 'ERROR <what>').
+"""
+import argparse
+import fcntl
+import mmap
+import os
+import resource
+import select
+import socket
+import struct
+import sys
+import time
+
+STATS_DIR = os.environ.get("USMC_STATS_DIR") or "/dev/shm"
+TIMEOUT = 5.0  # every single exchange with the server
+
+# --- CLC (engine/clc.hpp) ------------------------------------------------------
+EYE_R = bytes([0xE2, 0xD4, 0xC3, 0xD9])  # "SMCR" in EBCDIC
+EYE_D = bytes([0xE2, 0xD4, 0xC3, 0xC4])  # "SMCD" in EBCDIC
+PROPOSAL, ACCEPT, CONFIRM, DECLINE = 1, 2, 3, 4
+TYPE_D, TYPE_N = 1, 2
+CHID_EMULATED = 0xFFFF
+PEERDECL_DIAG = 0x03030000  # a Decline's diagnosis: any reason code
+
+
+def clc_header(eye, msg_type, length, version, typev2, typev1):
+    return eye + struct.pack(">BHB", msg_type, length, version << 4 | (typev2 & 3) << 2 | (typev1 & 3))
+
+
+def proposal(gid):
+    """An SMC-Dv2 Proposal exactly as engine/connect.cpp sends it: no v1
+    offer, one ISMv2 device (our GID, the emulated CHID), no UEIDs."""
+    body = bytearray(182)
+    body[8:16] = struct.pack(">Q", gid)                    # peer id
+    struct.pack_into(">HQHH", body, 38, 40, gid, CHID_EMULATED, 28)  # iparea off, ISM GID, CHID, v2 off
+    body[81] = 1                                           # v2 ext: 0 UEIDs, 1 ISMv2 device
+    body[83] = 1 << 4                                      # release 1, no SEID
+    struct.pack_into(">H", body, 86, 32)                   # SMC-Dv2 extension offset
+    struct.pack_into(">H", body, 106, 1)                   # feature mask: Emulated-ISM
+    struct.pack_into(">QH", body, 168, gid, CHID_EMULATED)  # the ISMv2 GID list
+    body[0:8] = clc_header(EYE_R, PROPOSAL, len(body), 2, TYPE_D, TYPE_N)
+    body[-4:] = EYE_R
+    return bytes(body)
+
+
+def size_code(size):
+    return (size // 16384).bit_length() - 1
+
+
+def confirm(gid, token, dmb_size):
+    body = bytearray(78)
+    struct.pack_into(">QQ", body, 8, gid, token)
+    body[25] = size_code(dmb_size) << 4
+    struct.pack_into(">H", body, 32, CHID_EMULATED)
+    body[0:8] = clc_header(EYE_D, CONFIRM, len(body), 2, 0, TYPE_D)
+    body[-4:] = EYE_D
+    return bytes(body)
+
+
+def decline(gid):
+    body = bytearray(44)
+    struct.pack_into(">QI", body, 8, gid, PEERDECL_DIAG)
+    body[20] = 2 << 4  # Linux
+    body[0:8] = clc_header(EYE_R, DECLINE, len(body), 2, 0, 0)
+    body[-4:] = EYE_R
+    return bytes(body)
+
+
+def random64():
+    """A random nonzero 64-bit value (GIDs, tokens)."""
+    return int.from_bytes(os.urandom(8), "little") | 1
+
+
+def recv_exact(sock, n, timeout=TIMEOUT):
+    sock.settimeout(timeout)
+    got = bytearray()
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        if not chunk:
+            raise ConnectionError(f"EOF after {len(got)} of {n} bytes")
+        got += chunk
+    return bytes(got)
+
+
+def read_clc(sock):
+    head = recv_exact(sock, 8)
+    if head[:4] not in (EYE_R, EYE_D):
+        raise ConnectionError(f"not a CLC message: {head.hex()}")
+    (length,) = struct.unpack_from(">H", head, 5)
+    return head + recv_exact(sock, length - 8)
+
+
+class Declined(ConnectionError):
+    def __init__(self, diagnosis):
+        super().__init__(f"declined, diagnosis {diagnosis:#010x}")
+
+
+def parse_accept(msg):
+    """(GID, DMB token, DMB size) of an SMC-D Accept."""
+    if msg[4] == DECLINE:
+        raise Declined(struct.unpack_from(">I", msg, 16)[0])
+    if msg[4] != ACCEPT:
+        raise ConnectionError(f"expected an Accept, got CLC type {msg[4]} ({msg.hex()})")
+    gid, token = struct.unpack_from(">QQ", msg, 8)
+    return gid, token, 16384 << (msg[25] >> 4)
+
+
+# --- the registry (engine/registry.hpp) -----------------------------------------
+ENTRY = struct.Struct("=IIiIQQII")  # magic version pid withdrawn start_time gid flags reserved
+ENTRY_MAGIC = 0x55534D4C
+PENDING_SIZE = 24 + 8 * 2048  # connects, deadline_ns, unported, ports[2048]
+PENDING_TTL_MS = 6000
+
+
+def netns_id():
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def find_entry(host, port):
+    """The path of the listener's registry entry (exact address first, then
+    the wildcard), as a usmc client looks it up."""
+    for ip in (host, "0.0.0.0"):
+        path = os.path.join(STATS_DIR, f"usmc-listen.{netns_id()}.{ip}.{port}")
+        try:
+            with open(path, "rb") as f:
+                magic, _, _, withdrawn, *_ = ENTRY.unpack(f.read(ENTRY.size))
+        except (OSError, struct.error):
+            continue
+        if magic == ENTRY_MAGIC and not withdrawn:
+            return path
+    raise ConnectionError(f"no registry entry for {host}:{port} in {STATS_DIR}")
+
+
+class Pending:
+    """The entry's `.pending` file, announced in as a client does: a count
+    before connect(), the client port right after it, both taken back at the
+    end. (Plain read-modify-write: this peer does not care about races.)"""
+
+    def __init__(self, host, port):
+        self.fd = os.open(find_entry(host, port) + ".pending", os.O_RDWR)
+        self.map = mmap.mmap(self.fd, PENDING_SIZE)
+
+    def _add(self, off, delta):
+        (v,) = struct.unpack_from("=Q", self.map, off)
+        struct.pack_into("=Q", self.map, off, max(0, v + delta))
+
+    def begin(self):
+        self._add(0, 1)
+        self._add(16, 1)
+        struct.pack_into("=Q", self.map, 8, time.monotonic_ns() + PENDING_TTL_MS * 1_000_000)
+
+    def slot(self, port, want):
+        for i in range(8):
+            off = 24 + 8 * ((port + i) % 2048)
+            (v,) = struct.unpack_from("=Q", self.map, off)
+            if want(v):
+                return off
+        return None
+
+    def port(self, port):
+        now_ms = time.monotonic_ns() // 1_000_000
+        off = self.slot(port, lambda v: v == 0 or v >> 48 == port or v & (1 << 48) - 1 <= now_ms)
+        if off is not None:
+            struct.pack_into("=Q", self.map, off, port << 48 | now_ms + PENDING_TTL_MS)
+            self._add(16, -1)
+
+    def end(self, port):
+        off = self.slot(port, lambda v: v >> 48 == port)
+        if off is not None:
+            struct.pack_into("=Q", self.map, off, 0)
+        else:  # never placed: still counted as unported
+            self._add(16, -1)
+        self._add(0, -1)
+
+    def close(self):
+        self.map.close()
+        os.close(self.fd)
+
+
+# --- DMBs and the control line (engine/cdc.hpp, engine/ism.cpp) ----------------
+CDC_TYPE = 0xFE
+CTRL = 64
+PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40
+CONN_CLOSED = 0x40
+
+
+class Dmb:
+    """A DMB mapping: ours (a new sealed memfd) or the server's (its fd)."""
+
+    def __init__(self, size, fd=None):
+        if fd is None:
+            fd = os.memfd_create("hostile-dmb", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        self.fd, self.size = fd, size
+        self.map = mmap.mmap(fd, size)
+        if self.map[0] == 0:
+            self.map[0] = CDC_TYPE
+
+    def get(self, off):
+        return struct.unpack_from("=Q", self.map, off)[0]
+
+    def put(self, off, value):
+        struct.pack_into("=Q", self.map, off, value & (1 << 64) - 1)
+
+    def close(self):
+        self.map.close()
+        os.close(self.fd)
+
+
+def cursor(wrap, count):
+    return wrap | count << 16
+
+
+def eventfd():
+    return os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+
+# --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
+ATTACH_MAGIC = 0x55534D41  # "USMA"
+REQUEST = struct.Struct("=IIQ")  # magic, dmb_size, token
+REPLY = struct.Struct("=IiII")  # magic, status, dmb_size, reserved
+
+
+def endpoint_address(gid):
+    return f"\0usmc-ism.{netns_id()}.{gid:016x}".encode()
+
+
+def link(gid):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(TIMEOUT)
+    s.connect(endpoint_address(gid))
+    return s
+
+
+def announced_connect(host, port, pending, with_port=True):
+    """A TCP connection to the listener, announced as a usmc client
+    announces it (without that, a Proposal that is not there yet when the
+    server accepts is never waited for). Without its port it looks like a
+    client between connect() and the port's announcement."""
+    pending.begin()
+    s = socket.create_connection((host, port), timeout=TIMEOUT)
+    if with_port:
+        pending.port(s.getsockname()[1])
+    return s
+
+
+class Session:
+    """One SMC-D connection to the server, made the way a usmc client makes
+    it; afterwards every descriptor and mapping is the caller's to abuse."""
+
+    def __init__(self, host, port):
+        self.gid = random64()
+        self.pending = Pending(host, port)
+        self.tcp = announced_connect(host, port, self.pending)
+        self.tcp.sendall(proposal(self.gid))
+        server_gid, token, size = parse_accept(read_clc(self.tcp))
+        self.ours = Dmb(size)
+        self.rx_event, self.tx_event = eventfd(), eventfd()
+        self.link = link(server_gid)
+        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token)],
+                        [self.ours.fd, self.rx_event, self.tx_event])
+        msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
+        magic, status, their_size, _ = REPLY.unpack(msg)
+        if magic != ATTACH_MAGIC or status != 0 or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError(f"attach refused: status {status}, {len(fds)} descriptors")
+        self.theirs = Dmb(their_size, fds[0])
+        self.server_rx_event, self.server_tx_event = fds[1], fds[2]
+        self.tcp.sendall(confirm(self.gid, random64(), size))
+        self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client
+
+    def wait_accepted(self, timeout=TIMEOUT):
+        """Until the server's application has the connection: its accept
+        sets owner_refs in its own control line to 1."""
+        deadline = time.monotonic() + timeout
+        while self.theirs.get(OWNER_REFS) != 1:
+            if time.monotonic() > deadline:
+                raise ConnectionError("the server did not accept the connection")
+            time.sleep(0.005)
+
+    def wake_server(self):
+        os.write(self.server_rx_event, struct.pack("=Q", 1))
+
+    def close(self, flag_closed=True):
+        if flag_closed:  # as a usmc client's close: the flag, then a wake-up
+            self.theirs.put(CONS, self.theirs.get(CONS) | CONN_CLOSED << 56)
+            self.wake_server()
+        self.pending.close()
+        for fd in (self.rx_event, self.tx_event, self.server_rx_event, self.server_tx_event):
+            os.close(fd)
+        self.ours.close()
+        self.theirs.close()
+        self.link.close()
+        self.tcp.close()
+
+
+def hold(args, what, n):
+    """Keeps what was made until stdin has a line (or EOF) or --hold passes."""
+    print(f"HELD {n} {what}", flush=True)
+    select.select([sys.stdin], [], [], args.hold)
+    print("CLOSED", flush=True)
+
+
+# --- the modes ------------------------------------------------------------------
+
+def flip_flags(args):
+    s = Session(args.host, args.port)
+    s.wait_accepted()
+    for fd in (s.server_rx_event, s.server_tx_event):
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    hold(args, "connection with the server's eventfds blocking", 1)
+    s.close()
+
+
+def garbage_cursors(args):
+    s = Session(args.host, args.port)
+    s.wait_accepted()
+    ring = s.theirs.size - CTRL
+    impossible = cursor(0xBEEF, ring + 12345)
+    s.theirs.put(PROD, impossible)
+    s.theirs.put(CONS, impossible | 0xFF << 48 | 0xFF << 56)
+    s.theirs.put(WAITING, ~0)
+    s.ours.put(WAITING, ~0)
+    s.ours.put(PROD, impossible)
+    s.wake_server()
+    hold(args, "connection with impossible cursors", 1)
+    s.close(flag_closed=False)
+
+
+def owner_refs(args):
+    for i in range(args.count):
+        try:
+            s = Session(args.host, args.port)
+        except Declined as e:
+            print(f"CONN {i} {e}", flush=True)
+            continue
+        s.wait_accepted()
+        s.theirs.put(OWNER_REFS, 1 << 40)
+        s.close()
+        print(f"CONN {i} owner_refs written, closed", flush=True)
+    print(f"DONE {args.count}", flush=True)
+
+
+def silent_after_proposal(args):
+    pending = Pending(args.host, args.port)
+    socks = []
+    for i in range(args.count):
+        s = announced_connect(args.host, args.port, pending, with_port=i >= args.unported)
+        s.sendall(proposal(random64()))
+        socks.append(s)
+    hold(args, "connections silent after their Proposal", len(socks))
+    for s in socks:
+        pending.end(s.getsockname()[1])
+        s.close()
+    pending.close()
+
+
+def flood_links(args):
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    pending = Pending(args.host, args.port)
+    gid = random64()
+    with announced_connect(args.host, args.port, pending) as s:
+        s.sendall(proposal(gid))
+        server_gid, _, _ = parse_accept(read_clc(s))
+        s.sendall(decline(gid))
+        pending.end(s.getsockname()[1])
+    pending.close()
+    links = []
+    stuck_since = time.monotonic()
+    while len(links) < args.count and time.monotonic() - stuck_since < 2:
+        try:
+            links.append(link(server_gid))
+            stuck_since = time.monotonic()
+        except (BlockingIOError, TimeoutError):
+            time.sleep(0.01)  # the endpoint's backlog is full: it does not accept
+        except OSError as e:
+            print(f"link {len(links)}: {e!r}", file=sys.stderr, flush=True)
+            break
+    hold(args, "idle links to the server's endpoint", len(links))
+    for s in links:
+        s.close()
+
+
+def lookalike_header(i):
+    """8 bytes a CLC header parser takes for a Proposal: eyecatcher, type 1,
+    a plausible length, version 2 with an SMC-D offer."""
+    eye = (EYE_R, EYE_D)[i % 2]
+    length = (44, 64, 182, 512, 1000)[i % 5]
+    return clc_header(eye, PROPOSAL, length, 2, TYPE_D, TYPE_N)
+
+
+def plain_lookalike(args):
+    """All connections first, each sending at once ('SENT <n>'), then the
+    echoes. Whether the server sees the bytes when it accepts is a race
+    (a test can stop the server until SENT to decide it)."""
+    conns = []
+    for i in range(args.count):
+        data = lookalike_header(i) + f" ordinary payload {i} ".encode() * 80
+        s = socket.create_connection((args.host, args.port), timeout=TIMEOUT)
+        s.sendall(data)
+        conns.append((s, data))
+    print(f"SENT {len(conns)}", flush=True)
+    bad = 0
+    for i, (s, data) in enumerate(conns):
+        got = bytearray()
+        try:
+            while len(got) < len(data):
+                chunk = s.recv(len(data) - len(got))
+                if not chunk:
+                    break
+                got += chunk
+        except OSError as e:
+            print(f"  conn {i}: {e!r}", flush=True)
+        s.close()
+        ok = got == data
+        bad += not ok
+        print(f"LOOKALIKE {i} {'ok' if ok else 'bad'} got {len(got)} of {len(data)} bytes, "
+              f"starts {bytes(got[:12]).hex()} (sent {data[:12].hex()})", flush=True)
+    print(f"DONE ok={args.count - bad} bad={bad}", flush=True)
+
+
+def truncate_pending(args):
+    path = find_entry(args.host, args.port) + ".pending"
+    os.truncate(path, 0)
+    print(f"TRUNCATED {path}", flush=True)
+
+
+MODES = {
+    "flip-flags": flip_flags,
+    "garbage-cursors": garbage_cursors,
+    "owner-refs": owner_refs,
+    "silent-after-proposal": silent_after_proposal,
+    "flood-links": flood_links,
+    "plain-lookalike": plain_lookalike,
+    "truncate-pending": truncate_pending,
+}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=MODES)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--unported", type=int, default=0,
+                   help="silent-after-proposal: how many connections announce no port")
+    p.add_argument("--hold", type=float, default=60, help="longest time to hold (s)")
+    args = p.parse_args()
+    try:
+        return MODES[args.mode](args) or 0
+    except (OSError, ConnectionError) as e:
+        print(f"ERROR {args.mode}: {e!r}", flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
