@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""A wrapped server under attack by a hostile local peer
+(test/hostile/hostile_peer.py) must go on serving everyone else: echoes
+byte for byte, within a bounded time, no crash (exit codes checked), and
+only the hostile connection affected.
+
+    test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors
+
+The server is a single-threaded selectors echo server (apps/steady_app.py)
+under usmc-run on 127.0.0.1; its clients are plain (unwrapped) processes,
+fresh wrapped processes, and one wrapped process that lives through the
+whole attack and makes a round of connections whenever asked. Every process
+is stopped by PID; every wait is bounded and ends on an event (a line read,
+a process exiting) where there is one."""
+import os
+import pwd
+import re
+import resource
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from harness import APPS, HERE, PYTHON, Env, check, finish
+
+APP = os.path.join(APPS, "steady_app.py")
+PEER = os.path.join(HERE, "..", "hostile", "hostile_peer.py")
+SKIP = 77  # ctest SKIP_RETURN_CODE
+HOSTILE_USER = "usmc-hostile"
+SERVED_MS = 2000  # what "served within a bounded time" means, per connection
+
+
+# ---------------------------------------------------------------- processes
+
+def log_file(env, name):
+    return open(os.path.join(env.dir, f"{name}.stderr"), "w")
+
+
+def tail(env, name, n=1500):
+    try:
+        with open(os.path.join(env.dir, f"{name}.stderr")) as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
+
+
+class Abort(Exception):
+    """A precondition of the case failed (checked already): stop here."""
+
+
+_unread = {}  # pid -> what was read from its stdout and not yet returned as a line
+
+
+def expect(p, prefix, timeout):
+    """The next line of p's stdout that starts with `prefix` (a string or a
+    tuple of them), or None if p ends or `timeout` passes first. Reads the
+    pipe itself: p.stdout.readline could block past the deadline."""
+    deadline = time.monotonic() + timeout
+    buf = _unread.get(p.pid, b"")
+    try:
+        while True:
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                line = raw.decode(errors="replace")
+                if line.startswith(prefix):
+                    return line
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(p.stdout.fileno(), 65536)
+            if not chunk:
+                return None
+            buf += chunk
+    finally:
+        _unread[p.pid] = buf
+
+
+def start_server(env, config="", nofile=None):
+    """The wrapped echo server; returns (process, port)."""
+    senv = dict(env.env)
+    if config:
+        path = os.path.join(env.dir, "server.toml")
+        with open(path, "w") as f:
+            f.write(config)
+        senv["USMC_CONFIG"] = path
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
+    p = env.start(env.wrap([PYTHON, APP, "server", "--seconds", "280"]), env=senv,
+                  stderr=log_file(env, "server"), preexec_fn=limit)
+    ready = expect(p, "READY", 15)
+    if not check(ready, f"the wrapped server started ({ready or tail(env, 'server')!r})"):
+        raise Abort()
+    return p, int(ready.split()[1])
+
+
+def stop_server(env, server):
+    """SIGTERM: a server that still works says DONE and exits 0."""
+    rc = env.stop(server, timeout=5)
+    done = expect(server, "DONE", 1)
+    check(rc == 0 and done is not None, f"the server exits cleanly on SIGTERM (exit {rc}, {done}; "
+                                        f"stderr: {tail(env, 'server', 300)!r})")
+
+
+ROUND = re.compile(r"ROUND \d+ ok=(\d+) bad=(\d+) max_ms=(\d+) first_error=(\S+)")
+
+
+def parse_round(line):
+    m = ROUND.match(line or "")
+    return {"ok": int(m[1]), "bad": int(m[2]), "max_ms": int(m[3]), "error": m[4]} if m else None
+
+
+def client_cmd(port, n, *extra):
+    return [PYTHON, APP, "client", "--port", str(port), "-n", str(n), *extra]
+
+
+def one_round(env, port, wrapped, n=2, extra=()):
+    """A fresh client process: its round, exit status (and for a wrapped
+    one, in the round, how many connection ends ran SMC-D: info only)."""
+    cmd = client_cmd(port, n, *extra)
+    before = env.stats() if wrapped else None
+    r = env.run(env.wrap(cmd) if wrapped else cmd, timeout=60)
+    result = parse_round(r.stdout.strip())
+    if result and wrapped:
+        result["smcd_ends"] = stat_delta(before, env.stats(), "conn_smcd")
+    return result, r.returncode
+
+
+class Resident:
+    """A wrapped client that lives through the attack: one round of
+    connections per request."""
+
+    def __init__(self, env, port):
+        self.env = env
+        self.p = env.start(env.wrap(client_cmd(port, 2, "--interactive")), stdin=subprocess.PIPE,
+                           stderr=log_file(env, "resident"))
+
+    def round(self):
+        if self.p.poll() is not None:
+            return None, self.p.returncode
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+        line = expect(self.p, "ROUND", 30)
+        if line is None:  # did it die? (its exit status says how)
+            try:
+                self.p.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+        return parse_round(line), self.p.poll()
+
+    def stop(self):
+        """Ends it (EOF on stdin): exit 0 unless it crashed."""
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        rc = self.env.stop(self.p, timeout=5)
+        check(rc == 0, f"the resident wrapped client exits cleanly (exit {rc}; "
+                       f"stderr: {tail(self.env, 'resident', 300)!r})")
+
+
+def check_round(when, who, r, rc, max_ms=SERVED_MS):
+    check(r is not None and r["bad"] == 0 and r["max_ms"] <= max_ms and rc in (0, None),
+          f"{when}: a {who} is served, each echo within {max_ms} ms ({r}, exit {rc})")
+
+
+def check_served(env, port, when, resident=None, max_ms=SERVED_MS, n=2, plain_args=()):
+    """A plain and a fresh wrapped client (n connections each), then the
+    resident wrapped client (2), get their echoes byte for byte, every
+    connection within max_ms."""
+    check_round(when, "plain client", *one_round(env, port, False, n, plain_args), max_ms)
+    check_round(when, "fresh wrapped client", *one_round(env, port, True, n), max_ms)
+    if resident:
+        check_round(when, "resident wrapped client", *resident.round(), max_ms)
+
+
+def hostile(env, mode, port, *args, **kw):
+    """The peer (unwrapped); one that holds keeps it until end_peer (or,
+    at the latest, past any case's checks)."""
+    return env.start([PYTHON, PEER, mode, "--port", str(port), "--hold", "250", *args],
+                     stdin=subprocess.PIPE, stderr=log_file(env, "hostile"), **kw)
+
+
+def held(env, peer, timeout=30):
+    """Waits for the peer's HELD line: the number of things it holds."""
+    line = expect(peer, ("HELD", "ERROR"), timeout)
+    if not check(line and line.startswith("HELD"),
+                 f"the hostile peer set up its attack ({line or tail(env, 'hostile', 500)!r})"):
+        raise Abort()
+    return int(line.split()[1])
+
+
+def end_peer(env, peer):
+    """Lets a holding peer close everything (EOF on its stdin) and checks
+    that it ran to its end."""
+    if peer.poll() is None:
+        peer.stdin.close()
+        expect(peer, "CLOSED", 10)
+    try:
+        peer.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    rc = env.stop(peer, timeout=5)
+    check(rc == 0, f"the hostile peer ran to its end (exit {rc})")
+
+
+def run_peer(env, mode, port, *args, timeout=120, **kw):
+    """A peer that does not hold: its stdout, once it has exited."""
+    p = hostile(env, mode, port, *args, **kw)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        env.stop(p, timeout=5)
+        out = ""
+    if not check(p.returncode == 0, f"the hostile peer ({mode}) ran to its end (exit {p.returncode}; "
+                                    f"{out.strip()[-300:]!r} {tail(env, 'hostile', 300)!r})"):
+        raise Abort()
+    return out
+
+
+def stat_delta(before, after, key):
+    return after.get(key, 0) - before.get(key, 0)
+
+
+def reasons_delta(before, after):
+    b, a = before.get("fallback_reasons", {}), after.get("fallback_reasons", {})
+    return {k: a[k] - b.get(k, 0) for k in a if a[k] != b.get(k, 0)}
+
+
+def cpu_and_switches(pid):
+    """CPU seconds (all threads) and context switches of a process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    switches = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                switches += sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+        except OSError:
+            pass
+    return cpu, switches
+
+
+# -------------------------------------------------------------------- cases
+
+def case_flags(env):
+    """The peer clears O_NONBLOCK on the eventfds the server gave it (shared
+    open files: the server's own descriptors turn blocking)."""
+    server, port = start_server(env)
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    peer = hostile(env, "flip-flags", port)
+    held(env, peer)
+    check_served(env, port, "eventfds flipped, hostile connection open", resident)
+    end_peer(env, peer)
+    check_served(env, port, "after the hostile connection closed", resident)
+    resident.stop()
+    stop_server(env, server)
+
+
+def case_links(env):
+    """1100 idle links to the endpoint of a server limited to 1024
+    descriptors."""
+    server, port = start_server(env, nofile=1024)
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    peer = hostile(env, "flood-links", port, "--count", "1100")
+    n = held(env, peer, timeout=60)
+    print(f"  info the peer holds {n} links")
+    cpu0, sw0 = cpu_and_switches(server.pid)
+    time.sleep(2)  # measuring an idle interval: there is no event to wait for
+    cpu1, sw1 = cpu_and_switches(server.pid)
+    check(cpu1 - cpu0 < 0.2, f"the idle server does not spin while the links are held "
+                             f"({cpu1 - cpu0:.2f} s CPU, {sw1 - sw0} context switches in 2 s)")
+    check_served(env, port, f"{n} idle links held", resident)
+    end_peer(env, peer)
+    check_served(env, port, "after the links closed", resident)
+    resident.stop()
+    stop_server(env, server)
+
+
+def case_silent(env):
+    """12 connections send a Proposal and then never answer. Half of them
+    announce their client port (as usmc clients do: the server waits for
+    their handshakes), half do not (as clients between connect() and the
+    announcement: the server then gives unknown connections a grace)."""
+    server, port = start_server(env)
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    peer = hostile(env, "silent-after-proposal", port, "--count", "12", "--unported", "6")
+    held(env, peer)
+    # A plain client whose bytes are there when the server accepts runs TCP
+    # at once; this one waits 100 ms before it speaks (as clients of a
+    # server that speaks first do), so the server cannot tell it at accept.
+    check_served(env, port, "12 silent handshakes open", resident, max_ms=1000, n=3,
+                 plain_args=("--pause-ms", "100"))
+    end_peer(env, peer)
+    check_served(env, port, "after the silent connections closed", resident)
+    resident.stop()
+    stop_server(env, server)
+
+
+def case_lookalike(env):
+    """A plain client whose first 8 bytes parse as a CLC Proposal header
+    gets TCP exactly: its bytes echoed, nothing lost, nothing prepended.
+    Whether the server sees those bytes when it accepts is a race; here it
+    does: the server is stopped (SIGSTOP) until all ten connections have
+    sent."""
+    server, port = start_server(env)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        peer = hostile(env, "plain-lookalike", port, "--count", "10")
+        sent = expect(peer, ("SENT", "ERROR"), 30)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    check(sent == "SENT 10", f"10 look-alike connections sent their bytes to the stopped server ({sent})")
+    lines = []
+    while not (lines and lines[-1].startswith("DONE")):
+        line = expect(peer, ("LOOKALIKE", "DONE"), 90)
+        if not line:
+            break
+        lines.append(line)
+    end_peer(env, peer)
+    check(lines and lines[-1] == "DONE ok=10 bad=0", f"all 10 echoed byte for byte ({lines[-1:]})")
+    for line in [l for l in lines if " bad " in l][:3]:
+        print("    " + line)
+    check_served(env, port, "after the look-alikes")
+    stop_server(env, server)
+
+
+def server_connections(env, pid):
+    """The server's sockets other than its listener, as usmc ss lists them."""
+    rows = [l.split() for l in env.ss("-a").splitlines()[1:]]
+    return [r for r in rows if r and r[0] == str(pid) and r[3] != "LISTEN"]
+
+
+def case_owner_refs(env):
+    """Connections whose peer wrote a huge owner_refs into the server's
+    control line, then closed: the server's DMB memory (512K, four DMBs)
+    must not run out for later connections."""
+    server, port = start_server(env, config='max_dmb_memory = "512K"\n')
+    check_served(env, port, "before the attack")
+    out = run_peer(env, "owner-refs", port, "--count", "6")
+    written = out.count("owner_refs written")
+    if not check(written >= 4, f"the peer wrote owner_refs on {written} of 6 connections (4 fill 512K)"):
+        return
+    deadline = time.monotonic() + 10
+    while server_connections(env, server.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the server has closed them (usmc ss shows its sockets)
+    check(not server_connections(env, server.pid), "the server closed the hostile connections")
+    before = env.stats()
+    r, rc = one_round(env, port, True, n=4)
+    after = env.stats()
+    check(r is not None and r["bad"] == 0 and rc == 0, f"after the attack: a wrapped client is served ({r})")
+    smcd, reasons = stat_delta(before, after, "conn_smcd"), reasons_delta(before, after)
+    check(smcd == 8 and not reasons, f"after the attack: its 4 connections run SMC-D at both ends "
+                                     f"({smcd} SMC-D ends, fallbacks {reasons})")
+    check_served(env, port, "after the attack")
+    stop_server(env, server)
+
+
+def hostile_user():
+    """The second user (created if absent): (its pwd entry, whether we created it)."""
+    try:
+        return pwd.getpwnam(HOSTILE_USER), False
+    except KeyError:
+        subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", HOSTILE_USER], check=True,
+                       capture_output=True, timeout=30)
+        return pwd.getpwnam(HOSTILE_USER), True
+
+
+def case_pending_uid(env):
+    """Another user truncates the listener's world-writable .pending file
+    while the server and a client have it mapped."""
+    if os.geteuid() != 0:
+        print(f"SKIP pending_uid: needs root (creates user {HOSTILE_USER} and runs the peer as it)")
+        sys.exit(SKIP)
+    user, created = hostile_user()
+    try:
+        os.chmod(env.dir, 0o755)  # the other user reaches the stats dir
+        os.chmod(env.stats_dir, 0o1777)
+        server, port = start_server(env)
+        resident = Resident(env, port)
+        check_served(env, port, "before the attack", resident)
+        out = run_peer(env, "truncate-pending", port, user=user.pw_uid, group=user.pw_gid,
+                       extra_groups=[])
+        check("TRUNCATED" in out, f"user {HOSTILE_USER} truncated the .pending file ({out.strip()})")
+        # The resident client first: it has the file mapped (a connect to
+        # the server, which maps it too, would otherwise go first).
+        check_round("after the truncation", "resident wrapped client", *resident.round())
+        check_served(env, port, "after the truncation")
+        check(server.poll() is None, f"the server is alive (exit {server.poll()})")
+        resident.stop()
+        stop_server(env, server)
+    finally:
+        if created:
+            subprocess.run(["userdel", HOSTILE_USER], capture_output=True, timeout=30)
+
+
+def case_cursors(env):
+    """Impossible cursors and flags in both control lines: the hostile
+    connection breaks, nothing else."""
+    server, port = start_server(env)
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    peer = hostile(env, "garbage-cursors", port)
+    held(env, peer)
+    check_served(env, port, "garbage cursors in place", resident)
+    end_peer(env, peer)
+    check_served(env, port, "after the hostile connection closed", resident)
+    resident.stop()
+    stop_server(env, server)
+
+
+CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        sys.exit(f"usage: {sys.argv[0]} {{{','.join(CASES)}}}")
+    with Env() as env:
+        try:
+            CASES[sys.argv[1]](env)
+        except Abort:
+            pass
+    finish()
