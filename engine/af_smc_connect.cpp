@@ -82,8 +82,8 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         // Wake poll()ers on the eventfds: they look again and see TCP.
         uint64_t v = 1;
         ssize_t rc = sys::real().write(c->rx_event, &v, sizeof v);
-        rc = sys::real().read(c->tx_event, &v, sizeof v);
         (void)rc;
+        sys::efd_take(c->tx_event);
     }
     *reason_out = reason;
 }

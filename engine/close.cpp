@@ -25,17 +25,11 @@ void tell_peer(SmcConn& c, uint8_t flag) {
         ssize_t rc = sys::real().write(c.peer_rx_event, &v, sizeof v);
         (void)rc;
     }
-    if (was & cdc::kWaitSpace) {
-        ssize_t rc = sys::real().read(c.peer_tx_event, &v, sizeof v);
-        (void)rc;
-    }
+    if (was & cdc::kWaitSpace) sys::efd_take(c.peer_tx_event);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make our tx_event writable. (A close has woken them in
     // smc_quiesce already, and its eventfds go right after: nothing to do.)
-    if (flag == cdc::kPeerDoneWriting) {
-        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-        (void)rc;
-    }
+    if (flag == cdc::kPeerDoneWriting) sys::efd_take(c.tx_event);
 }
 } // namespace
 
@@ -58,8 +52,8 @@ void smc_quiesce(SmcConn& c) {
     c.closing.store(true, std::memory_order_release);
     uint64_t v = 1;
     ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v); // wake a blocked recv
-    rc = sys::real().read(c.tx_event, &v, sizeof v);          // wake a blocked send
     (void)rc;
+    sys::efd_take(c.tx_event); // wake a blocked send
     { std::lock_guard wait_rx(c.rx_mu); }
     { std::lock_guard wait_tx(c.tx_mu); }
 }

@@ -68,10 +68,7 @@ void after_consume(SmcConn& c, bool ring_empty) {
     if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits)) return;
     c.publish_cons();
     if (w.fetch_and(~uint64_t{cdc::kWaitSpace}, std::memory_order_seq_cst) & cdc::kWaitSpace) {
-        uint64_t v;
-        ssize_t rc =
-            sys::real().read(c.peer_tx_event, &v, sizeof v); // drained = writable for the peer
-        (void)rc;
+        sys::efd_take(c.peer_tx_event); // drained = writable for the peer
         c.notifications.fetch_add(1, std::memory_order_relaxed);
     }
 }
@@ -115,9 +112,7 @@ void smc_drain_rx_event(SmcConn& c) {
     bool self = c.rx_event_self.exchange(false, std::memory_order_acq_rel);
     if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
         return; // armed and not yet taken: the peer has not written
-    uint64_t v;
-    ssize_t rc = sys::real().read(c.rx_event, &v, sizeof v);
-    (void)rc;
+    sys::efd_take(c.rx_event);
 }
 
 void smc_self_wake(SmcConn& c) {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <system_error>
 #include <thread>
 #include <time.h>
@@ -28,6 +29,19 @@ void resolve() {
     // Another thread is resolving: dlsym is quick, wait for it.
     while (g_state.load(std::memory_order_acquire) != 2)
         sched_yield();
+}
+
+uint64_t efd_take(int fd) {
+    static std::atomic<bool> no_nowait{false};
+    uint64_t v = 0;
+    iovec iov{&v, sizeof v};
+    if (!no_nowait.load(std::memory_order_relaxed)) {
+        ssize_t n = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+        if (n == sizeof v) return v;
+        if (n >= 0 || (errno != EOPNOTSUPP && errno != EINVAL && errno != ENOSYS)) return 0;
+        no_nowait.store(true, std::memory_order_relaxed);
+    }
+    return real().read(fd, &v, sizeof v) == sizeof v ? v : 0;
 }
 
 namespace {

@@ -97,6 +97,13 @@ int place_high_strict(int fd);
 // Where that top quarter starts.
 int high_base();
 
+// Takes an eventfd's count without ever blocking, whatever the file's
+// O_NONBLOCK says: the peer holds our eventfds' open files and can clear
+// it. preadv2(RWF_NOWAIT) is nonblocking per call (Linux 5.12+); older
+// kernels fall back to read(). Returns the count taken, 0 if none.
+// (Writes have no such flag: THREAT-MODEL.md.)
+uint64_t efd_take(int fd);
+
 // CLOCK_MONOTONIC in nanoseconds (system-wide: comparable across processes,
 // as the registry's congestion time is).
 inline uint64_t mono_ns() {

@@ -184,21 +184,16 @@ int deadline_left(const timespec& deadline) {
 void smc_block_tx_event(SmcConn& c, bool fresh) {
     // Drain, then saturate (0xfffffffffffffffe): no longer writable, and the
     // peer's drain makes it writable again.
-    uint64_t v, sat = 0xfffffffffffffffeull;
+    uint64_t sat = 0xfffffffffffffffeull;
     c.tx_event_full.store(true, std::memory_order_release);
-    if (!fresh) {
-        ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-        (void)rc;
-    }
+    if (!fresh) sys::efd_take(c.tx_event);
     ssize_t rc = sys::real().write(c.tx_event, &sat, sizeof sat);
     (void)rc;
 }
 
 void smc_open_tx_event(SmcConn& c) {
     if (!c.tx_event_full.exchange(false, std::memory_order_acq_rel)) return;
-    uint64_t v;
-    ssize_t rc = sys::real().read(c.tx_event, &v, sizeof v);
-    (void)rc;
+    sys::efd_take(c.tx_event);
 }
 
 ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,

@@ -1,5 +1,6 @@
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/sys.hpp"
 #include "engine/tx.hpp"
 
 #include <catch2/catch.hpp>
@@ -696,4 +697,15 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
     CHECK(read(b->rx_event, &v, sizeof v) == sizeof v);
     CHECK(b->rx_event_self.load());
     drop(b, b_sv);
+}
+
+TEST_CASE("an eventfd whose O_NONBLOCK the peer cleared is still taken without blocking") {
+    int fd = eventfd(0, EFD_CLOEXEC); // blocking, as a peer that cleared the flag leaves it
+    REQUIRE(fd >= 0);
+    CHECK(sys::efd_take(fd) == 0); // would block forever with read()
+    uint64_t v = 5;
+    REQUIRE(write(fd, &v, sizeof v) == sizeof v);
+    CHECK(sys::efd_take(fd) == 5);
+    CHECK(sys::efd_take(fd) == 0);
+    close(fd);
 }
