@@ -210,7 +210,7 @@ class Pending:
 # --- DMBs and the control line (engine/cdc.hpp, engine/ism.cpp) ----------------
 CDC_TYPE = 0xFE
 CTRL = 64
-PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40
+PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40  # OWNER_REFS: where usmc kept its fork count (2ccbe20)
 CONN_CLOSED = 0x40
 
 
@@ -302,13 +302,20 @@ class Session:
         self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client
 
     def wait_accepted(self, timeout=TIMEOUT):
-        """Until the server's application has the connection: its accept
-        sets owner_refs in its own control line to 1."""
+        """Until the server's application has the connection: 4 bytes put
+        into its ring come back from its echo into ours."""
+        ping = b"ping"
+        self.theirs.map[CTRL:CTRL + len(ping)] = ping
+        self.theirs.put(PROD, len(ping) << 16)  # wrap 0, count 4
+        self.wake_server()
         deadline = time.monotonic() + timeout
-        while self.theirs.get(OWNER_REFS) != 1:
+        while (self.ours.get(PROD) >> 16) & 0xFFFFFFFF < len(ping):
             if time.monotonic() > deadline:
-                raise ConnectionError("the server did not accept the connection")
+                raise ConnectionError("the server did not echo on the connection")
             time.sleep(0.005)
+        if bytes(self.ours.map[CTRL:CTRL + len(ping)]) != ping:
+            raise ConnectionError("the server's echo is not what was sent")
+        self.theirs.put(CONS, len(ping) << 16)  # consumed it
 
     def wake_server(self):
         os.write(self.server_rx_event, struct.pack("=Q", 1))
