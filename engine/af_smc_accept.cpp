@@ -8,8 +8,10 @@
 // serves first. See handshake_queue.hpp for congestion and SMC_LIMIT_HS.
 #include "engine/af_smc_internal.hpp"
 #include "engine/clc_io.hpp"
+#include "engine/connect_watch.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
+#include "engine/handshake.hpp"
 #include "engine/log.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
@@ -107,35 +109,27 @@ clc::FirstBytes detect(SmcListener* l, int fd, int detect_ms, uint16_t port, boo
     }
 }
 
-void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
-    Accepted a;
-    a.fd = fd;
-    const auto& cfg = runtime::get().cfg;
-    auto first = detect_ms > 0 ? detect(l, fd, detect_ms, port, known) : clc::FirstBytes::Proposal;
-    if (first != clc::FirstBytes::Proposal) {
-        a.reason = fallback::PEERNOSMC;
-        a.late_clc = first == clc::FirstBytes::Nothing;
+// What a handshake came to, as the connection the application will get.
+void set_outcome(Accepted& a, HandshakeResult& result) {
+    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
+        a.conn = std::move(*conn);
+    } else if (auto* fb = std::get_if<Fallback>(&result)) {
+        a.reason = fb->reason;
     } else {
-        if (cfg.testonly_server_handshake_delay_ms)
-            std::this_thread::sleep_for(
-                std::chrono::milliseconds(cfg.testonly_server_handshake_delay_ms));
-        auto result = smc_listen_handshake(fd, *g_engine.dev, *g_engine.ep, handshake_config());
-        if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
-            a.conn = std::move(*conn);
-        } else if (auto* fb = std::get_if<Fallback>(&result)) {
-            a.reason = fb->reason;
-        } else {
-            // Half way through, the connection is unusable. The kernel drops
-            // such a connection, but it never said "readable" for it; our
-            // listener did (the kernel listener's readiness), and a blocking
-            // accept() after poll() must then return. So it goes out shut
-            // down: the application reads its end, as of a client that
-            // connected and left.
-            runtime::count(counters::handshake_errors);
-            sys::real().shutdown(fd, SHUT_RDWR);
-            a.reason = fallback::INTERR;
-        }
+        // Half way through, the connection is unusable. The kernel drops
+        // such a connection, but it never said "readable" for it; our
+        // listener did (the kernel listener's readiness), and a blocking
+        // accept() after poll() must then return. So it goes out shut
+        // down: the application reads its end, as of a client that
+        // connected and left.
+        runtime::count(counters::handshake_errors);
+        sys::real().shutdown(a.fd, SHUT_RDWR);
+        a.reason = fallback::INTERR;
     }
+}
+
+// The handshake is over: the connection goes to the listener's queue.
+void server_done(SmcListener* l, Accepted a) {
     runtime::count(counters::handshakes_inflight, uint64_t(-1));
     // Counted before it is visible: accept() may take it at once.
     runtime::count(counters::accept_queue);
@@ -145,6 +139,56 @@ void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known
         l->unstall_if_room(); // one fewer: room again, maybe
     }
     l->unref();
+}
+
+// The second half, once the client's Confirm can be read (or its time ran
+// out): on a worker, or here if none can take it.
+void server_finish(SmcListener* l, int fd, SmcConn* conn, uint64_t token, bool timed_out) {
+    Accepted a;
+    a.fd = fd;
+    auto result = smc_listen_finish(fd, std::unique_ptr<SmcConn>(conn), token, *g_engine.dev,
+                                    *g_engine.ep, handshake_config(), timed_out);
+    set_outcome(a, result);
+    server_done(l, std::move(a));
+}
+
+void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
+    Accepted a;
+    a.fd = fd;
+    const auto& cfg = runtime::get().cfg;
+    auto first = detect_ms > 0 ? detect(l, fd, detect_ms, port, known) : clc::FirstBytes::Proposal;
+    if (first != clc::FirstBytes::Proposal) {
+        a.reason = fallback::PEERNOSMC;
+        a.late_clc = first == clc::FirstBytes::Nothing;
+        server_done(l, std::move(a));
+        return;
+    }
+    if (cfg.testonly_server_handshake_delay_ms)
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(cfg.testonly_server_handshake_delay_ms));
+    HandshakeConfig hc = handshake_config();
+    uint64_t token = 0;
+    auto result = smc_listen_begin(fd, *g_engine.dev, *g_engine.ep, hc, &token);
+    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
+        // The Accept is out. The client attaches, then confirms: that wait
+        // is the watch thread's, not this worker's (a client that stalls
+        // there must not keep the worker from everyone else's handshakes).
+        SmcConn* pending = conn->release();
+        bool watched = connect_watch::add(
+            fd, connect_watch::Want::Readable, uint32_t(hc.clc_timeout_ms),
+            [l, fd, pending, token](bool readable) {
+                HandshakeQueue* q = server_queue();
+                if (!q->submit([=] { server_finish(l, fd, pending, token, !readable); }))
+                    server_finish(l, fd, pending, token, true);
+            });
+        if (!watched) {
+            pollfd p{fd, POLLIN, 0};
+            server_finish(l, fd, pending, token, sys::real().poll(&p, 1, hc.clc_timeout_ms) != 1);
+        }
+        return;
+    }
+    set_outcome(a, result);
+    server_done(l, std::move(a));
 }
 
 // Gives the application a connection a worker finished, with the flags and

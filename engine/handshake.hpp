@@ -54,6 +54,16 @@ bool smc_send_proposal(int tcp_fd, const ism::Device& dev, const HandshakeConfig
 // Server: the first bytes of `tcp_fd` are a CLC Proposal (clc::classify).
 HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
                                      const HandshakeConfig& cfg);
+// The same in two steps, so that no thread waits while the client attaches
+// and confirms (a client that stalls there must not hold a worker): `begin`
+// reads the Proposal and sends the Accept; a connection back from it (with
+// `*token` set) is waiting for the client's Confirm. Once the connection is
+// readable (or clc_timeout_ms passed: `timed_out`), `finish` completes it.
+HandshakeResult smc_listen_begin(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
+                                 const HandshakeConfig& cfg, uint64_t* token);
+HandshakeResult smc_listen_finish(int tcp_fd, std::unique_ptr<SmcConn> conn, uint64_t token,
+                                  ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
+                                  bool timed_out);
 
 // Server: a Proposal arrived after the connection was handed to the
 // application as TCP. Consume it and answer with a Decline, so the client

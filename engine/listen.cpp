@@ -3,13 +3,30 @@
 #include "engine/clc_io.hpp"
 #include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
+#include "engine/sys.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <poll.h>
 
 namespace usmc {
 
-HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep,
-                                     const HandshakeConfig& cfg) {
+namespace {
+
+// The Confirm is one small write: once its first byte is here, the rest is.
+constexpr int kConfirmRestMs = 200;
+
+HandshakeResult abandon(SmcConn& conn, uint64_t token, ism::Device& dev, ism::Endpoint& ep,
+                        HandshakeResult res) {
+    ep.withdraw(token);
+    smc_conn_release(conn, dev, ism::kUnknownPeer); // it may have been attached: never reused
+    return res;
+}
+
+} // namespace
+
+HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
+                                 const HandshakeConfig& cfg, uint64_t* token_out) {
     auto r = clc::read_message(fd, cfg.clc_timeout_ms);
     // Not a whole CLC frame: nothing was taken or sent, the connection is
     // the client's plain TCP stream, untouched.
@@ -40,11 +57,7 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
-    auto fail = [&](HandshakeResult res) {
-        ep.withdraw(token);
-        smc_conn_release(*conn, dev, ism::kUnknownPeer); // it may have been attached: never reused
-        return res;
-    };
+    auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
     if (!smc_conn_init_events(*conn)) {
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
@@ -60,8 +73,16 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     accept.dmbe_size_code = clc::size_to_code(cfg.dmb_size, clc::kMaxDmbeSizeCode);
     accept.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+    *token_out = token;
+    return conn;
+}
 
-    auto c = clc::read_message(fd, cfg.clc_timeout_ms, true);
+HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_t token,
+                                  ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
+                                  bool timed_out) {
+    auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
+    if (timed_out) return fail(-ETIMEDOUT);
+    auto c = clc::read_message(fd, std::min(cfg.clc_timeout_ms, kConfirmRestMs), true);
     if (c.status == clc::ReadStatus::Timeout) return fail(-ETIMEDOUT);
     if (c.status != clc::ReadStatus::Message) return fail(-ECONNRESET);
     auto hdr = std::get<clc::Header>(clc::parse_header(c.bytes));
@@ -96,6 +117,17 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     conn->peer_rx_event = peer->fds.rx_event;
     conn->peer_tx_event = peer->fds.tx_event;
     return conn;
+}
+
+HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep,
+                                     const HandshakeConfig& cfg) {
+    uint64_t token = 0;
+    auto begun = smc_listen_begin(fd, dev, ep, cfg, &token);
+    auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&begun);
+    if (!conn) return begun;
+    pollfd p{fd, POLLIN, 0};
+    bool readable = sys::real().poll(&p, 1, cfg.clc_timeout_ms) == 1;
+    return smc_listen_finish(fd, std::move(*conn), token, dev, ep, cfg, !readable);
 }
 
 void smc_decline_late_proposal(int fd, uint32_t reason) {
