@@ -249,6 +249,12 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
         drop(*g_cache, size_t(c - g_cache->data()));
         return std::nullopt;
     }
+    // A file just mapped may still be being written by its publisher: only
+    // its magic (stored last) says the other fields are there to be read.
+    if (fresh && e->magic.load(std::memory_order_acquire) != kMagic) {
+        drop(*g_cache, size_t(c - g_cache->data()));
+        return std::nullopt;
+    }
     Found f;
     f.pid = e->pid;
     f.gid = e->gid;
@@ -264,8 +270,9 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     if (fresh) {
         // Believed once per file: right magic, trusted owner, and the process
         // it names is the one that created it (pid + start time).
-        bool ok = e->magic == kMagic && e->version == kVersion && trusted(c->owner, trusted_uids) &&
-                  e->pid > 0 && (kill(e->pid, 0) == 0 || errno == EPERM) &&
+        bool ok = e->magic.load(std::memory_order_acquire) == kMagic && e->version == kVersion &&
+                  trusted(c->owner, trusted_uids) && e->pid > 0 &&
+                  (kill(e->pid, 0) == 0 || errno == EPERM) &&
                   statseg::process_start_time(e->pid) == e->start_time;
         if (ok) {
             c->pid = e->pid;
@@ -349,8 +356,8 @@ Listener Listener::publish(const sockaddr* addr, socklen_t len, uint64_t gid, ui
     l.entry_->gid = gid;
     l.entry_->flags.store(flags, std::memory_order_release);
     l.entry_->version = kVersion;
-    std::atomic_thread_fence(std::memory_order_release);
-    l.entry_->magic = kMagic; // last: readers ignore a half-written entry
+    // Last: readers ignore a half-written entry.
+    l.entry_->magic.store(kMagic, std::memory_order_release);
     l.pending_ = map_pending(addr, len, true);
     return l;
 }

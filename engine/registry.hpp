@@ -34,7 +34,9 @@ enum Flags : uint32_t {
 };
 
 struct Entry {
-    uint32_t magic;
+    // Stored last, with release: a reader that loads it (acquire) and finds
+    // kMagic sees every other field written.
+    std::atomic<uint32_t> magic;
     uint32_t version;
     int32_t pid;
     // Set by the publisher just before it removes the file: a client that
