@@ -301,6 +301,12 @@ void smc_set_cork(SmcConn& c, bool on) {
 }
 
 void smc_cork_forget(SmcConn& c) {
+    // Under tx_mu, as cork_list and the backstop change cork_listed: the
+    // backstop clears it holding tx_mu and still touches the connection
+    // until it lets go. Seen without the lock, a cleared flag let the
+    // connection be freed under the backstop's unlock. (No thread of ours is
+    // inside a call on the connection any more: nobody else holds tx_mu.)
+    std::lock_guard tx(c.tx_mu);
     if (!c.cork_listed.load(std::memory_order_relaxed)) return;
     CorkState& st = cork_state();
     std::lock_guard lock(st.mu);
