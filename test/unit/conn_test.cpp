@@ -211,8 +211,10 @@ TEST_CASE("data survives the ring's wrap, with many iovecs per call") {
 TEST_CASE("64 MiB each way between two threads, blocking, checksummed") {
     Pair p;
     const size_t total = 64u << 20;
-    auto run = [&](SmcConn& tx, SmcConn& rx, uint32_t seed, bool& ok) {
-        ssize_t send_error = 0;
+    // Runs in two threads at once: it reports through `ok` and `send_error`,
+    // checked by the main thread, as Catch2's assertions are not thread-safe.
+    auto run = [&](SmcConn& tx, SmcConn& rx, uint32_t seed, bool& ok, ssize_t& send_error) {
+        send_error = 0;
         std::thread sender([&] {
             auto chunk = pattern(100000, seed);
             size_t sent = 0;
@@ -246,14 +248,16 @@ TEST_CASE("64 MiB each way between two threads, blocking, checksummed") {
             got += size_t(r);
         }
         sender.join();
-        CHECK(send_error == 0);
     };
     bool ok1 = false, ok2 = false;
-    std::thread t([&] { run(p.a, p.b, 3, ok1); });
-    run(p.b, p.a, 4, ok2);
+    ssize_t send_error1 = 0, send_error2 = 0;
+    std::thread t([&] { run(p.a, p.b, 3, ok1, send_error1); });
+    run(p.b, p.a, 4, ok2, send_error2);
     t.join();
     CHECK(ok1);
     CHECK(ok2);
+    CHECK(send_error1 == 0);
+    CHECK(send_error2 == 0);
     // Sleeping readers and writers were woken, but far fewer times than calls.
     INFO("notifications " << p.a.notifications.load() + p.b.notifications.load() << ", suppressed "
                           << p.a.notifications_suppressed.load() +

@@ -90,12 +90,14 @@ TEST_CASE("classify: Proposal, other first bytes, silence, partial headers") {
 
     auto prop = clc::encode(clc::Proposal{});
     REQUIRE(write(t.client, prop.data(), 3) == 3); // a partial eyecatcher: keep waiting
+    ssize_t rest_written = 0; // checked here: Catch2's assertions are not thread-safe
     std::thread rest([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        REQUIRE(write(t.client, prop.data() + 3, prop.size() - 3) == ssize_t(prop.size() - 3));
+        rest_written = write(t.client, prop.data() + 3, prop.size() - 3);
     });
     CHECK(clc::classify(t.server, 1000) == clc::FirstBytes::Proposal);
     rest.join();
+    REQUIRE(rest_written == ssize_t(prop.size() - 3));
     auto r = clc::read_message(t.server, 100);
     CHECK(r.status == clc::ReadStatus::Message);
     CHECK(r.bytes == prop); // exactly the message
@@ -112,13 +114,16 @@ std::unique_ptr<SmcConn> handshake_pair(TcpPair& t, ism::Device& server_dev,
                                         ism::Device& client_dev, ism::Endpoint& ep, SmcConn& c,
                                         const HandshakeConfig& cfg = {}) {
     HandshakeResult server_result;
+    auto first = clc::FirstBytes::Nothing; // checked here: Catch2's assertions are not thread-safe
     std::thread server([&] {
-        REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
-        server_result = smc_listen_handshake(t.server, server_dev, ep, cfg);
+        first = clc::classify(t.server, 2000);
+        if (first == clc::FirstBytes::Proposal)
+            server_result = smc_listen_handshake(t.server, server_dev, ep, cfg);
     });
     REQUIRE(smc_conn_init_events(c));
     ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
     server.join();
+    REQUIRE(first == clc::FirstBytes::Proposal);
     REQUIRE(std::holds_alternative<std::monostate>(client_result));
     REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
     return std::move(std::get<std::unique_ptr<SmcConn>>(server_result));
@@ -391,15 +396,19 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
     {
         TcpPair t;
         ism::Device dev(8 << 20);
+        // Checked here: Catch2's assertions are not thread-safe.
+        auto first = clc::FirstBytes::Nothing;
         std::thread server([&] {
-            REQUIRE(clc::classify(t.server, 2000) == clc::FirstBytes::Proposal);
-            smc_decline_late_proposal(t.server, fallback::PEERNOSMC);
+            first = clc::classify(t.server, 2000);
+            if (first == clc::FirstBytes::Proposal)
+                smc_decline_late_proposal(t.server, fallback::PEERNOSMC);
         });
         auto t0 = std::chrono::steady_clock::now();
         SmcConn c;
         REQUIRE(smc_conn_init_events(c));
         auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
         server.join();
+        REQUIRE(first == clc::FirstBytes::Proposal);
         REQUIRE(std::holds_alternative<Fallback>(r));
         CHECK(std::get<Fallback>(r).reason == fallback::PEERDECL);
         CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
