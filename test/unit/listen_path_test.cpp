@@ -184,9 +184,13 @@ TEST_CASE("handshake queue: congestion back right after its hold doubles the hol
     int open = 0; // jobs allowed to finish
     std::atomic<int> done{0};
     auto job = [&] {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return open > 0; });
-        --open;
+        {
+            std::unique_lock lock(mu);
+            cv.wait(lock, [&] { return open > 0; });
+            --open;
+        }
+        // Counted last, after mu is let go: once all are counted the test
+        // may end, and mu with it.
         ++done;
     };
     // One worker busy and one job waiting: congested.
