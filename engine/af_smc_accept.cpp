@@ -88,26 +88,10 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
     return true;
 }
 
-// A worker's part: wait for the Proposal if it was only announced, then the
-// handshake; the result goes to the listener's queue.
 // How long a connection from a client that has not announced its port
 // (while others have) may take to do so: clients announce right after
 // connect() returns, so only a descheduled one misses this.
 constexpr int kPortGraceMs = 10;
-
-// Waits for the first bytes of an announced (or possibly announced, `port`
-// not yet known) client.
-clc::FirstBytes detect(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
-    auto start = std::chrono::steady_clock::now();
-    while (true) {
-        auto first = clc::classify(fd, known ? detect_ms : 1);
-        if (first != clc::FirstBytes::Nothing || known) return first;
-        known = l->reg().expects_port(port);
-        auto spent = std::chrono::steady_clock::now() - start;
-        if (!known && spent >= std::chrono::milliseconds(kPortGraceMs)) return first;
-        if (spent >= std::chrono::milliseconds(detect_ms)) return first;
-    }
-}
 
 // What a handshake came to, as the connection the application will get.
 void set_outcome(Accepted& a, HandshakeResult& result) {
@@ -152,11 +136,45 @@ void server_finish(SmcListener* l, int fd, SmcConn* conn, uint64_t token, bool t
     server_done(l, std::move(a));
 }
 
-void server_job(SmcListener* l, int fd, int detect_ms, uint16_t port, bool known) {
+void server_job(SmcListener* l, int fd, int rest_ms);
+
+// An announced connection whose first bytes are not there yet: the wait for
+// them (clc_detect_timeout_ms; kPortGraceMs while its port is unknown) is the
+// connect watch's, so a client that announces and then sends nothing holds
+// no worker. False if it could not be watched or queued.
+bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64_t since_ns) {
+    uint64_t detect_ns = uint64_t{runtime::get().cfg.clc_detect_timeout_ms} * 1000000;
+    uint64_t spent = sys::mono_ns() - since_ns;
+    uint64_t limit = known ? detect_ns : std::min<uint64_t>(detect_ns, kPortGraceMs * 1000000ull);
+    uint32_t wait_ms = spent >= limit ? 0 : uint32_t((limit - spent + 999999) / 1000000);
+    return connect_watch::add(fd, connect_watch::Want::Readable, wait_ms, [=](bool readable) {
+        Accepted a;
+        a.fd = fd;
+        a.late_clc = true; // a Proposal may still come: swallowed before the first read
+        if (!readable) {
+            if (!known && l->reg().expects_port(port) &&
+                await_first_bytes(l, fd, port, true, since_ns))
+                return; // announced meanwhile: its full wait
+            a.reason = fallback::PEERNOSMC;
+            server_done(l, std::move(a));
+            return;
+        }
+        // The rest of a partial header gets a moment on the worker.
+        if (server_queue()->submit([=] { server_job(l, fd, kPortGraceMs); })) return;
+        a.reason = fallback::INTERR;
+        server_done(l, std::move(a));
+    });
+}
+
+// A worker's part: the handshake of a connection that starts with a
+// Proposal (`rest_ms`: its first bytes are there, the rest of the header
+// may take that long), up to the Accept; the result, or later the Confirm's
+// (server_finish), goes to the listener's queue.
+void server_job(SmcListener* l, int fd, int rest_ms) {
     Accepted a;
     a.fd = fd;
     const auto& cfg = runtime::get().cfg;
-    auto first = detect_ms > 0 ? detect(l, fd, detect_ms, port, known) : clc::FirstBytes::Proposal;
+    auto first = rest_ms > 0 ? clc::classify(fd, rest_ms) : clc::FirstBytes::Proposal;
     if (first != clc::FirstBytes::Proposal) {
         a.reason = fallback::PEERNOSMC;
         a.late_clc = first == clc::FirstBytes::Nothing;
@@ -306,12 +324,13 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
     else
         in.reason = 0;
     if (!in.reason) {
-        int detect =
-            first == clc::FirstBytes::Proposal ? 0 : int(runtime::get().cfg.clc_detect_timeout_ms);
         l->handshake_started(nfd);
         l->ref();
         runtime::count(counters::handshakes_inflight);
-        if (q->submit([l, nfd, detect, port, known] { server_job(l, nfd, detect, port, known); })) {
+        bool queued = first == clc::FirstBytes::Proposal
+                          ? q->submit([l, nfd] { server_job(l, nfd, 0); })
+                          : await_first_bytes(l, nfd, port, known, sys::mono_ns());
+        if (queued) {
             in.fd = kQueued;
             return in;
         }
