@@ -1,5 +1,6 @@
 #include "engine/ism_endpoint.hpp"
 
+#include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
 #include "engine/sys.hpp"
 
@@ -20,20 +21,10 @@ namespace usmc::ism {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x55534d41; // "USMA"
-constexpr int kFdCount = 3;
-
-struct Request {
-    uint32_t magic;
-    uint32_t dmb_size;
-    uint64_t token;
-};
-struct Reply {
-    uint32_t magic;
-    int32_t status; // 0 or a positive errno
-    uint32_t dmb_size;
-    uint32_t reserved;
-};
+using wire::kFdCount;
+using wire::kMagic;
+using wire::Reply;
+using wire::Request;
 
 bool send_with_fds(int sock, const void* data, size_t len, const int* fds, int nfds) {
     iovec iov{const_cast<void*>(data), len};
@@ -71,7 +62,7 @@ enum class Got : uint8_t {
 // cannot leak descriptors into us.
 Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds) {
     iovec iov{data, len};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * wire::kMaxFds)] = {};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -80,16 +71,10 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds) {
     *with_fds = false;
     ssize_t n = sys::real().recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Got::Nothing;
-    int got = 0;
-    int received[8];
-    for (cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < k && got < 8; ++i)
-            std::memcpy(&received[got++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-    }
-    bool ok = n == static_cast<ssize_t>(len) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-              (got == kFdCount || got == 0);
+    wire::Received r = wire::inspect(msg, n, len);
+    int got = r.count;
+    const int* received = r.fds;
+    bool ok = r.well_formed;
     if (!ok || got == 0) {
         for (int i = 0; i < got; ++i)
             sys::real().close(received[i]);

@@ -1,0 +1,43 @@
+#pragma once
+// The messages of an ISM link (ism_endpoint.hpp): a client's attach request
+// and the endpoint's reply, each one SOCK_SEQPACKET message carrying either
+// kFdCount descriptors (SCM_RIGHTS) or none. Here without any socket, so the
+// checks a received message must pass can be tested and fuzzed on bytes.
+#include <cstddef>
+#include <cstdint>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+namespace usmc::ism::wire {
+
+constexpr uint32_t kMagic = 0x55534d41; // "USMA"
+constexpr int kFdCount = 3;             // DMB, rx eventfd, tx eventfd
+// Descriptors taken from one message at most: the receive buffer has room
+// for this many, and a message with more arrives with MSG_CTRUNC (refused).
+constexpr int kMaxFds = 8;
+
+struct Request {
+    uint32_t magic;
+    uint32_t dmb_size;
+    uint64_t token;
+};
+struct Reply {
+    uint32_t magic;
+    int32_t status; // 0 or a positive errno
+    uint32_t dmb_size;
+    uint32_t reserved;
+};
+
+// What one recvmsg() delivered, judged without touching a descriptor.
+struct Received {
+    int fds[kMaxFds];
+    int count = 0;            // descriptors found in SCM_RIGHTS, in order (all must be closed)
+    bool well_formed = false; // exactly the expected length, nothing truncated,
+                              // and kFdCount descriptors or none
+};
+
+// `n`: recvmsg()'s result; `len`: the message's expected length; `msg`: the
+// msghdr recvmsg() filled (msg_control, msg_controllen, msg_flags).
+Received inspect(const msghdr& msg, ssize_t n, size_t len);
+
+} // namespace usmc::ism::wire
