@@ -25,8 +25,12 @@ std::optional<uint32_t> available(const SmcConn& c) {
     return cdc::distance(c.rx_cons.load(), prod, c.rx.ring_size());
 }
 
+// Only the flags that end something: the other bits of the byte are
+// reserved. A peer that sets one must not make a waiting reader look again:
+// no flag would end the call, and the reader would spin forever.
 uint8_t peer_conn_flags(const SmcConn& c) {
-    return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+    constexpr uint8_t kKnown = cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+    return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire)) & kKnown;
 }
 
 // Copies up to `max` bytes from our consumer cursor into the iovecs, starting

@@ -379,6 +379,18 @@ TEST_CASE("hostile peer cursors break only this connection") {
         CHECK(send_buf(p.a, "x", 1) == -ECONNRESET);
         CHECK(smc_poll_events(p.a) & POLLERR);
     }
+    SECTION("a reserved connection-flag bit is no news: recv waits, not loops") {
+        // (A reader that took any nonzero flag byte as news looked again at
+        // once, forever: these calls would not return.)
+        Pair p;
+        p.b.rx.control()->cons.store(cdc::pack_cons({0, 0}, 0, 0x04));
+        char buf[8];
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, false, 0) == -EAGAIN);
+        CHECK_FALSE(smc_poll_events(p.b) & POLLIN);
+        CHECK(send_buf(p.a, "x", 1) == 1); // and data still arrives
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 1);
+    }
     SECTION("garbage everywhere, then the other connection still works") {
         Pair bad, good;
         auto junk = pattern(64, 9);
