@@ -302,7 +302,11 @@ std::string describe(const Config& cfg) {
         if (!rule.program.empty()) out += fmt::format("program = \"{}\"\n", rule.program);
         if (rule.role != Role::Any) out += fmt::format("role = \"{}\"\n", role_name(rule.role));
         if (rule.address) out += fmt::format("address = \"{}\"\n", rule.address->to_string());
-        if (rule.port) out += fmt::format("port = \"{}\"\n", rule.port->to_string());
+        // A single port is read back only as a number ("22" is no range).
+        if (rule.port && rule.port->low == rule.port->high)
+            out += fmt::format("port = {}\n", rule.port->low);
+        else if (rule.port)
+            out += fmt::format("port = \"{}\"\n", rule.port->to_string());
         out += fmt::format("mode = \"{}\"\n", mode_name(rule.modes));
     }
     return out;

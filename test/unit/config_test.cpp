@@ -217,6 +217,17 @@ mode = "smcd"
     CHECK(again.policies[0].modes == kModeSmcD);
 }
 
+TEST_CASE("describe() prints a single port as a number, which parses back") {
+    Config c = parse_ok("[[policy]]\nport = 22\nmode = \"tcp\"\n");
+    std::string text = describe(c);
+    CHECK(text.find("port = 22\n") != std::string::npos);
+    Config again = parse_ok(text);
+    REQUIRE(again.policies.size() == 1);
+    REQUIRE(again.policies[0].port);
+    CHECK(again.policies[0].port->low == 22);
+    CHECK(again.policies[0].port->high == 22);
+}
+
 TEST_CASE("files: missing file and the USMC_CONFIG variable") {
     auto missing = load_config_file("/nonexistent/usmc.toml");
     REQUIRE(std::holds_alternative<LoadError>(missing));
