@@ -276,6 +276,16 @@ LoadResult load_default_config() {
     return load_config_file(path);
 }
 
+namespace {
+// A string as TOML writes it (quoted, escaped): a program glob may hold
+// quotes, backslashes or control characters.
+std::string toml_string(const std::string& s) {
+    std::ostringstream out;
+    out << toml::value<std::string>(s);
+    return out.str();
+}
+} // namespace
+
 std::string describe(const Config& cfg) {
     std::string out = fmt::format("# effective usmc settings (from {})\n", cfg.source);
     out += fmt::format("limit_smc_hs = {}\n", cfg.limit_smc_hs);
@@ -299,7 +309,7 @@ std::string describe(const Config& cfg) {
     out += "]\n";
     for (const auto& rule : cfg.policies) {
         out += fmt::format("\n[[policy]] # line {}\n", rule.line);
-        if (!rule.program.empty()) out += fmt::format("program = \"{}\"\n", rule.program);
+        if (!rule.program.empty()) out += fmt::format("program = {}\n", toml_string(rule.program));
         if (rule.role != Role::Any) out += fmt::format("role = \"{}\"\n", role_name(rule.role));
         if (rule.address) out += fmt::format("address = \"{}\"\n", rule.address->to_string());
         // A single port is read back only as a number ("22" is no range).

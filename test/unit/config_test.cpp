@@ -228,6 +228,19 @@ TEST_CASE("describe() prints a single port as a number, which parses back") {
     CHECK(again.policies[0].port->high == 22);
 }
 
+TEST_CASE("describe() quotes a program glob with quotes, backslashes and control characters") {
+    Config c = parse_ok(R"([[policy]]
+program = "a\"b\\c\u001bd\n"
+mode = "tcp"
+)");
+    REQUIRE(c.policies.size() == 1);
+    CHECK(c.policies[0].program == "a\"b\\c\x1b"
+                                   "d\n");
+    Config again = parse_ok(describe(c));
+    REQUIRE(again.policies.size() == 1);
+    CHECK(again.policies[0].program == c.policies[0].program);
+}
+
 TEST_CASE("files: missing file and the USMC_CONFIG variable") {
     auto missing = load_config_file("/nonexistent/usmc.toml");
     REQUIRE(std::holds_alternative<LoadError>(missing));
