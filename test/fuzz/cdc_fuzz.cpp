@@ -1,0 +1,390 @@
+// CDC control lines as a hostile peer writes them into shared memory, fed
+// through the real receive and send paths (rx.cpp, tx.cpp, close.cpp): a
+// connection whose DMBs are heap buffers of their exact size (so AddressSanitizer
+// sees any access past a ring), whose peer is the fuzz input. Between our
+// calls the "peer" produces, consumes, or writes any word of either control
+// line (the peer owns the memory of its own DMB and can scribble on ours).
+//
+// Input layout (missing bytes read as 0):
+//   0..63     the control line of our DMB (the peer's cursors and flags)
+//   64..127   the control line of the peer's DMB (ours; the peer may change it)
+//   128, 129  ring sizes of our DMB and the peer's (ring_size() below)
+//   130..137  our consumer cursor (packed), 138..145 our producer cursor
+//   146..149  a ring size for the cursor arithmetic on its own
+//   150       epoll_watched
+//   151...    operations: an opcode (low nibble: which, high bits: how),
+//             then 3 bytes of arguments (11 for writing a raw word)
+//
+// Blocking calls use timeout 0 and busy_poll_us 0: they take the blocking
+// paths (MSG_WAITALL loops, deadline checks) but never sleep.
+#include "engine/conn.hpp"
+#include "engine/log.hpp"
+#include "engine/sys.hpp"
+#include "engine/tx.hpp"
+#include "test/fuzz/fuzz_check.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using namespace usmc;
+using cdc::Cursor;
+
+namespace {
+
+struct Reader {
+    const uint8_t* data;
+    size_t size;
+    size_t pos = 0;
+    uint8_t u8() { return pos < size ? data[pos++] : 0; }
+    uint16_t u16() { return uint16_t(u8() | u8() << 8); }
+    uint32_t u32() { return uint32_t(u16()) | uint32_t(u16()) << 16; }
+    uint64_t u64() { return uint64_t(u32()) | uint64_t(u32()) << 32; }
+    void bytes(void* out, size_t n) {
+        auto* o = static_cast<uint8_t*>(out);
+        for (size_t i = 0; i < n; ++i)
+            o[i] = u8();
+    }
+    bool more() const { return pos < size; }
+};
+
+// The DMB sizes a handshake can agree on (16 KiB << code, code 0..6), and
+// small odd rings for the wrap-around edges.
+uint32_t ring_size(uint8_t sel) {
+    if (sel < 128) return (uint32_t{16384} << (sel % 7)) - cdc::kControlBytes;
+    return 1 + uint32_t(sel - 128) * 13;
+}
+
+uint8_t pattern(uint32_t i) {
+    return uint8_t(i ^ (i >> 8) ^ (i >> 16) ^ 0x5a);
+}
+
+// One DMB (control line + ring) of exactly its size, 64-byte aligned as
+// mmap'ed DMBs are. Large ones are kept across inputs (their rx pattern
+// is written once); small ones are made per input.
+struct Buffer {
+    uint8_t* base = nullptr;
+    uint32_t size = 0;
+    explicit Buffer(uint32_t n) : size(n) {
+        void* p = nullptr;
+        if (posix_memalign(&p, 64, n) != 0) std::abort();
+        base = static_cast<uint8_t*>(p);
+        for (uint32_t i = 0; i < n - cdc::kControlBytes; ++i)
+            base[cdc::kControlBytes + i] = pattern(i);
+    }
+    ~Buffer() { std::free(base); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+};
+
+Buffer& dmb_buffer(int side, uint32_t ring, std::unique_ptr<Buffer>& scratch) {
+    if (ring < 4096) {
+        scratch = std::make_unique<Buffer>(ring + cdc::kControlBytes);
+        return *scratch;
+    }
+    static std::map<std::pair<int, uint32_t>, std::unique_ptr<Buffer>> kept;
+    auto& b = kept[{side, ring}];
+    if (!b) b = std::make_unique<Buffer>(ring + cdc::kControlBytes);
+    return *b;
+}
+
+// The eventfds only carry wake-ups, and rx.cpp/tx.cpp ignore what their
+// reads and writes return: stand-ins (no system call per operation) keep
+// the target fast and every run independent of the last.
+struct Events {
+    int rx, tx, peer_rx, peer_tx;
+};
+// (Negative: a system call that reaches one anyway fails with EBADF.)
+constexpr Events kEvents{-104, -103, -102, -101};
+
+ssize_t fake_read(int fd, void* buf, size_t n) {
+    if (fd < kEvents.rx || fd > kEvents.peer_tx) std::abort(); // nothing else is read
+    if (n >= sizeof(uint64_t)) std::memset(buf, 0, sizeof(uint64_t));
+    return static_cast<ssize_t>(n);
+}
+
+ssize_t fake_write(int fd, const void* buf, size_t n) {
+    if (fd == 2) return ::write(fd, buf, n); // a report
+    if (fd < kEvents.rx || fd > kEvents.peer_tx) std::abort();
+    return static_cast<ssize_t>(n);
+}
+
+void setup_once() {
+    static const bool done = [] {
+        log::set_level(log::LogLevel::Error); // broken cursors are logged as warnings
+        sys::resolve();
+        sys::g_table.read = fake_read;
+        sys::g_table.write = fake_write;
+        return true;
+    }();
+    (void)done;
+}
+
+// A peer that leaves kWakingData set in our wait word makes the reader spin
+// up to 2 ms (bounded by the clock); that path is time, not validation.
+uint64_t without_waking(uint64_t w) {
+    return w & ~uint64_t{cdc::kWakingData};
+}
+
+// The cursor arithmetic alone, on any ring size and any cursors.
+void check_arithmetic(uint64_t w1, uint64_t w2, uint32_t size, uint32_t n) {
+    Cursor a = cdc::unpack_prod(w1), b = cdc::unpack_cons(w2);
+    FUZZ_CHECK(cdc::pack_prod(a) == (w1 & 0xffffffffffffull));
+    FUZZ_CHECK(cdc::unpack_cons(cdc::pack_cons(b, uint8_t(w1), uint8_t(w2))) == b);
+    FUZZ_CHECK(cdc::prod_flags_of(cdc::pack_cons(b, uint8_t(w1), 0)) == uint8_t(w1));
+    FUZZ_CHECK(cdc::conn_flags_of(cdc::pack_cons(b, 0, uint8_t(w2))) == uint8_t(w2));
+    auto d = cdc::distance(a, b, size);
+    if (d) {
+        // What a bounds check relies on: both inside the ring, at most one
+        // ring apart, and `older` advanced by the distance is `newer`.
+        FUZZ_CHECK(*d <= size);
+        FUZZ_CHECK(cdc::valid(a, size) && cdc::valid(b, size));
+        FUZZ_CHECK(cdc::advance(a, *d, size) == b);
+    } else {
+        FUZZ_CHECK(!cdc::valid(a, size) || !cdc::valid(b, size) ||
+                   (b.wrap != a.wrap && b.wrap != uint16_t(a.wrap + 1)) ||
+                   (b.wrap == a.wrap && b.count < a.count) ||
+                   (b.wrap == uint16_t(a.wrap + 1) && b.count > a.count));
+    }
+    if (cdc::valid(a, size)) {
+        uint32_t k = n % (size + uint64_t{1});
+        Cursor next = cdc::advance(a, k, size);
+        FUZZ_CHECK(cdc::valid(next, size));
+        auto back = cdc::distance(a, next, size);
+        FUZZ_CHECK(back && *back == k);
+    }
+    uint32_t limit = cdc::update_limit(size);
+    FUZZ_CHECK(limit >= 2304 && limit >= size / 10);
+}
+
+struct Fixture {
+    SmcConn c;
+    uint32_t rx_ring, tx_ring;
+    bool cursors_ours = true; // rx_cons/tx_prod came from this side's arithmetic
+};
+
+void check_state(Fixture& f) {
+    SmcConn& c = f.c;
+    if (f.cursors_ours) {
+        FUZZ_CHECK(cdc::valid(c.rx_cons.load(), f.rx_ring));
+        FUZZ_CHECK(cdc::valid(c.tx_prod.load(), f.tx_ring));
+    }
+    FUZZ_CHECK(smc_rx_available(c) <= f.rx_ring);
+    FUZZ_CHECK(smc_tx_unconsumed(c) <= f.tx_ring);
+    short ev = smc_poll_events(c);
+    // An impossible cursor is an error, and reads as one.
+    if (!cdc::distance(c.rx_cons.load(), cdc::unpack_prod(c.rx.control()->prod.load()), f.rx_ring))
+        FUZZ_CHECK(ev & POLLERR);
+}
+
+// Whether `n` bytes of the ring from `pos` on (wrapping at its end) are
+// `bytes`. (memcmp, not a loop of checks: coverage tracing per byte would
+// cost most of the target's time.)
+bool ring_matches(const uint8_t* ring, uint32_t ring_size, uint32_t pos, const uint8_t* bytes,
+                  size_t n) {
+    size_t first = std::min<size_t>(n, ring_size - pos);
+    if (std::memcmp(ring + pos, bytes, first) != 0) return false;
+    for (size_t done = first; done < n; done += ring_size) {
+        size_t part = std::min<size_t>(n - done, ring_size);
+        if (std::memcmp(ring, bytes + done, part) != 0) return false;
+    }
+    return true;
+}
+
+void do_recv(Fixture& f, Reader& in, uint8_t op) {
+    SmcConn& c = f.c;
+    uint16_t len = in.u16();
+    uint8_t split = in.u8();
+    bool peek = op & 0x10, blocking = op & 0x20, waitall = op & 0x40;
+    static uint8_t out[2 * 65536];
+    size_t first = size_t(len) * split / 255;
+    iovec iov[2] = {{out, first}, {out + first, len - first}};
+    Cursor before = c.rx_cons.load();
+    auto avail = cdc::distance(before, cdc::unpack_prod(c.rx.control()->prod.load()), f.rx_ring);
+    bool was_broken = c.broken.load();
+    int flags = (peek ? MSG_PEEK : 0) | (waitall ? MSG_WAITALL : 0);
+    ssize_t r = smc_recv(c, iov, 2, flags, !blocking, blocking ? 0 : -1);
+    if (r > 0) {
+        FUZZ_CHECK(!was_broken && avail);
+        FUZZ_CHECK(size_t(r) <= len && size_t(r) <= *avail);
+        // (The rx ring still holds pattern(), which nothing of ours writes.)
+        FUZZ_CHECK(ring_matches(c.rx.ring(), f.rx_ring, before.count, out, size_t(r)));
+        Cursor want = peek ? before : cdc::advance(before, uint32_t(r), f.rx_ring);
+        FUZZ_CHECK(c.rx_cons.load() == want);
+    } else {
+        FUZZ_CHECK(c.rx_cons.load() == before);
+    }
+    if (!avail) FUZZ_CHECK(c.broken.load() && r == -ECONNRESET);
+}
+
+void do_send(Fixture& f, Reader& in, uint8_t op) {
+    SmcConn& c = f.c;
+    uint16_t len = in.u16();
+    uint8_t seed = in.u8();
+    bool blocking = op & 0x10;
+    static const auto* source = [] {
+        auto* b = new uint8_t[65536 + 256];
+        for (uint32_t i = 0; i < 65536 + 256; ++i)
+            b[i] = uint8_t(i * 31 + (i >> 9));
+        return b;
+    }();
+    const uint8_t* src = source + seed;
+    iovec iov{const_cast<uint8_t*>(src), len};
+    Cursor before = c.tx_prod.load();
+    uint64_t cons_word = c.rx.control()->cons.load();
+    Cursor peer_cons = cdc::unpack_cons(cons_word);
+    auto used = cdc::distance(peer_cons, before, f.tx_ring);
+    // As TCP, the first write after the peer closed is taken whole, and
+    // nothing of it reaches the ring.
+    constexpr uint8_t kEnded = cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+    uint8_t peer_flags = cdc::conn_flags_of(cons_word);
+    bool taken_unsent =
+        len > 0 && !(c.conn_flags.load() & kEnded) &&
+        (peer_flags & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) == cdc::kPeerConnClosed &&
+        !c.sent_after_peer_close.load();
+    ssize_t r = smc_send(c, &iov, 1, !blocking, blocking ? 0 : -1);
+    if (taken_unsent) {
+        FUZZ_CHECK(r == len);
+        FUZZ_CHECK(c.tx_prod.load() == before);
+    } else if (r > 0) {
+        // Never past the peer's consumer cursor: unconsumed bytes stay.
+        FUZZ_CHECK(used && size_t(r) <= f.tx_ring - *used);
+        FUZZ_CHECK(size_t(r) <= len);
+        FUZZ_CHECK(ring_matches(c.tx.ring(), f.tx_ring, before.count, src, size_t(r)));
+        Cursor after = cdc::advance(before, uint32_t(r), f.tx_ring);
+        FUZZ_CHECK(c.tx_prod.load() == after);
+        // Not corked: published, for the peer to see.
+        FUZZ_CHECK(c.tx.control()->prod.load() == cdc::pack_prod(after));
+    } else {
+        FUZZ_CHECK(c.tx_prod.load() == before);
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    setup_once();
+    const Events& ev = kEvents;
+    Reader in{data, size};
+    uint8_t rx_line[cdc::kControlBytes], tx_line[cdc::kControlBytes];
+    in.bytes(rx_line, sizeof rx_line);
+    in.bytes(tx_line, sizeof tx_line);
+
+    auto f = std::make_unique<Fixture>();
+    f->rx_ring = ring_size(in.u8());
+    f->tx_ring = ring_size(in.u8());
+    std::unique_ptr<Buffer> rx_scratch, tx_scratch;
+    Buffer& rxb = dmb_buffer(0, f->rx_ring, rx_scratch);
+    Buffer& txb = dmb_buffer(1, f->tx_ring, tx_scratch);
+    std::memcpy(rxb.base, rx_line, sizeof rx_line);
+    std::memcpy(txb.base, tx_line, sizeof tx_line);
+
+    SmcConn& c = f->c;
+    c.rx = ism::Dmb{-1, rxb.base, rxb.size, 0, 0};
+    c.tx = ism::Dmb{-1, txb.base, txb.size, 0, 0};
+    c.tx.control()->waiting.store(without_waking(c.tx.control()->waiting.load()));
+    c.rx_event = ev.rx;
+    c.tx_event = ev.tx;
+    c.peer_rx_event = ev.peer_rx;
+    c.peer_tx_event = ev.peer_tx;
+    c.tcp_fd = -1; // no TCP connection: a dead peer shows only in shared memory
+    c.busy_poll_us = 0;
+    c.autocorking_size = 0;
+    // Our own cursors: anywhere in the ring, any wrap.
+    Cursor rx_cons = cdc::unpack_prod(in.u64()), tx_prod = cdc::unpack_prod(in.u64());
+    rx_cons.count %= f->rx_ring;
+    tx_prod.count %= f->tx_ring;
+    c.rx_cons.store(rx_cons);
+    c.rx_cons_announced = rx_cons;
+    c.tx_prod.store(tx_prod);
+    uint32_t arith_size = in.u32();
+    c.epoll_watched.store(in.u8() & 1);
+
+    check_arithmetic(c.rx.control()->prod.load(), c.rx.control()->cons.load(), arith_size,
+                     uint32_t(c.tx.control()->prod.load()));
+    check_arithmetic(c.rx.control()->cons.load(), c.rx.control()->prod.load(), f->rx_ring,
+                     arith_size);
+    check_state(*f);
+
+    for (int steps = 0; in.more() && steps < 64; ++steps) {
+        uint8_t op = in.u8();
+        int kind = (op & 0x0f) % 10;
+        switch (kind) {
+        case 0:
+            do_recv(*f, in, op);
+            break;
+        case 1:
+            do_send(*f, in, op);
+            break;
+        case 2: { // the peer produces as it should
+            Cursor p = cdc::unpack_prod(c.rx.control()->prod.load());
+            uint32_t n = in.u16() % (f->rx_ring + 1);
+            in.u8();
+            if (cdc::valid(p, f->rx_ring))
+                c.rx.control()->prod.store(cdc::pack_prod(cdc::advance(p, n, f->rx_ring)));
+            break;
+        }
+        case 3: { // the peer consumes as it should, flags kept
+            uint64_t w = c.rx.control()->cons.load();
+            Cursor k = cdc::unpack_cons(w);
+            uint32_t n = in.u16() % (f->tx_ring + 1);
+            in.u8();
+            if (cdc::valid(k, f->tx_ring))
+                c.rx.control()->cons.store(cdc::pack_cons(
+                    cdc::advance(k, n, f->tx_ring), cdc::prod_flags_of(w), cdc::conn_flags_of(w)));
+            break;
+        }
+        case 4:
+        case 5: { // the peer writes any word of either control line
+            uint8_t word = in.u8() % 8;
+            in.u16();
+            uint64_t v = in.u64();
+            auto* line =
+                reinterpret_cast<std::atomic<uint64_t>*>(kind == 4 ? c.rx.base : c.tx.base);
+            if (kind == 5 && word == 4) v = without_waking(v); // `waiting`
+            line[word].store(v);
+            break;
+        }
+        case 6: { // the peer's connection flags
+            uint64_t w = c.rx.control()->cons.load();
+            uint8_t flags = in.u8();
+            in.u16();
+            c.rx.control()->cons.store((w & 0x00ffffffffffffffull) | uint64_t{flags} << 56);
+            break;
+        }
+        case 7: // fork: take what all processes published in shared memory
+            in.u8(), in.u16();
+            c.adopt_published();
+            f->cursors_ours = false;
+            break;
+        case 8: { // poll and epoll readiness
+            uint8_t want = in.u8();
+            in.u16();
+            short ready = smc_arm(c, short(want & 1 ? POLLIN : 0) | short(want & 2 ? POLLOUT : 0));
+            (void)ready;
+            break;
+        }
+        case 9: // shutdown(SHUT_WR), close or abort
+            switch (in.u8() % 3) {
+            case 0:
+                smc_shutdown_write(c);
+                break;
+            case 1:
+                smc_close(c, false);
+                break;
+            default:
+                smc_close(c, true);
+                break;
+            }
+            in.u16();
+            break;
+        }
+        check_state(*f);
+    }
+    return 0;
+}
