@@ -6,6 +6,9 @@ set -euo pipefail
 packages=(
   # build
   g++ cmake make pkg-config clang-format
+  # fuzzing (scripts/fuzz.sh): libFuzzer is clang's, and its runtime
+  # (libclang_rt.fuzzer) ships in libclang-rt-dev, which clang only recommends
+  clang libclang-rt-dev
   # libraries (README: why each one)
   libibverbs-dev libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   catch2 libfmt-dev libtomlplusplus-dev libcli11-dev libbenchmark-dev
