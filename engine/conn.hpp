@@ -58,6 +58,8 @@ struct SmcConn {
     std::atomic<bool> peer_gone{false}; // TCP connection closed under us
     std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
     std::atomic<bool> sent_after_peer_close{false}; // the one write TCP takes after the peer closed
+    std::atomic<bool> waking_overrun{
+        false}; // the peer held kWakingData past the bound once (rx.cpp)
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
 
     // Corking (tx.cpp): bytes copied into the peer's ring but not yet

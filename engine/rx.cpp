@@ -93,8 +93,12 @@ void arm_on_empty(SmcConn& c) {
 void smc_arm_for_data(SmcConn& c) {
     auto& w = c.tx.control()->waiting;
     // A wake-up the peer is writing now must land before we drain. The peer
-    // may be descheduled mid-way (or hostile): bounded, then go on.
+    // may be descheduled mid-way (or hostile): bounded, then go on. A peer
+    // that once held it past the bound gets only the short spin from then
+    // on: one that holds the flag for good would otherwise cost every arm
+    // on its connection 2 ms of this thread (an event loop's, serving all).
     if (w.load(std::memory_order_seq_cst) & cdc::kWakingData) {
+        bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int i = 0; w.load(std::memory_order_seq_cst) & cdc::kWakingData; ++i) {
@@ -103,8 +107,11 @@ void smc_arm_for_data(SmcConn& c) {
                 continue;
             }
             clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) > 2000000L)
+            if (!patient ||
+                (now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) > 2000000L) {
+                c.waking_overrun.store(true, std::memory_order_relaxed);
                 break;
+            }
             sched_yield();
         }
     }

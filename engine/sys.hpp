@@ -99,8 +99,9 @@ int high_base();
 
 // Takes an eventfd's count without ever blocking, whatever the file's
 // O_NONBLOCK says: the peer holds our eventfds' open files and can clear
-// it. preadv2(RWF_NOWAIT) is nonblocking per call (Linux 5.12+); older
-// kernels fall back to read(). Returns the count taken, 0 if none.
+// it. preadv2(RWF_NOWAIT) is nonblocking per call (Linux 5.12+; on older
+// kernels, read(): the flag can then block us). Returns the count taken, 0
+// if none.
 // (Writes have no such flag: THREAT-MODEL.md.)
 uint64_t efd_take(int fd);
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -724,4 +725,19 @@ TEST_CASE("an eventfd whose O_NONBLOCK the peer cleared is still taken without b
     CHECK(sys::efd_take(fd) == 5);
     CHECK(sys::efd_take(fd) == 0);
     close(fd);
+}
+
+TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, then only a spin") {
+    Pair p;
+    // b's peer (a) "is writing a wake-up" and never finishes.
+    p.b.tx.control()->waiting.fetch_or(cdc::kWakingData);
+    auto t0 = std::chrono::steady_clock::now();
+    smc_arm_for_data(p.b);
+    auto first = std::chrono::steady_clock::now() - t0;
+    CHECK(first >= std::chrono::milliseconds(2));
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 100; ++i)
+        smc_arm_for_data(p.b);
+    auto hundred = std::chrono::steady_clock::now() - t0;
+    CHECK(hundred < std::chrono::milliseconds(100)); // 2 ms each before: 200 ms
 }
