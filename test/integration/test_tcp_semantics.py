@@ -42,7 +42,7 @@ with Env() as env:
 
 # 2. The first send after the peer closed is taken, the second fails.
 with Env() as env:
-    server = env.start(env.wrap([PYTHON, APP, "late-answer", "--wait", "1"]))
+    server = env.start(env.wrap([PYTHON, APP, "late-answer", "--wait", "20"]))
     port = read_ready(server)
     client = env.run(env.wrap([PYTHON, "-c", f"""
 import socket

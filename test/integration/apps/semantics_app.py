@@ -3,8 +3,8 @@
 
 select-accept: a blocking listener served as socketserver does (select,
     then accept); prints 'ACCEPT <seconds in accept>' for each of --n.
-late-answer: accepts one connection, reads its request, waits for the
-    client to give up and close (--wait seconds), then answers twice;
+late-answer: accepts one connection, reads its request, waits (at most
+    --wait seconds) for the client to give up and close, then answers twice;
     prints 'FIRST <sent|error>' and 'SECOND <sent|error>'.
 """
 import argparse
@@ -42,7 +42,11 @@ def late_answer(args):
     ls = listener()
     c, _ = ls.accept()
     c.recv(100)
-    time.sleep(args.wait)  # the client gives up and closes meanwhile
+    c.settimeout(args.wait)
+    if c.recv(100) != b"":  # the client gives up and closes: its end of stream
+        print("FIRST no end of stream", flush=True)
+        return
+    c.settimeout(None)
     for name in ("FIRST", "SECOND"):
         try:
             c.send(b"late answer\n")
