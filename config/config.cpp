@@ -278,10 +278,13 @@ LoadResult load_default_config() {
 
 namespace {
 // A string as TOML writes it (quoted, escaped): a program glob may hold
-// quotes, backslashes or control characters.
+// quotes, backslashes or control characters. Always one basic string:
+// toml++ would otherwise choose a multi-line one for a newline, and a
+// newline right after its opening quotes is dropped when it is read back.
 std::string toml_string(const std::string& s) {
     std::ostringstream out;
-    out << toml::value<std::string>(s);
+    out << toml::toml_formatter{toml::value<std::string>(s),
+                                toml::format_flags::allow_unicode_strings};
     return out.str();
 }
 } // namespace

@@ -241,6 +241,15 @@ mode = "tcp"
     CHECK(again.policies[0].program == c.policies[0].program);
 }
 
+TEST_CASE("describe() keeps a program glob's leading newline") {
+    Config c = parse_ok("[[policy]]\nprogram = \"\\nx\"\nmode = \"tcp\"\n");
+    REQUIRE(c.policies.size() == 1);
+    CHECK(c.policies[0].program == "\nx");
+    Config again = parse_ok(describe(c));
+    REQUIRE(again.policies.size() == 1);
+    CHECK(again.policies[0].program == "\nx");
+}
+
 TEST_CASE("files: missing file and the USMC_CONFIG variable") {
     auto missing = load_config_file("/nonexistent/usmc.toml");
     REQUIRE(std::holds_alternative<LoadError>(missing));
