@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint8_t len_sel = in.u8();
     size_t len = len_sel < 128 ? sizeof(Request) : len_sel < 192 ? sizeof(Reply) : len_sel - 192;
     ssize_t n = static_cast<ssize_t>(len) + static_cast<int16_t>(in.u16()) / 1024;
-    if (in.u8() & 1) n = static_cast<ssize_t>(len); // mostly the whole message
+    if (in.u8() & 1) n = static_cast<ssize_t>(len); // the usual case: all of it
     int flags = static_cast<int>(in.u32());
 
     std::vector<int> sent; // descriptors the kernel would have put, in order
