@@ -131,7 +131,15 @@ TEST_CASE("a shared cursor read by another thread is never torn") {
             reads.fetch_add(1, std::memory_order_relaxed);
         }
     });
-    for (uint32_t i = 1; i < 2000000; ++i) {
+    // The stores start once the reader reads (on a busy machine it may get
+    // no CPU for a while), and go on until it has read during them too.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (reads.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+    uint64_t before = reads.load();
+    for (uint32_t i = 1; i < 2000000 || (reads.load() < before + 1000 &&
+                                         std::chrono::steady_clock::now() < deadline);
+         ++i) {
         uint16_t wrap = uint16_t(i);
         shared.store({wrap, count_for(wrap)});
     }
