@@ -538,6 +538,7 @@ void on_fork_child() {
     smc_cork_after_fork_child();
     listen_watch_fork_child();
     registry::on_fork_child();
+    ism::shares_after_fork();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();
     g_engine.dev = nullptr;
     g_engine.ep = nullptr;

@@ -525,7 +525,18 @@ void on_listen(int fd, int backlog) {
     socklen_t len = sizeof local;
     if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
     uint32_t flags = uint32_t{registry::kSmcD} | (limit_hs(fd) ? uint32_t{registry::kLimitHs} : 0u);
-    auto reg = registry::Listener::publish(reinterpret_cast<sockaddr*>(&local), len, 0, flags);
+    // Our endpoint hands clients the listener's announcement memory, so it
+    // runs from the moment we publish (a pre-fork master too).
+    if (!ensure_engine(true)) {
+        log::info("fd {}: no ISM endpoint for the SMC listener; clients will use TCP", fd);
+        return;
+    }
+    uint64_t gid = 0;
+    {
+        std::lock_guard lock(g_engine_mu);
+        gid = g_engine.dev->gid();
+    }
+    auto reg = registry::Listener::publish(reinterpret_cast<sockaddr*>(&local), len, gid, flags);
     if (!reg.published()) {
         log::info("fd {}: could not publish the SMC listener; clients will use TCP", fd);
         return;

@@ -216,7 +216,11 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
     c->nonblock.store(true);
     c->phase.store(Phase::Connecting);
     c->worker_done.store(false);
-    registry::announce_pending(addr, len, true);
+    if (!registry::announce_pending(addr, len, true)) {
+        discard(c);
+        *reason = fallback::NOLISTENER; // its announcements cannot be reached
+        return 1;
+    }
     int rc = sys::real().connect(fd, addr, len);
     if (rc != 0 && errno != EINPROGRESS) {
         int err = errno;
@@ -261,7 +265,10 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
 
 // Blocking connect of a candidate: the real connect, then the handshake here.
 int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason) {
-    registry::announce_pending(addr, len, true);
+    if (!registry::announce_pending(addr, len, true)) {
+        *reason = fallback::NOLISTENER; // its announcements cannot be reached
+        return 1;
+    }
     int rc = sys::real().connect(fd, addr, len);
     if (rc != 0) {
         int err = errno;

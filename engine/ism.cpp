@@ -95,14 +95,28 @@ uint64_t random64() {
     return v;
 }
 
+int make_sealed_memfd(const char* name, size_t size) {
+    int fd = sys::place_high_strict(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (fd < 0) return -1;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
+        sys::real().close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+bool sealed_memfd_ok(int fd, size_t size, struct stat& st) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(size))
+        return false;
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & kSizeSeals) == kSizeSeals;
+}
+
 std::optional<Dmb> create_dmb(uint32_t size) {
     if (size < kMinDmb || size > kMaxDmb) return std::nullopt;
-    int fd = sys::place_high_strict(memfd_create("usmc-dmb", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    int fd = make_sealed_memfd("usmc-dmb", size);
     if (fd < 0) return std::nullopt;
-    if (ftruncate(fd, size) != 0 || fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
-        sys::real().close(fd);
-        return std::nullopt;
-    }
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         sys::real().close(fd);
@@ -116,11 +130,7 @@ std::optional<Dmb> create_dmb(uint32_t size) {
 namespace {
 // The identity and size check of a peer's DMB descriptor.
 bool peer_dmb_ok(int fd, uint32_t size, struct stat& st) {
-    if (size < kMinDmb || size > kMaxDmb || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size != static_cast<off_t>(size))
-        return false;
-    int seals = fcntl(fd, F_GET_SEALS);
-    return seals >= 0 && (seals & kSizeSeals) == kSizeSeals;
+    return size >= kMinDmb && size <= kMaxDmb && sealed_memfd_ok(fd, size, st);
 }
 } // namespace
 

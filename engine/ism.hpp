@@ -25,6 +25,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +46,14 @@ struct Dmb {
 };
 
 uint64_t random64(); // getrandom(): GIDs and tokens
+
+// Memory another process maps must not be truncatable under it (a short
+// file faults: SIGBUS): a memfd of `size` bytes sealed against shrinking
+// and growing (close-on-exec, in usmc's descriptor range), or -1.
+int make_sealed_memfd(const char* name, size_t size);
+// Whether `fd` (from another process) is such a file: regular, exactly
+// `size` bytes, and sealed so (F_GET_SEALS). `st` is its fstat().
+bool sealed_memfd_ok(int fd, size_t size, struct stat& st);
 
 // A new DMB of `size` bytes (16 KiB .. 1 MiB), its size sealed.
 std::optional<Dmb> create_dmb(uint32_t size);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <vector>
 
 namespace usmc::ism {
 
@@ -56,11 +57,11 @@ enum class Got : uint8_t {
     Malformed, // or the link is at its end
 };
 
-// Receives one message of exactly `len` bytes with exactly kFdCount
+// Receives one message of exactly `len` bytes with exactly `nfds`
 // descriptors or none (`*with_fds` says which), never waiting. Any
 // descriptor that arrives is either returned or closed: a hostile peer
 // cannot leak descriptors into us.
-Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds) {
+Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds, int nfds = kFdCount) {
     iovec iov{data, len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * wire::kMaxFds)] = {};
     msghdr msg{};
@@ -71,7 +72,7 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds) {
     *with_fds = false;
     ssize_t n = sys::real().recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return Got::Nothing;
-    wire::Received r = wire::inspect(msg, n, len);
+    wire::Received r = wire::inspect(msg, n, len, nfds);
     int got = r.count;
     const int* received = r.fds;
     bool ok = r.well_formed;
@@ -81,16 +82,16 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds) {
         return ok ? Got::Message : Got::Malformed;
     }
     // The eventfds stay for the connection's life: into usmc's range. The
-    // DMB's (first) is closed as soon as it is mapped, or at once when the
+    // memfd's (first) is closed as soon as it is mapped, or at once when the
     // mapping is cached: not worth two more system calls.
     fds[0] = received[0];
     bool placed = true;
-    for (int i = 1; i < kFdCount; ++i) {
+    for (int i = 1; i < nfds; ++i) {
         fds[i] = sys::place_high_strict(received[i]);
         placed = placed && fds[i] >= 0;
     }
     if (!placed) {
-        for (int i = 0; i < kFdCount; ++i)
+        for (int i = 0; i < nfds; ++i)
             if (fds[i] >= 0) sys::real().close(fds[i]);
         errno = EMFILE;
         return Got::NoRoom;
@@ -137,6 +138,57 @@ void close_fds(Fds& f) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }
+}
+
+namespace {
+// What this process shares (share()): tokens and our own copies of the
+// memfds, few (one per published listener).
+struct Shared {
+    uint64_t token;
+    int fd;
+    size_t size;
+};
+std::mutex g_share_mu;
+std::vector<Shared>* g_shared = nullptr; // under g_share_mu
+
+// Answers a share request on `link`: the memfd under `token`, or ENOENT.
+bool serve_share(int link, uint64_t token) {
+    std::lock_guard lock(g_share_mu);
+    if (g_shared)
+        for (const auto& sh : *g_shared)
+            if (sh.token == token) {
+                Reply reply{wire::kShareMagic, 0, static_cast<uint32_t>(sh.size), 0};
+                return send_with_fds(link, &reply, sizeof reply, &sh.fd, 1);
+            }
+    Reply none{wire::kShareMagic, ENOENT, 0, 0};
+    return send_with_fds(link, &none, sizeof none, nullptr, 0);
+}
+} // namespace
+
+bool share(uint64_t token, int fd) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return false;
+    int copy = sys::place_high(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (copy < 0) return false;
+    std::lock_guard lock(g_share_mu);
+    if (!g_shared) g_shared = new std::vector<Shared>;
+    g_shared->push_back({token, copy, static_cast<size_t>(st.st_size)});
+    return true;
+}
+
+void unshare(uint64_t token) {
+    std::lock_guard lock(g_share_mu);
+    if (!g_shared) return;
+    for (size_t i = 0; i < g_shared->size(); ++i)
+        if ((*g_shared)[i].token == token) {
+            sys::real().close((*g_shared)[i].fd);
+            g_shared->erase(g_shared->begin() + static_cast<long>(i));
+            return;
+        }
+}
+
+void shares_after_fork() {
+    new (&g_share_mu) std::mutex();
 }
 
 namespace {
@@ -288,7 +340,11 @@ bool Endpoint::handle(int index) {
     case Got::Malformed:
         return false;
     case Got::Message:
-        if (!with_fds) return false; // a request always carries descriptors
+        if (!with_fds) { // only a share request comes without descriptors
+            if (req.magic != wire::kShareMagic) return false;
+            links_[index].used_ns = sys::mono_ns();
+            return serve_share(link.fd, req.token);
+        }
         break;
     }
     PeerFds peer;
@@ -412,6 +468,35 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
         } else if (with_fds) {
             close_fds_array(in);
         }
+        return lgr::Outcome::Done;
+    });
+    return result;
+}
+
+int fetch_shared(uint64_t gid, uint64_t token, pid_t owner, size_t size, int timeout_ms) {
+    int result = -1;
+    lgr::with_link(gid, [&](const lgr::Peer& link) {
+        // Another process under that name (the owner is gone): not ours to ask.
+        if (link.pid != owner) return lgr::Outcome::Done;
+        Request req{wire::kShareMagic, 0, token};
+        if (!send_with_fds(link.fd, &req, sizeof req, nullptr, 0))
+            return errno == EPIPE || errno == ECONNRESET ? lgr::Outcome::Stale
+                                                         : lgr::Outcome::Broken;
+        pollfd p{link.fd, POLLIN, 0};
+        if (sys::real().poll(&p, 1, timeout_ms) != 1) return lgr::Outcome::Broken;
+        Reply reply{};
+        int in[wire::kShareFdCount];
+        bool with_fds = false;
+        Got got = recv_with_fds(link.fd, &reply, sizeof reply, in, &with_fds, wire::kShareFdCount);
+        if (got == Got::NoRoom) return lgr::Outcome::Done;
+        if (got != Got::Message || reply.magic != wire::kShareMagic) return lgr::Outcome::Broken;
+        if (!with_fds) return lgr::Outcome::Done; // not shared (any more)
+        struct stat st;
+        if (reply.status != 0 || !sealed_memfd_ok(in[0], size, st)) {
+            sys::real().close(in[0]);
+            return lgr::Outcome::Broken; // a lying endpoint: not again
+        }
+        result = in[0];
         return lgr::Outcome::Done;
     });
     return result;

@@ -133,4 +133,18 @@ class Endpoint {
 std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
                               const std::function<std::optional<Fds>(uid_t)>& ours, int timeout_ms);
 
+// Memory this process hands to any local process that asks with its token
+// (the registry's pending announcements): a memfd sealed against shrinking
+// and growing, so that no one who maps it can be killed by a truncation
+// (SIGBUS). Served by whichever endpoint of this process the asker links
+// to; `share` keeps its own copy of `fd` until `unshare`.
+bool share(uint64_t token, int fd);
+void unshare(uint64_t token);
+// In a forked child: the table's lock may have been held by a parent thread.
+void shares_after_fork();
+// Client side: the memory endpoint `gid` shares under `token`, from the
+// process `owner` only (as the kernel says: SO_PEERCRED), checked to be a
+// sealed memfd of `size` bytes. Returns its descriptor, or -1.
+int fetch_shared(uint64_t gid, uint64_t token, pid_t owner, size_t size, int timeout_ms);
+
 } // namespace usmc::ism

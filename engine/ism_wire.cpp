@@ -5,7 +5,7 @@
 
 namespace usmc::ism::wire {
 
-Received inspect(const msghdr& msg, ssize_t n, size_t len) {
+Received inspect(const msghdr& msg, ssize_t n, size_t len, int nfds) {
     Received r;
     msghdr m = msg; // (CMSG_NXTHDR takes a mutable msghdr)
     const auto* end = static_cast<const uint8_t*>(m.msg_control) + m.msg_controllen;
@@ -21,7 +21,7 @@ Received inspect(const msghdr& msg, ssize_t n, size_t len) {
             std::memcpy(&r.fds[r.count++], data + i * sizeof(int), sizeof(int));
     }
     r.well_formed = n == static_cast<ssize_t>(len) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-                    (r.count == kFdCount || r.count == 0);
+                    (r.count == nfds || r.count == 0);
     return r;
 }
 

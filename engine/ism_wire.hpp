@@ -1,7 +1,9 @@
 #pragma once
-// The messages of an ISM link (ism_endpoint.hpp): a client's attach request
-// and the endpoint's reply, each one SOCK_SEQPACKET message carrying either
-// kFdCount descriptors (SCM_RIGHTS) or none. Here without any socket, so the
+// The messages of an ISM link (ism_endpoint.hpp), each one SOCK_SEQPACKET
+// message: a client's attach request and the endpoint's reply (kFdCount
+// descriptors, SCM_RIGHTS, or none), and a request for shared memory the
+// endpoint's process handed out under a token (kShareMagic: the request
+// carries none, the reply one or none). Here without any socket, so the
 // checks a received message must pass can be tested and fuzzed on bytes.
 #include <cstddef>
 #include <cstdint>
@@ -10,8 +12,10 @@
 
 namespace usmc::ism::wire {
 
-constexpr uint32_t kMagic = 0x55534d41; // "USMA"
-constexpr int kFdCount = 3;             // DMB, rx eventfd, tx eventfd
+constexpr uint32_t kMagic = 0x55534d41;      // "USMA"
+constexpr uint32_t kShareMagic = 0x55534d53; // "USMS"
+constexpr int kFdCount = 3;                  // DMB, rx eventfd, tx eventfd
+constexpr int kShareFdCount = 1;             // the shared memfd
 // Descriptors taken from one message at most: the receive buffer has room
 // for this many, and a message with more arrives with MSG_CTRUNC (refused).
 constexpr int kMaxFds = 8;
@@ -33,11 +37,12 @@ struct Received {
     int fds[kMaxFds];
     int count = 0;            // descriptors found in SCM_RIGHTS, in order (all must be closed)
     bool well_formed = false; // exactly the expected length, nothing truncated,
-                              // and kFdCount descriptors or none
+                              // and `nfds` descriptors or none
 };
 
-// `n`: recvmsg()'s result; `len`: the message's expected length; `msg`: the
-// msghdr recvmsg() filled (msg_control, msg_controllen, msg_flags).
-Received inspect(const msghdr& msg, ssize_t n, size_t len);
+// `n`: recvmsg()'s result; `len`: the message's expected length; `nfds`:
+// the descriptors it may carry; `msg`: the msghdr recvmsg() filled
+// (msg_control, msg_controllen, msg_flags).
+Received inspect(const msghdr& msg, ssize_t n, size_t len, int nfds = kFdCount);
 
 } // namespace usmc::ism::wire

@@ -1,5 +1,7 @@
 #include "engine/registry.hpp"
 
+#include "engine/ism.hpp"
+#include "engine/ism_endpoint.hpp"
 #include "engine/statseg.hpp"
 #include "engine/sys.hpp"
 
@@ -24,8 +26,8 @@ namespace usmc::registry {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x55534d4c;              // "USML"
-constexpr uint32_t kVersion = 2;                     // 2: congested_until_ns
+constexpr uint32_t kMagic = 0x55534d4c; // "USML"
+constexpr uint32_t kVersion = 3;        // 2: congested_until_ns; 3: Pending shared by the endpoint
 constexpr uint64_t kPendingTtlNs = 6'000'000'000ull; // CLC_WAIT_TIME
 
 uint64_t now_ns() {
@@ -78,7 +80,7 @@ bool trusted(uid_t owner, std::span<const uint32_t> trusted_uids) {
 }
 
 // Clients look up the same few destinations over and over (wrk, a pool of
-// RPC connections): their entry and pending files stay mapped here. Each use
+// RPC connections): their entries (and Pending memory) stay mapped here. Each use
 // still asks the kernel the two questions that matter, cheaply: is this the
 // same file (stat: inode), and is its process alive (a pidfd, polled)?
 // A destination as raw bytes (family, port, address): lookups find their
@@ -120,6 +122,11 @@ struct Cached {
     uid_t owner = 0;
     int32_t pid = 0;         // the process pidfd refers to
     uint64_t checked_ns = 0; // when stat last said it is the same file
+    // Entries: where the publisher shares its Pending announcements, and
+    // their mapping once fetched (announce_pending).
+    uint64_t gid = 0, token = 0;
+    Pending* pending = nullptr;
+    uint64_t fetch_again_ns = 0; // a fetch failed: not before then
 };
 std::mutex g_cache_mu;
 std::vector<Cached>* g_cache = nullptr;
@@ -127,24 +134,17 @@ constexpr size_t kCacheMax = 32;
 
 void drop(std::vector<Cached>& cache, size_t i) {
     munmap(cache[i].map, cache[i].size);
+    if (cache[i].pending) munmap(cache[i].pending, sizeof(Pending));
     if (cache[i].pidfd >= 0) sys::real().close(cache[i].pidfd);
     cache.erase(cache.begin() + static_cast<long>(i));
 }
 
 // The mapping of `path` (opened read-only or read-write), from the cache if
-// it is still the same file. `fresh` says whether it was just mapped. With
-// `trust_ns`, a mapping checked that recently is taken without asking again.
-Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh,
-                   uint64_t trust_ns = 0) {
+// it is still the same file. `fresh` says whether it was just mapped.
+Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh) {
     if (!g_cache) g_cache = new std::vector<Cached>;
     auto& cache = *g_cache;
     uint64_t now = now_ns();
-    if (trust_ns)
-        for (auto& c : cache)
-            if (c.path == path && now - c.checked_ns < trust_ns) {
-                *fresh = false;
-                return &c;
-            }
     struct stat st;
     bool exists = ::stat(path.c_str(), &st) == 0;
     for (size_t i = 0; i < cache.size(); ++i) {
@@ -166,13 +166,9 @@ Cached* cached_map(const std::string& path, int flags, size_t size, bool* fresh,
     return &cache.back();
 }
 
-Pending* map_pending(const sockaddr* addr, socklen_t len, bool create) {
-    std::string name = entry_name(addr, len);
-    if (name.empty()) return nullptr;
-    struct stat st;
-    return static_cast<Pending*>(map_file(path_of(name + ".pending"),
-                                          create ? O_RDWR | O_CREAT : O_RDWR, 0666, sizeof(Pending),
-                                          create, &st));
+Pending* map_pending(int fd) {
+    void* p = mmap(nullptr, sizeof(Pending), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<Pending*>(p);
 }
 
 // Destinations found to have no entry, remembered briefly: a client of a
@@ -264,7 +260,10 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     f.owner = c->owner;
     if (!fresh && c->pid != e->pid) { // published again by another process: believe anew
         if (c->pidfd >= 0) sys::real().close(c->pidfd);
+        if (c->pending) munmap(c->pending, sizeof(Pending));
         c->pidfd = -1;
+        c->pending = nullptr;
+        c->fetch_again_ns = 0;
         fresh = true;
     }
     if (fresh) {
@@ -276,6 +275,8 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
                   statseg::process_start_time(e->pid) == e->start_time;
         if (ok) {
             c->pid = e->pid;
+            c->gid = e->gid;
+            c->token = e->pending_token;
             c->pidfd = sys::place_high(static_cast<int>(syscall(SYS_pidfd_open, e->pid, 0)));
         }
         if (!ok || c->pidfd < 0) {
@@ -342,12 +343,23 @@ Listener Listener::publish(const sockaddr* addr, socklen_t len, uint64_t gid, ui
                 if (m.key == key) m.until_ns = 0;
     }
     l.path_ = path_of(name);
+    int pfd = ism::make_sealed_memfd("usmc-pending", sizeof(Pending));
+    l.pending_ = pfd >= 0 ? map_pending(pfd) : nullptr;
+    l.pending_token_ = ism::random64();
+    bool shared = l.pending_ && ism::share(l.pending_token_, pfd);
+    if (pfd >= 0) sys::real().close(pfd); // the mapping and the shared copy keep it
+    if (!shared) {
+        l.drop_pending();
+        l.path_.clear();
+        return l;
+    }
     struct stat st;
     // A leftover of a dead listener of ours is replaced; another user's file is not ours to touch.
     unlink(l.path_.c_str());
     l.entry_ = static_cast<Entry*>(
         map_file(l.path_, O_RDWR | O_CREAT | O_EXCL, 0644, sizeof(Entry), true, &st));
     if (!l.entry_) {
+        l.drop_pending();
         l.path_.clear();
         return l;
     }
@@ -356,9 +368,9 @@ Listener Listener::publish(const sockaddr* addr, socklen_t len, uint64_t gid, ui
     l.entry_->gid = gid;
     l.entry_->flags.store(flags, std::memory_order_release);
     l.entry_->version = kVersion;
+    l.entry_->pending_token = l.pending_token_;
     // Last: readers ignore a half-written entry.
     l.entry_->magic.store(kMagic, std::memory_order_release);
-    l.pending_ = map_pending(addr, len, true);
     return l;
 }
 
@@ -372,8 +384,10 @@ Listener& Listener::operator=(Listener&& o) noexcept {
         path_ = std::move(o.path_);
         entry_ = o.entry_;
         pending_ = o.pending_;
+        pending_token_ = o.pending_token_;
         o.entry_ = nullptr;
         o.pending_ = nullptr;
+        o.pending_token_ = 0;
         o.path_.clear();
     }
     return *this;
@@ -436,15 +450,29 @@ bool still_listening(uint64_t inode) {
     return false;
 }
 
+void Listener::drop_pending() {
+    if (pending_token_) ism::unshare(pending_token_);
+    if (pending_) munmap(pending_, sizeof(Pending));
+    pending_ = nullptr;
+    pending_token_ = 0;
+}
+
 void Listener::socket_closed(uint64_t inode) {
-    if (entry_ && !still_listening(inode)) {
+    bool stays = entry_ && still_listening(inode);
+    if (entry_ && !stays) {
         entry_->withdrawn.store(1, std::memory_order_release);
         unlink(path_.c_str());
     }
     if (entry_) munmap(entry_, sizeof(Entry));
-    if (pending_) munmap(pending_, sizeof(Pending));
+    // An entry that stays for other processes (pre-fork servers) keeps its
+    // announcements shared: this process's endpoint serves them till it exits.
+    if (stays) {
+        if (pending_) munmap(pending_, sizeof(Pending));
+        pending_ = nullptr;
+        pending_token_ = 0;
+    }
+    drop_pending();
     entry_ = nullptr;
-    pending_ = nullptr;
     path_.clear();
 }
 
@@ -457,10 +485,7 @@ void Listener::withdraw() {
         munmap(entry_, sizeof(Entry));
         entry_ = nullptr;
     }
-    if (pending_) {
-        munmap(pending_, sizeof(Pending));
-        pending_ = nullptr;
-    }
+    drop_pending();
     path_.clear();
 }
 
@@ -500,39 +525,64 @@ void count_down(std::atomic<uint64_t>& n) {
 }
 } // namespace
 
-void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
-    // Each connect announces three times: the file checked within the last
-    // kPendingTrustNs is taken as it is. (A listener published again meanwhile
-    // misses at most that long of announcements: its connections wait for
-    // the Proposal less, or run TCP; nothing is lost.)
-    constexpr uint64_t kPendingTrustNs = 50'000'000;
-    std::lock_guard lock(g_cache_mu);
-    bool fresh;
-    std::string name = entry_name(addr, len);
-    Cached* c = name.empty() ? nullptr
-                             : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending),
-                                          &fresh, kPendingTrustNs);
-    if (!c) {
-        socklen_t wlen = 0;
-        sockaddr_storage w = wildcard_of(addr, len, &wlen);
-        name = entry_name(reinterpret_cast<sockaddr*>(&w), wlen);
-        c = name.empty() ? nullptr
-                         : cached_map(path_of(name + ".pending"), O_RDWR, sizeof(Pending), &fresh,
-                                      kPendingTrustNs);
+namespace {
+// The believed entry lookup() left in the cache for `addr` (the exact
+// address first, then its wildcard), or nullptr. Under g_cache_mu.
+Cached* believed_entry(const AddrKey& exact, const AddrKey& wild) {
+    if (!g_cache) return nullptr;
+    for (const AddrKey* k : {&exact, &wild})
+        for (auto& c : *g_cache)
+            if (c.key == *k && c.pidfd >= 0) return &c;
+    return nullptr;
+}
+
+constexpr int kFetchTimeoutMs = 500;
+constexpr uint64_t kFetchAgainNs = 1'000'000'000;
+
+// The Pending memory of `addr`'s listener, fetched from its publisher's
+// endpoint the first time (without our lock: other lookups go on). Under
+// g_cache_mu (`lock`), which it may release and take again.
+Pending* pending_of(const sockaddr* addr, socklen_t len, std::unique_lock<std::mutex>& lock) {
+    AddrKey exact = key_of(addr, len);
+    socklen_t wlen = 0;
+    sockaddr_storage w = wildcard_of(addr, len, &wlen);
+    AddrKey wild = key_of(reinterpret_cast<sockaddr*>(&w), wlen);
+    Cached* c = believed_entry(exact, wild);
+    if (!c || c->pending) return c ? c->pending : nullptr;
+    if (sys::mono_ns() < c->fetch_again_ns) return nullptr;
+    uint64_t gid = c->gid, token = c->token;
+    int32_t pid = c->pid;
+    lock.unlock();
+    int fd = gid ? ism::fetch_shared(gid, token, pid, sizeof(Pending), kFetchTimeoutMs) : -1;
+    Pending* m = fd >= 0 ? map_pending(fd) : nullptr;
+    if (fd >= 0) sys::real().close(fd);
+    lock.lock();
+    c = believed_entry(exact, wild);
+    if (!c || c->pid != pid || c->token != token || c->pending) {
+        if (m) munmap(m, sizeof(Pending)); // the entry changed meanwhile, or another thread won
+        return c && c->pid == pid ? c->pending : nullptr;
     }
-    if (!c) return;
-    auto* p = static_cast<Pending*>(c->map);
+    c->pending = m;
+    if (!m) c->fetch_again_ns = sys::mono_ns() + kFetchAgainNs;
+    return m;
+}
+} // namespace
+
+bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
+    std::unique_lock lock(g_cache_mu);
+    Pending* p = pending_of(addr, len, lock);
+    if (!p) return false;
     if (client_port) {
         bool placed = announce_port(p, client_port, begin);
         // Counted already, before connect(); known by its port from now on
         // (the port first, then the count: see unported_connects).
         if (begin) {
             if (placed) count_down(p->unported);
-            return;
+            return true;
         }
         if (!placed) count_down(p->unported); // it never left the count
         count_down(p->connects);
-        return;
+        return true;
     }
     if (begin) {
         p->connects.fetch_add(1, std::memory_order_acq_rel);
@@ -542,6 +592,7 @@ void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t 
         count_down(p->connects);
         count_down(p->unported);
     }
+    return true;
 }
 
 } // namespace usmc::registry

@@ -10,10 +10,14 @@
 // own uid or a uid the configuration trusts, and the process it names is
 // alive (pid + start time). Nobody else can write it.
 //
-// What others may write lives in a second, world-writable file: clients
-// announce a pending SMC connect there, so a server knows whether waiting
-// for a CLC Proposal is worth it. A forged or zeroed counter can cost time,
-// never a byte.
+// What others may write lives apart, in memory no one but the listener's
+// process can resize: clients announce a pending SMC connect there, so a
+// server knows whether waiting for a CLC Proposal is worth it. It is a
+// sealed memfd (ism::make_sealed_memfd) that the publisher's endpoint hands
+// to any local process asking with the entry's token (ism::fetch_shared): a
+// file in /dev/shm that others can write, others can also truncate, and
+// every process mapping it then dies of SIGBUS. A forged or zeroed counter
+// can cost time, never a byte.
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -50,6 +54,8 @@ struct Entry {
     // congested until then. A time, not a flag, so it ends by itself when the
     // server stops seeing handshakes (clients that bypass send none).
     std::atomic<uint64_t> congested_until_ns;
+    // Under which the endpoint of `gid` shares the Pending announcements.
+    uint64_t pending_token;
 };
 
 struct Pending {
@@ -68,7 +74,7 @@ struct Pending {
 
 struct Found {
     int32_t pid = 0;
-    uint64_t gid = 0;
+    uint64_t gid = 0; // the publisher's endpoint
     uint32_t flags = 0;
     uid_t owner = 0;
 };
@@ -84,8 +90,10 @@ std::string entry_name(const sockaddr* addr, socklen_t len);
 
 class Listener {
   public:
-    // Publishes `addr` (the bound address) for this process. Fails quietly
-    // (returns an unpublished Listener) when the name is taken by someone else.
+    // Publishes `addr` (the bound address) for this process, whose endpoint
+    // is `gid`'s; its Pending memory is shared there (ism::share). Fails
+    // quietly (returns an unpublished Listener) when the name is taken by
+    // someone else or no memory can be had.
     static Listener publish(const sockaddr* addr, socklen_t len, uint64_t gid, uint32_t flags);
     Listener() = default;
     Listener(Listener&& o) noexcept;
@@ -113,6 +121,8 @@ class Listener {
     std::string path_;
     Entry* entry_ = nullptr;
     Pending* pending_ = nullptr;
+    uint64_t pending_token_ = 0;
+    void drop_pending();
 };
 
 // Whether a socket with this inode is in LISTEN state in our network namespace.
@@ -123,9 +133,13 @@ bool still_listening(uint64_t inode);
 std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
                             std::span<const uint32_t> trusted_uids);
 
-// Client side: announce / finish an SMC connect to `addr`'s listener. Before
-// connect() without a port (the count); once connect() has chosen the
-// client port, with it (begin); at the end with the port if it was given.
-void announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port = 0);
+// Client side: announce / finish an SMC connect to `addr`'s listener, as
+// found by lookup() just before. Before connect() without a port (the
+// count); once connect() has chosen the client port, with it (begin); at the
+// end with the port if it was given. The first announcement to a listener
+// fetches its Pending memory from its endpoint. False if the announcement
+// could not be made: the connection must then not send CLC (the server
+// would take it as plain TCP).
+bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port = 0);
 
 } // namespace usmc::registry

@@ -9,7 +9,8 @@
 //           rest of the input is the raw control buffer
 //   1       the expected length: a Request, a Reply, or this byte's value
 //   2..3    recvmsg()'s result, relative to the expected length
-//   4       bit 0: the result is the expected length after all
+//   4       bit 0: the result is the expected length after all; bit 1: a
+//           share reply (one descriptor expected, not kFdCount)
 //   5..8    msg_flags
 //   9..     the control buffer (its length, then its bytes) or the
 //           descriptor numbers (2 bytes each)
@@ -50,7 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint8_t len_sel = in.u8();
     size_t len = len_sel < 128 ? sizeof(Request) : len_sel < 192 ? sizeof(Reply) : len_sel - 192;
     ssize_t n = static_cast<ssize_t>(len) + static_cast<int16_t>(in.u16()) / 1024;
-    if (in.u8() & 1) n = static_cast<ssize_t>(len); // the usual case: all of it
+    uint8_t how = in.u8();
+    if (how & 1) n = static_cast<ssize_t>(len); // the usual case: all of it
+    int nfds = how & 2 ? kShareFdCount : kFdCount;
     int flags = static_cast<int>(in.u32());
 
     std::vector<int> sent; // descriptors the kernel would have put, in order
@@ -85,13 +88,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     msg.msg_control = raw.empty() ? nullptr : control.p;
     msg.msg_controllen = raw.size();
     msg.msg_flags = flags;
-    Received r = inspect(msg, n, len);
+    Received r = inspect(msg, n, len, nfds);
 
     FUZZ_CHECK(r.count >= 0 && r.count <= kMaxFds);
     if (r.well_formed) {
         FUZZ_CHECK(n == static_cast<ssize_t>(len));
         FUZZ_CHECK(!(flags & (MSG_TRUNC | MSG_CTRUNC)));
-        FUZZ_CHECK(r.count == 0 || r.count == kFdCount);
+        FUZZ_CHECK(r.count == 0 || r.count == nfds);
     }
     if (n < 0) FUZZ_CHECK(r.count == 0 && !r.well_formed);
     if ((mode & 1) && n >= 0) {

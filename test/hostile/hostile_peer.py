@@ -4,7 +4,8 @@
 It speaks usmc's side of SMC-D by hand, as a usmc client does (the formats
 are engine/clc.hpp, engine/cdc.hpp, engine/registry.hpp and the attach
 messages of engine/ism_endpoint.cpp): it finds the listener's registry
-entry, announces its connect in the entry's world-writable `.pending` file,
+entry, announces its connect in the listener's Pending memory (a sealed
+memfd it asks the listener's endpoint for, with the entry's token),
 sends a valid SMC-D Proposal, reads the Accept (the server's GID and DMB
 token), attaches on the server's abstract Unix endpoint with its own sealed
 memfd DMB and two nonblocking eventfds, and sends the Confirm. Then it
@@ -23,7 +24,8 @@ misbehaves, in one of these modes:
   plain-lookalike as a plain TCP client: --count connections whose first 8
                   bytes parse as a CLC Proposal header, then ordinary bytes;
                   checks the echo comes back byte for byte
-  truncate-pending  truncate the listener's `.pending` file to 0 bytes
+  truncate-pending  fetch the listener's Pending memory and try to truncate
+                  it to 0 bytes (and any `*.pending` file in the stats dir)
 
 Modes that hold something print 'HELD <n>' and keep it until a line (or EOF)
 arrives on stdin, or --hold seconds pass; they then close everything and
@@ -136,7 +138,8 @@ def parse_accept(msg):
 
 
 # --- the registry (engine/registry.hpp) -----------------------------------------
-ENTRY = struct.Struct("=IIiIQQII")  # magic version pid withdrawn start_time gid flags reserved
+# magic version pid withdrawn start_time gid flags reserved congested_until_ns pending_token
+ENTRY = struct.Struct("=IIiIQQIIQQ")
 ENTRY_MAGIC = 0x55534D4C
 PENDING_SIZE = 24 + 8 * 2048  # connects, deadline_ns, unported, ports[2048]
 PENDING_TTL_MS = 6000
@@ -147,27 +150,41 @@ def netns_id():
 
 
 def find_entry(host, port):
-    """The path of the listener's registry entry (exact address first, then
-    the wildcard), as a usmc client looks it up."""
+    """The listener's registry entry (exact address first, then the
+    wildcard), as a usmc client looks it up: (path, gid, pending token)."""
     for ip in (host, "0.0.0.0"):
         path = os.path.join(STATS_DIR, f"usmc-listen.{netns_id()}.{ip}.{port}")
         try:
             with open(path, "rb") as f:
-                magic, _, _, withdrawn, *_ = ENTRY.unpack(f.read(ENTRY.size))
+                magic, _, _, withdrawn, _, gid, _, _, _, token = ENTRY.unpack(f.read(ENTRY.size))
         except (OSError, struct.error):
             continue
         if magic == ENTRY_MAGIC and not withdrawn:
-            return path
+            return path, gid, token
     raise ConnectionError(f"no registry entry for {host}:{port} in {STATS_DIR}")
 
 
+def fetch_pending(host, port):
+    """The listener's Pending memfd, asked of its endpoint as a client does."""
+    _, gid, token = find_entry(host, port)
+    with link(gid) as s:
+        s.sendall(REQUEST.pack(SHARE_MAGIC, 0, token))
+        msg, fds, _, _ = socket.recv_fds(s, REPLY.size, 1)
+    magic, status, size, _ = REPLY.unpack(msg)
+    if magic != SHARE_MAGIC or status != 0 or len(fds) != 1 or size != PENDING_SIZE:
+        for fd in fds:
+            os.close(fd)
+        raise ConnectionError(f"no Pending memory from the endpoint (status {status})")
+    return fds[0]
+
+
 class Pending:
-    """The entry's `.pending` file, announced in as a client does: a count
+    """The listener's Pending memory, announced in as a client does: a count
     before connect(), the client port right after it, both taken back at the
     end. (Plain read-modify-write: this peer does not care about races.)"""
 
     def __init__(self, host, port):
-        self.fd = os.open(find_entry(host, port) + ".pending", os.O_RDWR)
+        self.fd = fetch_pending(host, port)
         self.map = mmap.mmap(self.fd, PENDING_SIZE)
 
     def _add(self, off, delta):
@@ -248,6 +265,7 @@ def eventfd():
 
 # --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
 ATTACH_MAGIC = 0x55534D41  # "USMA"
+SHARE_MAGIC = 0x55534D53  # "USMS": the memory a process shares under a token
 REQUEST = struct.Struct("=IIQ")  # magic, dmb_size, token
 REPLY = struct.Struct("=IiII")  # magic, status, dmb_size, reserved
 
@@ -460,9 +478,30 @@ def plain_lookalike(args):
 
 
 def truncate_pending(args):
-    path = find_entry(args.host, args.port) + ".pending"
-    os.truncate(path, 0)
-    print(f"TRUNCATED {path}", flush=True)
+    """Everything another user can try: the shared memory itself, and any
+    `.pending` file in the stats directory (the world-writable one of 2ccbe20)."""
+    done = []
+    try:
+        fd = fetch_pending(args.host, args.port)
+    except (OSError, ConnectionError) as e:
+        done.append(f"NOMEMFD ({e})")
+        fd = None
+    if fd is not None:
+        try:
+            os.ftruncate(fd, 0)
+            done.append("TRUNCATED memfd")
+        except OSError as e:
+            done.append(f"REFUSED memfd ({e.strerror})")
+        finally:
+            os.close(fd)
+    for name in sorted(os.listdir(STATS_DIR)):
+        if name.endswith(".pending"):
+            try:
+                os.truncate(os.path.join(STATS_DIR, name), 0)
+                done.append(f"TRUNCATED {name}")
+            except OSError as e:
+                done.append(f"REFUSED {name} ({e.strerror})")
+    print(" ".join(done), flush=True)
 
 
 MODES = {

@@ -71,3 +71,22 @@ TEST_CASE("link messages: a cmsg_len past the buffer's end is not read beyond it
     auto tiny = control_with({5, 6, 7}, 1); // shorter than its own header
     CHECK(inspect_buf(tiny, sizeof(Request)).count == 0);
 }
+
+TEST_CASE("link messages: a share reply carries one descriptor or none, never an attach's three") {
+    auto one = control_with({9}, CMSG_LEN(sizeof(int)));
+    msghdr msg{};
+    msg.msg_control = one.data();
+    msg.msg_controllen = one.size();
+    Received r = inspect(msg, sizeof(Reply), sizeof(Reply), kShareFdCount);
+    CHECK(r.well_formed);
+    REQUIRE(r.count == 1);
+    CHECK(r.fds[0] == 9);
+    CHECK_FALSE(inspect(msg, sizeof(Reply), sizeof(Reply)).well_formed); // an attach wants three
+
+    auto three = control_with({5, 6, 7}, CMSG_LEN(3 * sizeof(int)));
+    msg.msg_control = three.data();
+    msg.msg_controllen = three.size();
+    Received bad = inspect(msg, sizeof(Reply), sizeof(Reply), kShareFdCount);
+    CHECK_FALSE(bad.well_formed);
+    CHECK(bad.count == 3); // still reported, to be closed
+}

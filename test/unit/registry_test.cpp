@@ -1,3 +1,5 @@
+#include "engine/ism.hpp"
+#include "engine/ism_endpoint.hpp"
 #include "engine/registry.hpp"
 #include "engine/sys.hpp"
 
@@ -42,6 +44,14 @@ sockaddr_in v4(const char* ip, uint16_t port) {
 const sockaddr* sa(const sockaddr_in& a) {
     return reinterpret_cast<const sockaddr*>(&a);
 }
+
+// A listener's process as clients see it: its endpoint shares the Pending
+// announcements (the client side runs in this process too).
+struct Publisher {
+    ism::Device dev{1 << 24};
+    ism::Endpoint* ep = ism::Endpoint::start(dev);
+    ~Publisher() { delete ep; }
+};
 
 } // namespace
 
@@ -163,11 +173,14 @@ TEST_CASE("a destination without an entry is remembered briefly, not for ever") 
 
 TEST_CASE("pending connects: announced by clients, expire, never below zero") {
     TempStats dir;
+    Publisher pub;
+    REQUIRE(pub.ep);
     auto addr = v4("127.0.0.1", 7000);
-    auto l = registry::Listener::publish(sa(addr), sizeof addr, 9, registry::kSmcD);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, pub.dev.gid(), registry::kSmcD);
     REQUIRE(l.published());
     CHECK(l.pending_connects() == 0);
-    registry::announce_pending(sa(addr), sizeof addr, true);
+    REQUIRE(registry::lookup(sa(addr), sizeof addr, {})); // as connect() does first
+    CHECK(registry::announce_pending(sa(addr), sizeof addr, true));
     registry::announce_pending(sa(addr), sizeof addr, true);
     CHECK(l.pending_connects() == 2);
     registry::announce_pending(sa(addr), sizeof addr, false);
@@ -209,7 +222,53 @@ TEST_CASE("pending connects: announced by clients, expire, never below zero") {
     for (uint16_t i = 0; i < 8; ++i)
         registry::announce_pending(sa(addr), sizeof addr, false, uint16_t(41000 + i));
     CHECK(l.pending_connects() == 0);
-    registry::announce_pending(sa(nobody), sizeof nobody, true); // no listener: nothing happens
+    CHECK_FALSE(registry::announce_pending(sa(nobody), sizeof nobody, true)); // no listener
+}
+
+TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sealed; without "
+          "it a client cannot announce") {
+    TempStats dir;
+    auto addr = v4("127.0.0.1", 7002);
+    {
+        // Published under a GID no endpoint serves: a client finds the entry
+        // but cannot announce, so it must not send CLC.
+        auto l = registry::Listener::publish(sa(addr), sizeof addr, 0x1234, registry::kSmcD);
+        REQUIRE(l.published());
+        REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
+        CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, true));
+    }
+    Publisher pub;
+    REQUIRE(pub.ep);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, pub.dev.gid(), registry::kSmcD);
+    REQUIRE(l.published());
+    // No file for it in the stats directory: only the entry.
+    std::string name = registry::entry_name(sa(addr), sizeof addr);
+    CHECK(access((dir.path + "/" + name + ".pending").c_str(), F_OK) != 0);
+    // What another process gets: nobody can shrink it under its mappers.
+    // (The token is in the entry; a wrong one gets nothing.)
+    struct {
+        uint32_t magic, version;
+        int32_t pid;
+        uint32_t withdrawn;
+        uint64_t start_time, gid;
+        uint32_t flags, reserved;
+        uint64_t congested_until_ns, pending_token;
+    } e{};
+    std::ifstream(dir.path + "/" + name, std::ios::binary)
+        .read(reinterpret_cast<char*>(&e), sizeof e);
+    REQUIRE(e.gid == pub.dev.gid());
+    CHECK(ism::fetch_shared(e.gid, e.pending_token + 1, getpid(), sizeof(registry::Pending), 1000) <
+          0);
+    CHECK(ism::fetch_shared(e.gid, e.pending_token, getpid() + 1, sizeof(registry::Pending), 1000) <
+          0); // not the entry's process
+    int fd = ism::fetch_shared(e.gid, e.pending_token, getpid(), sizeof(registry::Pending), 1000);
+    REQUIRE(fd >= 0);
+    CHECK(ftruncate(fd, 0) != 0);
+    CHECK(errno == EPERM);
+    close(fd);
+    REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
+    CHECK(registry::announce_pending(sa(addr), sizeof addr, true));
+    CHECK(l.pending_connects() == 1);
 }
 
 TEST_CASE("a forked child does not withdraw its parent's entry") {
