@@ -98,7 +98,7 @@ void fold_counters(SmcConn* c) {
 // the DMB pool (another process may still use them). The peer's DMB may be
 // a mapping our device caches: it goes back there.
 void drop_local(SmcConn* c) {
-    for (int* fd : {&c->rx_event, &c->tx_event, &c->peer_rx_event, &c->peer_tx_event}) {
+    for (int* fd : {&c->sig, &c->sig_far, &c->peer_sig}) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }
@@ -115,13 +115,12 @@ void release(SmcConn* c) {
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
     smc_flush(*c);   // held (corked) bytes are sent, as close() sends them
     smc_cork_forget(*c);
-    // Take our eventfds out of every epoll set: the peer holds references to
-    // them, so the kernel would keep the registrations (and their epoll_data).
+    // Take `sig` out of every epoll set: forked children may hold copies
+    // of it, so the kernel would keep the registrations (and their epoll_data).
     {
         std::lock_guard lock(c->epoll_mu);
         for (auto& m : c->epoll_members) {
-            sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
-            sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
+            sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
             if (!m.parked) note_epoll_member(m.epfd, -1);
         }
         c->epoll_members.clear();

@@ -16,6 +16,7 @@
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
+#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -39,16 +40,12 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     uint32_t reason = 0;
     if (std::holds_alternative<std::monostate>(result)) {
         c->start_owner_refs();
-        // The eventfds are in the application's sets already, as epoll_ctl
-        // puts them for an Active connection.
+        // `sig` is in the application's sets already, as epoll_ctl puts it
+        // for an Active connection.
         short want = POLLOUT; // connected: writable now (the peer's ring is empty)
         for (auto& r : c->connecting_regs) {
-            // As connecting_ctl registered them (a later modify corrects
-            // what differs from what active_ctl would have chosen).
-            uint32_t common = r.ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-            epoll_event k_rx{(r.ev.events & EPOLLIN) | common, r.ev.data};
-            epoll_event k_tx{(r.ev.events & EPOLLOUT) | common, r.ev.data};
-            c->epoll_members.push_back({r.epfd, k_rx, k_tx, false});
+            // As connecting_ctl registered it: what active_ctl chooses too.
+            c->epoll_members.push_back({r.epfd, sig_registration(r.ev), false});
             if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
         if (!c->connecting_regs.empty()) peer_watch::add(c);
@@ -73,17 +70,14 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         set_mode(fd, SockMode::Tcp, reason);
         c->phase.store(Phase::Tcp, std::memory_order_release);
         for (auto& r : c->connecting_regs) {
-            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
-            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
+            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
             sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &r.ev);
             note_epoll_member(r.epfd, -1);
         }
         c->connecting_regs.clear();
-        // Wake poll()ers on the eventfds: they look again and see TCP.
-        uint64_t v = 1;
-        ssize_t rc = sys::real().write(c->rx_event, &v, sizeof v);
-        (void)rc;
-        sys::efd_take(c->tx_event);
+        // Wake poll()ers on `sig`: they look again and see TCP.
+        wakeup::send(c->sig_far);
+        wakeup::drain(c->sig_far);
     }
     *reason_out = reason;
 }
@@ -206,12 +200,12 @@ void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len,
 int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason) {
     HandshakeQueue* q = client_queue();
     auto* c = new SmcConn;
-    if (!q || !smc_conn_init_events(*c)) {
+    if (!q || !smc_conn_init_wakeups(*c)) {
         discard(c);
         *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         return 1; // go on as plain TCP
     }
-    smc_block_tx_event(*c, true); // not writable until done (a new eventfd: count 0)
+    smc_block_writable(*c); // not writable until done
     c->tcp_fd = fd;
     c->nonblock.store(true);
     c->phase.store(Phase::Connecting);
@@ -281,9 +275,9 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     auto conn = std::make_unique<SmcConn>();
     ConnectResult result = Fallback{fallback::MEM, 0};
     errno = 0;
-    if (!smc_conn_init_events(*conn) && errno == EMFILE)
+    if (!smc_conn_init_wakeups(*conn) && errno == EMFILE)
         result = Fallback{fallback::FDLIMIT, 0};
-    else if (conn->rx_event >= 0 && conn->tx_event >= 0)
+    else if (conn->sig >= 0)
         result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());
     registry::announce_pending(addr, len, false, port);
     if (std::holds_alternative<std::monostate>(result)) {

@@ -71,7 +71,7 @@ void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock);
 // told if this was the last process holding it.
 void release(SmcConn* c);
 // Frees a connection whose handshake failed or that never reached the
-// application (its eventfds, DMBs, the object).
+// application (its wake-up pair, DMBs, the object).
 void discard(SmcConn* c);
 // The handshake moved the connection away from SMC: close a connection that
 // never reached the application.
@@ -86,6 +86,9 @@ bool fd_nonblocking(int fd);
 // An SMC connection joined (+1) or left (-1) epoll set `epfd` (busy polling
 // looks at the count; it never goes below 0).
 void note_epoll_member(int epfd, int delta);
+// What the kernel holds in an epoll set for the application's `ev` on a
+// connection: its events on `sig`, with its own data.
+epoll_event sig_registration(const epoll_event& ev);
 inline int fail(int err) {
     errno = err;
     return -1;

@@ -1,7 +1,7 @@
 // Readiness for SMC connections and SMC listeners: poll()/ppoll() (and
-// select via poll in the preload) substitute the eventfds; epoll_ctl()
-// registers them in the application's epoll sets with its own epoll_data,
-// so epoll_wait needs no translation at all.
+// select via poll in the preload) substitute a connection's wake-up socket
+// (`sig`, wakeup.hpp); epoll_ctl() registers it in the application's epoll
+// sets with its own epoll_data, so epoll_wait needs no translation at all.
 #include "engine/af_smc_internal.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
@@ -36,24 +36,17 @@ int ms_left(const timespec& start, int timeout_ms) {
     return spent >= timeout_ms ? 0 : int(timeout_ms - spent);
 }
 
-// The eventfd registrations of a connection whose handshake still runs:
+// The `sig` registration of a connection whose handshake still runs:
 // readable / writable only once it is done (af_smc_connect.cpp).
 int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     auto it = std::find_if(c->connecting_regs.begin(), c->connecting_regs.end(),
                            [&](const SmcConn::EpollReg& r) { return r.epfd == epfd; });
     if ((op == EPOLL_CTL_ADD) == (it != c->connecting_regs.end()))
         return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
-    epoll_event rx{}, tx{};
-    if (ev) {
-        uint32_t common = ev->events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-        rx.events = (ev->events & EPOLLIN) | common;
-        rx.data = ev->data;
-        tx.events = (ev->events & EPOLLOUT) | common;
-        tx.data = ev->data;
-    }
+    epoll_event k{};
+    if (ev) k = sig_registration(*ev);
     bool del = op == EPOLL_CTL_DEL;
-    if (sys::real().epoll_ctl(epfd, op, c->rx_event, del ? nullptr : &rx) != 0) return -1;
-    sys::real().epoll_ctl(epfd, op, c->tx_event, del ? nullptr : &tx);
+    if (sys::real().epoll_ctl(epfd, op, c->sig, del ? nullptr : &k) != 0) return -1;
     if (del) {
         c->connecting_regs.erase(it);
         note_epoll_member(epfd, -1);
@@ -67,93 +60,68 @@ int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     return 0;
 }
 
-// The kernel registrations that stand for the application's `ev` on our
-// eventfds: data and EPOLLIN/RDHUP on rx_event, EPOLLOUT on tx_event.
-void split_events(const epoll_event& ev, epoll_event* rx, epoll_event* tx) {
-    uint32_t common = ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
-    *rx = {};
-    *tx = {};
-    rx->events = (ev.events & (EPOLLIN | EPOLLRDHUP)) | common;
-    rx->data = ev.data;
-    tx->events = (ev.events & EPOLLOUT) | common;
-    tx->data = ev.data;
-}
-
 bool same_reg(const epoll_event& a, const epoll_event& b) {
     return a.events == b.events && a.data.u64 == b.data.u64;
 }
 
 int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
-    // Only the eventfds go into the application's set; the TCP socket is
-    // watched by peer_watch (a vanished peer wakes the eventfds).
+    // Only `sig` goes into the application's set; the TCP socket is
+    // watched by peer_watch (a vanished peer wakes `sig`).
     auto& members = c->epoll_members;
     auto it = std::find_if(members.begin(), members.end(),
                            [&](const SmcConn::EpollMember& m) { return m.epfd == epfd; });
     bool member = it != members.end() && !it->parked;
     if ((op == EPOLL_CTL_ADD) == member) return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
     if (op == EPOLL_CTL_DEL) {
-        // Park: keep both eventfds in the set with no events, so the add that
-        // event loops do next costs one modify. EPOLLEXCLUSIVE registrations
-        // cannot be modified: those really go.
-        bool exclusive = (it->k_rx.events | it->k_tx.events) & EPOLLEXCLUSIVE;
-        if (exclusive) {
-            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
-            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->tx_event, nullptr);
+        // Park: keep `sig` in the set with no events, so the add that event
+        // loops do next costs one modify. EPOLLEXCLUSIVE registrations cannot
+        // be modified: those really go.
+        if (it->k.events & EPOLLEXCLUSIVE) {
+            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
             members.erase(it);
             note_epoll_member(epfd, -1);
             return 0;
         }
         epoll_event none{};
-        if (it->k_rx.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->rx_event, &none) == 0)
-            it->k_rx = none;
-        if (it->k_tx.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->tx_event, &none) == 0)
-            it->k_tx = none;
+        if (it->k.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &none) == 0)
+            it->k = none;
         it->parked = true;
         note_epoll_member(epfd, -1);
         return 0;
     }
-    epoll_event rx, tx;
-    split_events(*ev, &rx, &tx);
+    epoll_event k = sig_registration(*ev);
     short newly = 0;
     bool fresh = it == members.end();
     if (fresh) {
-        if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->rx_event, &rx) != 0) return -1;
-        if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->tx_event, &tx) != 0) {
-            int saved = errno;
-            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->rx_event, nullptr);
-            return fail(saved);
-        }
-        members.push_back({epfd, rx, tx, false});
+        if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->sig, &k) != 0) return -1;
+        members.push_back({epfd, k, false});
         note_epoll_member(epfd, 1);
         newly =
             short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
         peer_watch::add(c); // once per connection (it ignores repeats)
     } else {
-        // Touch only the eventfd whose registration changes (ae and libevent
-        // switch EPOLLOUT on and off around every write). A one-shot
-        // registration is re-armed by every modify, so it is always touched.
-        bool touch_rx = !same_reg(it->k_rx, rx) || (rx.events & EPOLLONESHOT);
-        bool touch_tx = !same_reg(it->k_tx, tx) || (tx.events & EPOLLONESHOT);
-        if (touch_rx) {
-            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->rx_event, &rx) != 0) {
+        // Only a registration that changes is modified (ae and libevent
+        // re-add a descriptor around every request). A one-shot registration
+        // is re-armed by every modify, so it is always touched.
+        bool touch = !same_reg(it->k, k) || (k.events & EPOLLONESHOT);
+        if (touch) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &k) != 0) {
                 // Parked in an epoll set that was closed since, and a new
                 // one got its number: start over there.
                 if (!it->parked || errno != ENOENT) return -1;
                 members.erase(it);
                 return active_ctl(c, epfd, op, ev);
             }
-            it->k_rx = rx;
+            it->k = k;
+            newly =
+                short(((k.events & EPOLLIN) ? POLLIN : 0) | ((k.events & EPOLLOUT) ? POLLOUT : 0));
         }
-        if (touch_tx && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->tx_event, &tx) == 0)
-            it->k_tx = tx;
-        newly = short(((ev->events & EPOLLIN) && touch_rx ? POLLIN : 0) |
-                      ((ev->events & EPOLLOUT) && touch_tx ? POLLOUT : 0));
         if (it->parked) note_epoll_member(epfd, 1);
         it->parked = false;
     }
     c->epoll_watched.store(true, std::memory_order_relaxed);
-    // Make the eventfds tell the truth now (level-triggered), or arm the
-    // peer's wake-ups for when it becomes true.
+    // Make `sig` tell the truth now (level-triggered), or arm the peer's
+    // wake-ups for when it becomes true.
     if (newly) smc_arm(*c, newly);
     return 0;
 }
@@ -204,6 +172,14 @@ int spin_probe(int timeout_ms, Probe probe) {
 
 } // namespace
 
+epoll_event detail::sig_registration(const epoll_event& ev) {
+    epoll_event k{};
+    k.events =
+        ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
+    k.data = ev.data;
+    return k;
+}
+
 std::atomic<int32_t>* g_epoll_smc = nullptr;
 uint32_t g_busy_poll_us = 0;
 
@@ -236,9 +212,9 @@ bool any_smc(const pollfd* fds, nfds_t n) {
 }
 
 int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
-    // Each SMC entry becomes up to three kernel entries (rx eventfd, tx
-    // eventfd, the TCP socket for a vanished peer), an SMC listener two (its
-    // queue's eventfd and the kernel listener); results map back.
+    // Each SMC entry becomes up to two kernel entries (`sig`, the TCP
+    // socket for a vanished peer), an SMC listener two (its queue's eventfd
+    // and the kernel listener); results map back.
     enum class Kind : uint8_t { Plain, Queue, Smc };
     struct Owner {
         nfds_t i;
@@ -266,12 +242,8 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
                     fds[i].revents = short((now & (want | POLLERR | POLLHUP)));
                     if (fds[i].revents) ++ready;
                 }
-                if (want & POLLIN) {
-                    k.push_back({c->rx_event, POLLIN, 0});
-                    owner.push_back({i, Kind::Smc});
-                }
-                if (want & POLLOUT) {
-                    k.push_back({c->tx_event, POLLOUT, 0});
+                if (want & (POLLIN | POLLOUT)) {
+                    k.push_back({c->sig, short(want & (POLLIN | POLLOUT)), 0});
                     owner.push_back({i, Kind::Smc});
                 }
                 if (active && (want & (POLLIN | POLLOUT))) {
@@ -296,7 +268,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         int wait_ms = ready ? 0 : left;
         // Only when the timeout has run out may a look that finds nothing be
         // reported (0 = timed out). Readiness seen while arming can be gone
-        // after the kernel's poll, an eventfd event can say nothing the
+        // after the kernel's poll, a wake-up can say nothing the
         // application asked about: then wait on for what is left.
         bool last = left == 0;
         int r = 0;
@@ -333,7 +305,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             if (fds[i].revents) ++ready;
         }
         if (ready || (last && !changed)) return ready;
-        // Woken with nothing to report (a stale eventfd count, a handshake
+        // Woken with nothing to report (a stale wake-up byte, a handshake
         // that ended): wait again for what is left of the timeout.
     }
 }

@@ -4,8 +4,7 @@
 #include "engine/conn.hpp"
 #include "engine/log.hpp"
 #include "engine/sys.hpp"
-
-#include <sys/eventfd.h>
+#include "engine/wakeup.hpp"
 
 namespace usmc {
 
@@ -20,26 +19,20 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
     auto& w = c.rx.control()->waiting;
     uint64_t was = w.exchange(0, std::memory_order_seq_cst);
-    uint64_t v = 1;
-    if (was & cdc::kWaitData) {
-        ssize_t rc = sys::real().write(c.peer_rx_event, &v, sizeof v);
-        (void)rc;
-    }
-    if (was & cdc::kWaitSpace) sys::efd_take(c.peer_tx_event);
+    if (was & cdc::kWaitData) wakeup::send(c.peer_sig);
+    if (was & cdc::kWaitSpace) wakeup::drain(c.peer_sig);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
-    // must wake too: make our tx_event writable. (A close has woken them in
-    // smc_quiesce already, and its eventfds go right after: nothing to do.)
-    if (flag == cdc::kPeerDoneWriting) sys::efd_take(c.tx_event);
+    // must wake too: make `sig` writable. (A close has woken them in
+    // smc_quiesce already, and its pair goes right after: nothing to do.)
+    if (flag == cdc::kPeerDoneWriting) wakeup::drain(c.sig_far);
 }
 } // namespace
 
-bool smc_conn_init_events(SmcConn& c) {
-    c.rx_event = sys::place_high_strict(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    c.tx_event = sys::place_high_strict(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+bool smc_conn_init_wakeups(SmcConn& c) {
     c.tx_prod.store({});
     c.rx_cons.store({});
     c.rx_cons_announced = cdc::Cursor{};
-    return c.rx_event >= 0 && c.tx_event >= 0;
+    return wakeup::make_pair(&c.sig, &c.sig_far);
 }
 
 // Neither takes the rx/tx locks: a thread blocked in recv or send must not
@@ -50,10 +43,8 @@ void smc_shutdown_write(SmcConn& c) {
 
 void smc_quiesce(SmcConn& c) {
     c.closing.store(true, std::memory_order_release);
-    uint64_t v = 1;
-    ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v); // wake a blocked recv
-    (void)rc;
-    sys::efd_take(c.tx_event); // wake a blocked send
+    wakeup::send(c.sig_far);  // wake a blocked recv
+    wakeup::drain(c.sig_far); // wake a blocked send
     { std::lock_guard wait_rx(c.rx_mu); }
     { std::lock_guard wait_tx(c.tx_mu); }
 }

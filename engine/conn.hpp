@@ -1,7 +1,7 @@
 #pragma once
 // One side of an SMC-D connection's data path: our DMB (the peer produces
 // into it), the peer's DMB (we produce into it), the cursors only this side
-// writes, and the eventfds that carry wake-ups.
+// writes, and the sockets that carry wake-ups (wakeup.hpp).
 //
 // Wake-ups cost a system call, so they are sent only to a peer that said it
 // is waiting (cdc::WaitFlags, set by the waiter in the peer's control line
@@ -9,12 +9,13 @@
 // Both sides use seq_cst for "publish cursor, then look at the wait flag" and
 // "set wait flag, then look at the cursor again", so a wake-up is never lost.
 //
-//   rx_event  readable when data or EOF may be waiting. The peer writes 1 to
-//             it; we drain it when we find the ring empty.
-//   tx_event  writable when space may be free. We saturate it (counter
-//             0xfffffffffffffffe) when the peer's ring is full; the peer
-//             drains it (making it writable) when it frees space. So an epoll
-//             set can watch it for EPOLLOUT directly.
+//   sig       our pair's near end, what poll and epoll sets watch. Readable
+//             when data or EOF may be waiting: the peer sends a byte into
+//             `sig_far`; we drain `sig` when we find the ring empty.
+//             Writable when space may be free: we fill it when the peer's
+//             ring is full; the peer drains `sig_far` (making it writable)
+//             when it frees space. So an epoll set watches it for EPOLLIN
+//             and EPOLLOUT directly, one registration per connection.
 //
 // Every cursor read from shared memory is checked against the ring and our
 // own cursors; a bad one marks the connection broken (ECONNRESET), nothing
@@ -39,13 +40,12 @@ enum class Phase : uint8_t { Active, Connecting, Tcp };
 
 struct SmcConn {
     std::atomic<Phase> phase{Phase::Active};
-    ism::Dmb rx;            // ours: the peer writes data and its control line here
-    ism::Dmb tx;            // the peer's: we write data and our control line there
-    int rx_event = -1;      // ours
-    int tx_event = -1;      // ours
-    int peer_rx_event = -1; // the peer's rx_event (we write to wake it)
-    int peer_tx_event = -1; // the peer's tx_event (we drain it to wake it)
-    int tcp_fd = -1;        // the TCP connection: a dead peer shows up here
+    ism::Dmb rx;       // ours: the peer writes data and its control line here
+    ism::Dmb tx;       // the peer's: we write data and our control line there
+    int sig = -1;      // ours: the near end of our wake-up pair
+    int sig_far = -1;  // its far end: the peer holds a copy; we wake ourselves through it
+    int peer_sig = -1; // the far end of the peer's pair: we send to wake it, drain to let it write
+    int tcp_fd = -1;   // the TCP connection: a dead peer shows up here
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 
@@ -83,15 +83,15 @@ struct SmcConn {
     forkref::Count* owner_refs = &own_refs;
     forkref::Count own_refs{1};
     std::mutex epoll_mu;
-    // The epoll sets our eventfds are in. Event loops (ae, libevent) add,
-    // modify and delete a descriptor around every request; each application
-    // call becomes at most the kernel calls whose registration really
-    // changes. A deleted registration is parked (both eventfds left in the
-    // set with no events) so a later add is a modify of one eventfd.
+    // The epoll sets `sig` is in. Event loops (ae, libevent) add, modify
+    // and delete a descriptor around every request; each application call
+    // becomes a kernel call only if the registration really changes. A
+    // deleted registration is parked (`sig` left in the set with no events)
+    // so a later add is a modify.
     struct EpollMember {
         int epfd;
-        epoll_event k_rx, k_tx; // what the kernel holds for rx_event / tx_event
-        bool parked = false;    // the application deleted it
+        epoll_event k;       // what the kernel holds for `sig`
+        bool parked = false; // the application deleted it
     };
     std::vector<EpollMember> epoll_members;
     // In an epoll set (ever): an edge-triggered watcher that read the ring
@@ -110,12 +110,12 @@ struct SmcConn {
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
 
-    // System calls saved on our own eventfds (rx.cpp, tx.cpp). The peer
-    // writes rx_event only after taking our kWaitData flag, so while the
-    // flag is still set and we wrote nothing ourselves, rx_event is at 0 and
-    // needs no draining; tx_event needs draining only if we saturated it.
-    std::atomic<bool> rx_event_self{false}; // we wrote rx_event since our last drain
-    std::atomic<bool> tx_event_full{false}; // we saturated tx_event since our last drain
+    // System calls saved on our own pair (rx.cpp, tx.cpp). The peer sends
+    // a wake-up only after taking our kWaitData flag, so while the flag is
+    // still set and we sent nothing ourselves, `sig` holds no byte and needs
+    // no draining; `sig_far` needs draining only if we filled `sig`.
+    std::atomic<bool> self_woken{false}; // we woke `sig` since our last drain
+    std::atomic<bool> sig_filled{false}; // we filled `sig` since our last drain
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)
@@ -140,9 +140,9 @@ struct SmcConn {
     void store_cons_word();
 };
 
-// Wires up the eventfds of a new connection (both nonblocking) and zeroes
-// the local cursors. Returns false if the eventfds cannot be made.
-bool smc_conn_init_events(SmcConn& c);
+// Makes the wake-up pair of a new connection and zeroes the local cursors.
+// Returns false if the pair cannot be made.
+bool smc_conn_init_wakeups(SmcConn& c);
 
 // send/recv with socket semantics. Return bytes or -errno: -EAGAIN when
 // `nonblock` and nothing could be done, -EPIPE after shutdown/peer close,
@@ -163,23 +163,23 @@ uint32_t smc_tx_unconsumed(const SmcConn& c);
 // Readiness as poll() bits, computed from the cursors (for poll/select).
 short smc_poll_events(const SmcConn& c);
 
-// Before sleeping in poll/epoll on the eventfds: the poll bits of `want`
-// already true (the eventfds are then made to show them), or 0 after arming
-// the peer's wake-ups so the eventfds will fire.
+// Before sleeping in poll/epoll on `sig`: the poll bits of `want` already
+// true (`sig` is then made to show them), or 0 after arming the peer's
+// wake-ups so `sig` will fire.
 short smc_arm(SmcConn& c, short want);
 
 // Ask the peer for a wake-up on its next write: after any wake-up it is
-// writing has landed, drain rx_event, set kWaitData. The caller looks at the
+// sending has landed, drain `sig`, set kWaitData. The caller looks at the
 // ring again afterwards.
 void smc_arm_for_data(SmcConn& c);
-// Our rx_event: drain it (only if it may hold a count), or write it
-// ourselves (a wake-up for data the peer slipped in, or level-triggered truth).
-void smc_drain_rx_event(SmcConn& c);
+// `sig` readable: drain it (only if it may hold a byte), or wake it
+// ourselves (for data the peer slipped in, or level-triggered truth).
+void smc_drain_wakeup(SmcConn& c);
 void smc_self_wake(SmcConn& c);
-// Our tx_event: saturate it (not writable: the peer's ring is full), or
-// make it writable again (only if we saturated it).
-void smc_block_tx_event(SmcConn& c, bool fresh = false); // fresh: the count is 0 (no drain)
-void smc_open_tx_event(SmcConn& c);
+// `sig` writable: fill it (not writable: the peer's ring is full), or make
+// it writable again (only if we filled it).
+void smc_block_writable(SmcConn& c);
+void smc_open_writable(SmcConn& c);
 
 // Looks at the TCP connection without reading: marks peer_gone when it has
 // ended (the peer process died, or closed after announcing it).
@@ -188,7 +188,7 @@ bool smc_check_peer(SmcConn& c);
 // shutdown(SHUT_WR) / close / abort: tell the peer through the control line
 // and wake it if it waits. smc_close does not wake our own threads: callers
 // quiesce the connection first (or the process is exiting) and close its
-// eventfds right after.
+// wake-up pair right after.
 void smc_shutdown_write(SmcConn& c);
 void smc_close(SmcConn& c, bool abort);
 

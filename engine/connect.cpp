@@ -42,15 +42,13 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
     // On failure the connection gives back what the handshake took; its own
-    // eventfds stay (the caller may have them in epoll sets).
+    // wake-up pair stays (the caller may have `sig` in epoll sets).
     auto fail = [&](ConnectResult r) {
         dev.release(conn->rx, conn->peer_uid);
         conn->rx = ism::Dmb{};
         dev.unmap_peer(conn->tx);
-        for (int* pfd : {&conn->peer_rx_event, &conn->peer_tx_event}) {
-            if (*pfd >= 0) sys::real().close(*pfd);
-            *pfd = -1;
-        }
+        if (conn->peer_sig >= 0) sys::real().close(conn->peer_sig);
+        conn->peer_sig = -1;
         return r;
     };
 
@@ -101,7 +99,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         }
         conn->rx = *own;
         conn->peer_uid = server_uid;
-        return ism::Fds{conn->rx.fd, conn->rx.size, conn->rx_event, conn->tx_event};
+        return ism::Fds{conn->rx.fd, conn->rx.size, conn->sig_far};
     };
     auto peer = ism::attach(accept.gid, accept.token, ours, cfg.attach_timeout_ms);
     std::optional<ism::Dmb> peer_dmb;
@@ -115,8 +113,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         return fail(Fallback{reason, 0});
     }
     conn->tx = *peer_dmb;
-    conn->peer_rx_event = peer->fds.rx_event;
-    conn->peer_tx_event = peer->fds.tx_event;
+    conn->peer_sig = peer->fds.sig;
 
     clc::AcceptConfirmD confirm;
     confirm.type = clc::Type::Confirm;
@@ -129,7 +126,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
 }
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
-    for (int* fd : {&c.rx_event, &c.tx_event, &c.peer_rx_event, &c.peer_tx_event}) {
+    for (int* fd : {&c.sig, &c.sig_far, &c.peer_sig}) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }

@@ -5,7 +5,7 @@
 //   client                               server
 //   Proposal (ISM GID, CHID) ------->
 //                             <------- Accept (GID, DMB token, DMB size)
-//   attach to the server's endpoint with the token: DMB + eventfds swapped
+//   attach to the server's endpoint with the token: DMB + wake-up sockets swapped
 //   Confirm (GID, token, size) ------>
 //
 // Either side may answer with a Decline instead; both then go on with the
@@ -40,7 +40,7 @@ struct Fallback {
 using HandshakeResult = std::variant<std::unique_ptr<SmcConn>, Fallback, int /* -errno */>;
 
 // Client: `tcp_fd` is connected to a listener the registry vouched for.
-// `conn` has its eventfds (smc_conn_init_events) and is filled in; on a
+// `conn` has its wake-up pair (smc_conn_init_wakeups) and is filled in; on a
 // fallback or an error it holds only those again.
 using ConnectResult = std::variant<std::monostate /* SMC-D up */, Fallback, int /* -errno */>;
 // `proposal_sent`: smc_send_proposal ran already (a nonblocking connect

@@ -2,7 +2,7 @@
 // The user-space ISM device (as the kernel's loopback-ism): a random GID per
 // engine and DMBs in shared memory. A DMB is a memfd (never reachable by
 // name) mapped shared; it travels to the peer of a completed handshake as a
-// descriptor (SCM_RIGHTS), together with the owner's eventfds.
+// descriptor (SCM_RIGHTS), together with the owner's wake-up socket.
 //
 // Reuse: a freed DMB is kept for a later connection only to a peer of the
 // same uid as its last peer (same-uid processes can read each other's memory

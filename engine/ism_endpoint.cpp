@@ -3,6 +3,7 @@
 #include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
 #include "engine/sys.hpp"
+#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -81,7 +82,7 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds, in
             sys::real().close(received[i]);
         return ok ? Got::Message : Got::Malformed;
     }
-    // The eventfds stay for the connection's life: into usmc's range. The
+    // The wake-up socket stays for the connection's life: into usmc's range. The
     // memfd's (first) is closed as soon as it is mapped, or at once when the
     // mapping is cached: not worth two more system calls.
     fds[0] = received[0];
@@ -100,30 +101,15 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds, in
     return Got::Message;
 }
 
-// Is fd an eventfd? It is an anonymous-inode file (no file type in its
-// mode: not a device, pipe, socket or regular file), and adding 0 to its
-// count succeeds: that changes nothing and never blocks, and every other
-// anonymous-inode file (epoll, timerfd, signalfd, ...) refuses the write.
-bool is_eventfd(int fd) {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != 0) return false;
-    uint64_t zero = 0;
-    return sys::real().write(fd, &zero, sizeof zero) == sizeof zero;
-}
-
 // The descriptors must be what they claim: a regular file (memfd) of the
-// announced size and two nonblocking eventfds (a blocking one would let the
-// peer hang our drains).
+// announced size and a Unix stream socket (its file flags do not matter:
+// every call on it is nonblocking per call, wakeup.hpp).
 bool plausible(const Fds& f) {
     struct stat st;
     if (fstat(f.dmb, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_size != static_cast<off_t>(f.dmb_size))
         return false;
-    for (int fd : {f.rx_event, f.tx_event}) {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || !(fl & O_NONBLOCK) || !is_eventfd(fd)) return false;
-    }
-    return true;
+    return wakeup::plausible(f.sig);
 }
 
 void close_fds_array(int* fds) {
@@ -134,7 +120,7 @@ void close_fds_array(int* fds) {
 } // namespace
 
 void close_fds(Fds& f) {
-    for (int* fd : {&f.dmb, &f.rx_event, &f.tx_event}) {
+    for (int* fd : {&f.dmb, &f.sig}) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }
@@ -348,7 +334,7 @@ bool Endpoint::handle(int index) {
         break;
     }
     PeerFds peer;
-    peer.fds = {fds[0], req.dmb_size, fds[1], fds[2]};
+    peer.fds = {fds[0], req.dmb_size, fds[1]};
     peer.pid = link.pid;
     peer.uid = link.uid;
     Reply reply{kMagic, EACCES, 0, 0};
@@ -386,7 +372,7 @@ bool Endpoint::handle(int index) {
     }
     reply.dmb_size = ours->size;
     links_[index].used_ns = sys::mono_ns();
-    int out[kFdCount] = {ours->fd, spec.rx_event, spec.tx_event};
+    int out[kFdCount] = {ours->fd, spec.sig};
     bool sent = send_with_fds(link.fd, &reply, sizeof reply, out, kFdCount);
     cv_.notify_all();
     return sent;
@@ -439,7 +425,7 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
         }
         if (!mine) return lgr::Outcome::Done; // nothing sent: the link stays
         Request req{kMagic, mine->dmb_size, token};
-        int out[kFdCount] = {mine->dmb, mine->rx_event, mine->tx_event};
+        int out[kFdCount] = {mine->dmb, mine->sig};
         if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
             // The endpoint closed the link (its owner changed users) or went:
             // nothing reached it. Anything else (a full queue) is no state
@@ -454,10 +440,10 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
         Got got = recv_with_fds(link.fd, &reply, sizeof reply, in, &with_fds);
         if (got == Got::NoRoom) return lgr::Outcome::Done; // errno EMFILE: runs as TCP
         if (got != Got::Message || reply.magic != kMagic) return lgr::Outcome::Broken;
-        // A refusal carries no descriptors; an acceptance exactly three.
+        // A refusal carries no descriptors; an acceptance exactly kFdCount.
         if (reply.status == 0 && with_fds) {
             PeerFds peer;
-            peer.fds = {in[0], reply.dmb_size, in[1], in[2]};
+            peer.fds = {in[0], reply.dmb_size, in[1]};
             if (!plausible(peer.fds)) {
                 close_fds(peer.fds);
                 return lgr::Outcome::Broken; // a lying endpoint: not again

@@ -1,6 +1,6 @@
 #pragma once
-// Attaching to a peer's DMB: how the descriptors of a DMB and its eventfds
-// reach the peer of a handshake. The server side of a handshake runs an
+// Attaching to a peer's DMB: how the descriptors of a DMB and of its side's
+// wake-up pair (wakeup.hpp) reach the peer of a handshake. The server side of a handshake runs an
 // endpoint: an abstract Unix socket in its network namespace, named after its
 // ISM GID, served by one engine thread. A client process links to it once
 // (lgr.hpp) and, after each CLC Accept, presents the token from it on that
@@ -24,8 +24,7 @@ namespace usmc::ism {
 struct Fds {
     int dmb = -1;
     uint32_t dmb_size = 0;
-    int rx_event = -1;
-    int tx_event = -1;
+    int sig = -1; // the far end of the sender's wake-up pair
 };
 
 // What arrives from the peer: its descriptors (owned by the receiver now)
@@ -39,11 +38,11 @@ struct PeerFds {
 void close_fds(Fds& f);
 
 // What the server offers under a token: a DMB of `dmb_size` (taken at
-// attach time) and its eventfds (they stay ours; the peer gets dups).
+// attach time) and the far end of its wake-up pair (it stays ours; the peer
+// gets a copy).
 struct OfferSpec {
     uint32_t dmb_size = 0;
-    int rx_event = -1;
-    int tx_event = -1;
+    int sig = -1;
 };
 
 // A completed attach, server side: the peer's descriptors and our DMB.

@@ -58,12 +58,12 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
     auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
-    if (!smc_conn_init_events(*conn)) {
+    if (!smc_conn_init_wakeups(*conn)) {
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});
     }
-    ep.offer(token, {cfg.dmb_size, conn->rx_event, conn->tx_event});
+    ep.offer(token, {cfg.dmb_size, conn->sig_far});
 
     clc::AcceptConfirmD accept;
     accept.type = clc::Type::Accept;
@@ -114,8 +114,7 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     }
     conn->tx = *peer_dmb;
     conn->peer_uid = peer->uid; // our DMB, once released, is reused only for this user
-    conn->peer_rx_event = peer->fds.rx_event;
-    conn->peer_tx_event = peer->fds.tx_event;
+    conn->peer_sig = peer->fds.sig;
     return conn;
 }
 

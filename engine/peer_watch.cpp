@@ -2,6 +2,7 @@
 
 #include "engine/log.hpp"
 #include "engine/sys.hpp"
+#include "engine/wakeup.hpp"
 
 #include <mutex>
 #include <new>
@@ -55,7 +56,7 @@ void deliver(uint64_t key) {
     // Wake readers and writers: they look and see EOF, a reset or EPIPE.
     // A wake-up of our own, so the next drain takes it.
     smc_self_wake(*c);
-    sys::efd_take(c->tx_event);
+    wakeup::drain(c->sig_far);
 }
 
 void add(SmcConn* c) {

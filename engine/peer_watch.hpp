@@ -3,8 +3,8 @@
 // epoll. In SMC mode nothing arrives on the TCP socket but its end (FIN or
 // RST when the peer process dies), so a thread of ours watches the TCP
 // sockets of those connections in a private epoll set and wakes the
-// connection's eventfds; the application's epoll sets hold only the
-// eventfds, so it never gets two events for one descriptor in one
+// connection's `sig`; the application's epoll sets hold only `sig`, so it
+// never gets two events for one descriptor in one
 // epoll_wait (programs such as Python's selectors would handle a closed
 // descriptor twice).
 #include "engine/conn.hpp"

@@ -5,6 +5,7 @@
 #include "engine/log.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
+#include "engine/wakeup.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -72,12 +73,12 @@ void after_consume(SmcConn& c, bool ring_empty) {
     if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits)) return;
     c.publish_cons();
     if (w.fetch_and(~uint64_t{cdc::kWaitSpace}, std::memory_order_seq_cst) & cdc::kWaitSpace) {
-        sys::efd_take(c.peer_tx_event); // drained = writable for the peer
+        wakeup::drain(c.peer_sig); // drained = writable for the peer
         c.notifications.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
-// The ring was read empty by a call that returns data: the eventfd must stop
+// The ring was read empty by a call that returns data: `sig` must stop
 // saying "readable" (a level-triggered watcher would read and get EAGAIN,
 // which some programs, wrk among them, count as an error), and the peer must
 // wake us on its next write (an edge-triggered watcher waits for it). If
@@ -115,22 +116,20 @@ void smc_arm_for_data(SmcConn& c) {
             sched_yield();
         }
     }
-    smc_drain_rx_event(c);
+    smc_drain_wakeup(c);
     w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
 }
 
-void smc_drain_rx_event(SmcConn& c) {
-    bool self = c.rx_event_self.exchange(false, std::memory_order_acq_rel);
+void smc_drain_wakeup(SmcConn& c) {
+    bool self = c.self_woken.exchange(false, std::memory_order_acq_rel);
     if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
         return; // armed and not yet taken: the peer has not written
-    sys::efd_take(c.rx_event);
+    if (!wakeup::drain(c.sig)) c.broken.store(true, std::memory_order_release); // pair shut down
 }
 
 void smc_self_wake(SmcConn& c) {
-    c.rx_event_self.store(true, std::memory_order_release);
-    uint64_t v = 1;
-    ssize_t rc = sys::real().write(c.rx_event, &v, sizeof v);
-    (void)rc;
+    c.self_woken.store(true, std::memory_order_release);
+    wakeup::send(c.sig_far);
 }
 
 void SmcConn::store_cons_word() {
@@ -236,7 +235,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
                 return !a || *a > 0 || peer_conn_flags(c);
             }))
             continue;
-        // Arm: drain our eventfd, ask the peer to wake us, look once more.
+        // Arm: drain `sig`, ask the peer to wake us, look once more.
         smc_arm_for_data(c);
         avail = available(c);
         if (!avail || *avail > 0 || peer_conn_flags(c)) continue;
@@ -250,7 +249,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             if (spent >= timeout_ms) return got ? ssize_t(got) : -EAGAIN;
             left = static_cast<int>(timeout_ms - spent);
         }
-        int w = wait::sleep(c, c.rx_event, POLLIN, left);
+        int w = wait::sleep(c, c.sig, POLLIN, left);
         if (w == -EINTR) return got ? ssize_t(got) : -EINTR;
         if (w == -ETIMEDOUT) return got ? ssize_t(got) : -EAGAIN;
     }
@@ -281,15 +280,15 @@ short smc_arm(SmcConn& c, short want) {
         if (!(ready & POLLIN) && smc_check_peer(c)) ready |= POLLIN | POLLERR;
     }
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
-        smc_block_tx_event(c);
+        smc_block_writable(c);
         c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
         ready |= smc_poll_events(c) & POLLOUT;
     }
-    // Make the eventfds show what is already true, for a level-triggered
-    // watcher (a count we wrote and did not drain still shows).
-    if ((ready & (POLLIN | POLLERR | POLLHUP)) && !c.rx_event_self.load(std::memory_order_acquire))
+    // Make `sig` show what is already true, for a level-triggered
+    // watcher (a byte we sent and did not drain still shows).
+    if ((ready & (POLLIN | POLLERR | POLLHUP)) && !c.self_woken.load(std::memory_order_acquire))
         smc_self_wake(c);
-    if (ready & POLLOUT) smc_open_tx_event(c);
+    if (ready & POLLOUT) smc_open_writable(c);
     return ready;
 }
 

@@ -5,9 +5,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <sys/uio.h>
 #include <system_error>
 #include <thread>
 #include <time.h>
@@ -30,31 +28,6 @@ void resolve() {
     // Another thread is resolving: dlsym is quick, wait for it.
     while (g_state.load(std::memory_order_acquire) != 2)
         sched_yield();
-}
-
-namespace {
-// Whether this kernel takes RWF_NOWAIT on an eventfd (5.12+), asked once of
-// an eventfd of our own: a peer's descriptor that refuses it later is no
-// eventfd, and is never read the blocking way.
-bool eventfd_nowait() {
-    static const bool ok = [] {
-        int fd = eventfd(0, EFD_CLOEXEC);
-        if (fd < 0) return false;
-        uint64_t v = 0;
-        iovec iov{&v, sizeof v};
-        bool yes = preadv2(fd, &iov, 1, -1, RWF_NOWAIT) < 0 && errno == EAGAIN;
-        real().close(fd);
-        return yes;
-    }();
-    return ok;
-}
-} // namespace
-
-uint64_t efd_take(int fd) {
-    uint64_t v = 0;
-    iovec iov{&v, sizeof v};
-    if (eventfd_nowait()) return preadv2(fd, &iov, 1, -1, RWF_NOWAIT) == sizeof v ? v : 0;
-    return real().read(fd, &v, sizeof v) == sizeof v ? v : 0;
 }
 
 namespace {

@@ -83,7 +83,7 @@ inline const Table& real() {
     return g_table;
 }
 
-// Moves one of usmc's own descriptors (eventfds, DMB memfds) into the top
+// Moves one of usmc's own descriptors (wake-up sockets, DMB memfds) into the top
 // quarter of RLIMIT_NOFILE, returning its new number. Programs size tables
 // by the descriptors they expect (wrk's event loop takes 10 + 3 per
 // connection and fails beyond it); usmc's descriptors must not push the
@@ -96,14 +96,6 @@ int place_high(int fd);
 int place_high_strict(int fd);
 // Where that top quarter starts.
 int high_base();
-
-// Takes an eventfd's count without ever blocking, whatever the file's
-// O_NONBLOCK says: the peer holds our eventfds' open files and can clear
-// it. preadv2(RWF_NOWAIT) is nonblocking per call (Linux 5.12+; on older
-// kernels, read(): the flag can then block us). Returns the count taken, 0
-// if none.
-// (Writes have no such flag: THREAT-MODEL.md.)
-uint64_t efd_take(int fd);
 
 // CLOCK_MONOTONIC in nanoseconds (system-wide: comparable across processes,
 // as the registry's congestion time is).

@@ -6,13 +6,13 @@
 #include "engine/log.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
+#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <sys/eventfd.h>
 #include <thread>
 #include <time.h>
 #include <vector>
@@ -82,9 +82,7 @@ void wake_peer_reader(SmcConn& c) {
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    uint64_t one = 1;
-    ssize_t rc = sys::real().write(c.peer_rx_event, &one, sizeof one);
-    (void)rc;
+    wakeup::send(c.peer_sig);
     w.fetch_and(~uint64_t{cdc::kWakingData}, std::memory_order_seq_cst);
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
@@ -181,19 +179,16 @@ int deadline_left(const timespec& deadline) {
 
 } // namespace
 
-void smc_block_tx_event(SmcConn& c, bool fresh) {
-    // Drain, then saturate (0xfffffffffffffffe): no longer writable, and the
-    // peer's drain makes it writable again.
-    uint64_t sat = 0xfffffffffffffffeull;
-    c.tx_event_full.store(true, std::memory_order_release);
-    if (!fresh) sys::efd_take(c.tx_event);
-    ssize_t rc = sys::real().write(c.tx_event, &sat, sizeof sat);
-    (void)rc;
+void smc_block_writable(SmcConn& c) {
+    // Filled: no longer writable, and the peer's drain of the far end makes
+    // it writable again. (Already filled: the send finds no room, EAGAIN.)
+    c.sig_filled.store(true, std::memory_order_release);
+    wakeup::fill(c.sig);
 }
 
-void smc_open_tx_event(SmcConn& c) {
-    if (!c.tx_event_full.exchange(false, std::memory_order_acq_rel)) return;
-    sys::efd_take(c.tx_event);
+void smc_open_writable(SmcConn& c) {
+    if (!c.sig_filled.exchange(false, std::memory_order_acq_rel)) return;
+    wakeup::drain(c.sig_far);
 }
 
 ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,
@@ -251,9 +246,9 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
                     return !f || *f > 0;
                 }))
                 continue;
-            // Make tx_event unwritable before arming, so a wake-up after this
+            // Make `sig` unwritable before arming, so a wake-up after this
             // point leaves it writable.
-            smc_block_tx_event(c);
+            smc_block_writable(c);
             c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
             free = peer_free(c);
             if (free && *free > 0) continue;
@@ -262,7 +257,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             if (nonblock) return -EAGAIN;
             int left = timeout_ms >= 0 ? deadline_left(deadline) : -1;
             if (timeout_ms >= 0 && left == 0) return -EAGAIN;
-            int w = wait::sleep(c, c.tx_event, POLLOUT, left);
+            int w = wait::sleep(c, c.sig, POLLOUT, left);
             if (w == -EINTR) return -EINTR;
             if (w == -ETIMEDOUT) return -EAGAIN;
             continue;

@@ -93,24 +93,23 @@ Buffer& dmb_buffer(int side, uint32_t ring, std::unique_ptr<Buffer>& scratch) {
     return *b;
 }
 
-// The eventfds only carry wake-ups, and rx.cpp/tx.cpp ignore what their
-// reads and writes return: stand-ins (no system call per operation) keep
-// the target fast and every run independent of the last.
+// The wake-up sockets only carry wake-ups, and rx.cpp/tx.cpp ignore what
+// their sends and receives return: stand-ins (no system call per operation)
+// keep the target fast and every run independent of the last.
 struct Events {
-    int rx, tx, peer_rx, peer_tx;
+    int sig, sig_far, peer_sig;
 };
 // (Negative: a system call that reaches one anyway fails with EBADF.)
-constexpr Events kEvents{-104, -103, -102, -101};
+constexpr Events kEvents{-103, -102, -101};
 
-ssize_t fake_read(int fd, void* buf, size_t n) {
-    if (fd < kEvents.rx || fd > kEvents.peer_tx) std::abort(); // nothing else is read
-    if (n >= sizeof(uint64_t)) std::memset(buf, 0, sizeof(uint64_t));
-    return static_cast<ssize_t>(n);
+ssize_t fake_recv(int fd, void*, size_t, int) {
+    if (fd < kEvents.sig || fd > kEvents.peer_sig) std::abort(); // nothing else is read
+    errno = EAGAIN;                                              // drained
+    return -1;
 }
 
-ssize_t fake_write(int fd, const void* buf, size_t n) {
-    if (fd == 2) return ::write(fd, buf, n); // a report
-    if (fd < kEvents.rx || fd > kEvents.peer_tx) std::abort();
+ssize_t fake_send(int fd, const void*, size_t n, int) {
+    if (fd < kEvents.sig || fd > kEvents.peer_sig) std::abort();
     return static_cast<ssize_t>(n);
 }
 
@@ -118,8 +117,8 @@ void setup_once() {
     static const bool done = [] {
         log::set_level(log::LogLevel::Error); // broken cursors are logged as warnings
         sys::resolve();
-        sys::g_table.read = fake_read;
-        sys::g_table.write = fake_write;
+        sys::g_table.recv = fake_recv;
+        sys::g_table.send = fake_send;
         return true;
     }();
     (void)done;
@@ -288,10 +287,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.rx = ism::Dmb{-1, rxb.base, rxb.size, 0, 0};
     c.tx = ism::Dmb{-1, txb.base, txb.size, 0, 0};
     c.tx.control()->waiting.store(without_waking(c.tx.control()->waiting.load()));
-    c.rx_event = ev.rx;
-    c.tx_event = ev.tx;
-    c.peer_rx_event = ev.peer_rx;
-    c.peer_tx_event = ev.peer_tx;
+    c.sig = ev.sig;
+    c.sig_far = ev.sig_far;
+    c.peer_sig = ev.peer_sig;
     c.tcp_fd = -1; // no TCP connection: a dead peer shows only in shared memory
     c.busy_poll_us = 0;
     c.autocorking_size = 0;

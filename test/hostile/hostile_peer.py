@@ -8,11 +8,13 @@ entry, announces its connect in the listener's Pending memory (a sealed
 memfd it asks the listener's endpoint for, with the entry's token),
 sends a valid SMC-D Proposal, reads the Accept (the server's GID and DMB
 token), attaches on the server's abstract Unix endpoint with its own sealed
-memfd DMB and two nonblocking eventfds, and sends the Confirm. Then it
+memfd DMB and the far end of its own wake-up socket pair, and sends the
+Confirm. Then it
 misbehaves, in one of these modes:
 
-  flip-flags      clear O_NONBLOCK on the eventfds the server sent (the open
-                  file is shared: this flips the server's own descriptors)
+  flip-flags      clear O_NONBLOCK on the wake-up socket the server sent (the
+                  open file is shared: this flips the server's own copy) and
+                  fill every queue it can send into
   garbage-cursors write impossible cursors and flags into both control lines
                   and wake the server
   owner-refs      write a large value into owner_refs (offset 40) of the
@@ -259,8 +261,14 @@ def cursor(wrap, count):
     return wrap | count << 16
 
 
-def eventfd():
-    return os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+def wakeup_pair():
+    """A wake-up pair as usmc makes it (engine/wakeup.cpp): ours, and the far
+    end the server gets."""
+    ours, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    for s in (ours, far):
+        s.setblocking(False)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+    return ours, far
 
 
 # --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
@@ -304,18 +312,18 @@ class Session:
         self.tcp.sendall(proposal(self.gid))
         server_gid, token, size = parse_accept(read_clc(self.tcp))
         self.ours = Dmb(size)
-        self.rx_event, self.tx_event = eventfd(), eventfd()
+        self.sig, self.sig_far = wakeup_pair()
         self.link = link(server_gid)
         socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token)],
-                        [self.ours.fd, self.rx_event, self.tx_event])
+                        [self.ours.fd, self.sig_far.fileno()])
         msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
         magic, status, their_size, _ = REPLY.unpack(msg)
-        if magic != ATTACH_MAGIC or status != 0 or len(fds) != 3:
+        if magic != ATTACH_MAGIC or status != 0 or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             raise ConnectionError(f"attach refused: status {status}, {len(fds)} descriptors")
         self.theirs = Dmb(their_size, fds[0])
-        self.server_rx_event, self.server_tx_event = fds[1], fds[2]
+        self.server_sig = socket.socket(fileno=fds[1])  # the far end of the server's pair
         self.tcp.sendall(confirm(self.gid, random64(), size))
         self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client
 
@@ -336,15 +344,18 @@ class Session:
         self.theirs.put(CONS, len(ping) << 16)  # consumed it
 
     def wake_server(self):
-        os.write(self.server_rx_event, struct.pack("=Q", 1))
+        try:
+            self.server_sig.send(b"\1", socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass  # a full queue: the server is woken already
 
     def close(self, flag_closed=True):
         if flag_closed:  # as a usmc client's close: the flag, then a wake-up
             self.theirs.put(CONS, self.theirs.get(CONS) | CONN_CLOSED << 56)
             self.wake_server()
         self.pending.close()
-        for fd in (self.rx_event, self.tx_event, self.server_rx_event, self.server_tx_event):
-            os.close(fd)
+        for sock in (self.sig, self.sig_far, self.server_sig):
+            sock.close()
         self.ours.close()
         self.theirs.close()
         self.link.close()
@@ -363,9 +374,16 @@ def hold(args, what, n):
 def flip_flags(args):
     s = Session(args.host, args.port)
     s.wait_accepted()
-    for fd in (s.server_rx_event, s.server_tx_event):
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-    hold(args, "connection with the server's eventfds blocking", 1)
+    fd = s.server_sig.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    # Every queue the server sends into when it wakes itself is full now,
+    # and the server's own copy of that end is blocking.
+    for _ in range(10000):
+        try:
+            s.server_sig.send(b"\0" * 512, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            break
+    hold(args, "connection with the server's wake-up socket blocking and full", 1)
     s.close()
 
 

@@ -2,6 +2,7 @@
 #include "engine/peer_watch.hpp"
 #include "engine/sys.hpp"
 #include "engine/tx.hpp"
+#include "engine/wakeup.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -9,9 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -32,16 +33,14 @@ struct Pair {
     explicit Pair(uint32_t size = 64 * 1024) {
         da = *ism::create_dmb(size);
         db = *ism::create_dmb(size);
-        REQUIRE(smc_conn_init_events(a));
-        REQUIRE(smc_conn_init_events(b));
+        REQUIRE(smc_conn_init_wakeups(a));
+        REQUIRE(smc_conn_init_wakeups(b));
         a.rx = da;
         a.tx = db;
         b.rx = db;
         b.tx = da;
-        a.peer_rx_event = b.rx_event;
-        a.peer_tx_event = b.tx_event;
-        b.peer_rx_event = a.rx_event;
-        b.peer_tx_event = a.tx_event;
+        a.peer_sig = b.sig_far; // (the same descriptor: one process)
+        b.peer_sig = a.sig_far;
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, tcp) == 0); // stands in for the TCP connection
         a.tcp_fd = tcp[0];
         b.tcp_fd = tcp[1];
@@ -49,7 +48,7 @@ struct Pair {
     ~Pair() {
         smc_cork_forget(a); // the backstop flusher must not see them again
         smc_cork_forget(b);
-        for (int fd : {a.rx_event, a.tx_event, b.rx_event, b.tx_event, tcp[0], tcp[1]})
+        for (int fd : {a.sig, a.sig_far, b.sig, b.sig_far, tcp[0], tcp[1]})
             if (fd >= 0) close(fd);
         ism::unmap(da);
         ism::unmap(db);
@@ -164,28 +163,28 @@ TEST_CASE("send and recv through the DMBs; no wake-up when nobody waits") {
     CHECK(smc_tx_unconsumed(p.a) == 0);
     CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
     // b found the ring empty and said it waits: the next send wakes it, once.
-    CHECK_FALSE(readable(p.b.rx_event));
+    CHECK_FALSE(readable(p.b.sig));
     CHECK(send_buf(p.a, "again", 5) == 5);
-    CHECK(readable(p.b.rx_event));
+    CHECK(readable(p.b.sig));
     CHECK(p.a.notifications.load() == 1);
     CHECK(send_buf(p.a, "more", 4) == 4);
     CHECK(p.a.notifications.load() == 1); // already woken: no second system call
     CHECK(recv_buf(p.b, buf, sizeof buf) == 9);
 }
 
-TEST_CASE("a full ring: EAGAIN, tx_event unwritable, then space frees and it is writable again") {
+TEST_CASE("a full ring: EAGAIN, sig unwritable, then space frees and it is writable again") {
     Pair p(16 * 1024);
     uint32_t ring = p.a.tx.ring_size();
     auto data = pattern(ring + 100, 1);
-    CHECK(writable(p.a.tx_event));
+    CHECK(writable(p.a.sig));
     CHECK(send_buf(p.a, data.data(), data.size(), true) == ssize_t(ring)); // partial write
     CHECK(send_buf(p.a, data.data(), 10, true) == -EAGAIN);
-    CHECK_FALSE(writable(p.a.tx_event));
+    CHECK_FALSE(writable(p.a.sig));
     CHECK((smc_poll_events(p.a) & POLLOUT) == 0);
     std::vector<uint8_t> got(ring);
     CHECK(recv_buf(p.b, got.data(), 100) == 100);
     // 100 bytes consumed is below the update limit, but the writer waits: announced and woken.
-    CHECK(writable(p.a.tx_event));
+    CHECK(writable(p.a.sig));
     CHECK(send_buf(p.a, data.data() + ring, 100, true) == 100);
     got.resize(ring + 100);
     CHECK(recv_buf(p.b, got.data() + 100, ring) == ssize_t(ring));
@@ -643,7 +642,7 @@ TEST_CASE("MSG_MORE and TCP_CORK hold bytes back (no wake-up), the last part pub
     REQUIRE(smc_send(p.a, &part, 1, true, -1, /*more=*/true) == 6);
     CHECK(p.a.tx_held == 6);
     CHECK(smc_rx_available(p.b) == 0); // not visible
-    pollfd pf{p.b.rx_event, POLLIN, 0};
+    pollfd pf{p.b.sig, POLLIN, 0};
     CHECK(poll(&pf, 1, 0) == 0); // and nobody was woken for it
     iovec last{const_cast<char*>("world"), 5};
     REQUIRE(smc_send(p.a, &last, 1, true, -1, false) == 5);
@@ -694,16 +693,15 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
         auto* c = new (mem) SmcConn;
         c->tcp_fd = sv[0];
-        c->rx_event = eventfd(0, EFD_NONBLOCK);
-        c->tx_event = eventfd(0, EFD_NONBLOCK);
+        REQUIRE(wakeup::make_pair(&c->sig, &c->sig_far));
         peer_watch::add(c);
         REQUIRE(c->peer_watch_id != 0);
         return c;
     };
     auto drop = [](SmcConn* c, int sv[2]) {
         peer_watch::remove(c);
-        close(c->rx_event);
-        close(c->tx_event);
+        close(c->sig);
+        close(c->sig_far);
         close(sv[0]);
         close(sv[1]);
         c->~SmcConn();
@@ -714,25 +712,60 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
     drop(a, a_sv);
     SmcConn* b = make(b_sv);
     CHECK(b->peer_watch_id != old_key);
-    uint64_t v = 0;
+    char v = 0;
     peer_watch::deliver(old_key); // the old connection's late event
-    CHECK(read(b->rx_event, &v, sizeof v) == -1);
-    CHECK_FALSE(b->rx_event_self.load());
+    CHECK(recv(b->sig, &v, 1, MSG_DONTWAIT) == -1);
+    CHECK_FALSE(b->self_woken.load());
     peer_watch::deliver(b->peer_watch_id); // its own wakes it, as our own wake-up
-    CHECK(read(b->rx_event, &v, sizeof v) == sizeof v);
-    CHECK(b->rx_event_self.load());
+    CHECK(recv(b->sig, &v, 1, MSG_DONTWAIT) == 1);
+    CHECK(b->self_woken.load());
     drop(b, b_sv);
 }
 
-TEST_CASE("an eventfd whose O_NONBLOCK the peer cleared is still taken without blocking") {
-    int fd = eventfd(0, EFD_CLOEXEC); // blocking, as a peer that cleared the flag leaves it
-    REQUIRE(fd >= 0);
-    CHECK(sys::efd_take(fd) == 0); // would block forever with read()
-    uint64_t v = 5;
-    REQUIRE(write(fd, &v, sizeof v) == sizeof v);
-    CHECK(sys::efd_take(fd) == 5);
-    CHECK(sys::efd_take(fd) == 0);
-    close(fd);
+TEST_CASE("wake-up pair: readable when woken, unwritable when filled, and a broken pair shows") {
+    int near_end = -1, far_end = -1;
+    REQUIRE(wakeup::make_pair(&near_end, &far_end));
+    CHECK_FALSE(readable(near_end));
+    CHECK(writable(near_end));
+    wakeup::send(far_end); // the peer wakes us
+    CHECK(readable(near_end));
+    CHECK(wakeup::drain(near_end));
+    CHECK_FALSE(readable(near_end));
+    wakeup::fill(near_end); // the peer's ring is full
+    CHECK_FALSE(writable(near_end));
+    wakeup::fill(near_end); // again: still not, and it returns
+    CHECK_FALSE(writable(near_end));
+    CHECK(wakeup::drain(far_end)); // the peer freed space
+    CHECK(writable(near_end));
+    REQUIRE(shutdown(far_end, SHUT_WR) == 0); // a peer breaking it
+    CHECK(readable(near_end));
+    CHECK_FALSE(wakeup::drain(near_end));
+    close(near_end);
+    close(far_end);
+}
+
+TEST_CASE("wake-up pair: no call blocks when the peer clears O_NONBLOCK on its end and fills "
+          "every queue it can") {
+    int near_end = -1, far_end = -1;
+    REQUIRE(wakeup::make_pair(&near_end, &far_end));
+    int peer = fcntl(far_end, F_DUPFD_CLOEXEC, 0); // the peer's copy: the same open file
+    REQUIRE(peer >= 0);
+    REQUIRE(fcntl(peer, F_SETFL, fcntl(peer, F_GETFL) & ~O_NONBLOCK) == 0);
+    CHECK((fcntl(far_end, F_GETFL) & O_NONBLOCK) == 0); // ours changed with it
+    char junk[512] = {};
+    for (int i = 0; i < 10000 && send(peer, junk, sizeof junk, MSG_DONTWAIT) > 0; ++i) {
+    }
+    alarm(10);                     // a blocking call would end the test here (SIGALRM)
+    wakeup::send(far_end);         // a self wake-up into a full queue
+    CHECK(wakeup::drain(far_end)); // nothing there to take
+    wakeup::fill(near_end);        // ours is nonblocking, but fill twice anyway
+    wakeup::fill(near_end);
+    CHECK(wakeup::drain(near_end)); // takes the junk, a bounded number of reads
+    CHECK(wakeup::drain(far_end));
+    alarm(0);
+    close(peer);
+    close(near_end);
+    close(far_end);
 }
 
 TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, then only a spin") {
