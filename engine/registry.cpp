@@ -277,7 +277,8 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
             c->pid = e->pid;
             c->gid = e->gid;
             c->token = e->pending_token;
-            c->pidfd = sys::place_high(static_cast<int>(syscall(SYS_pidfd_open, e->pid, 0)));
+            c->pidfd =
+                sys::place_high(static_cast<int>(sys::real().syscall(SYS_pidfd_open, e->pid, 0)));
         }
         if (!ok || c->pidfd < 0) {
             drop(*g_cache, size_t(c - g_cache->data()));

@@ -63,7 +63,8 @@ namespace usmc::sys {
     X(dup3, int, (int, int, int))                                                                  \
     X(fork, pid_t, (void))                                                                         \
     X(vfork, pid_t, (void))                                                                        \
-    X(daemon, int, (int, int))
+    X(daemon, int, (int, int))                                                                     \
+    X(syscall, long, (long, ...))
 
 struct Table {
 #define USMC_SYS_FIELD(name, ret, params) ret(*name) params;

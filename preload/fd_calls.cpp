@@ -7,18 +7,30 @@
 #include <linux/close_range.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 using namespace usmc;
 
-USMC_EXPORT int close(int fd) {
-    if (shim::vfork_child()) return sys::real().close(fd);
+namespace usmc::shim {
+int close_fd(int fd, bool nocancel) {
+    // syscall(SYS_close) is how libuv closes (close() is a cancellation
+    // point); it keeps that property here.
+    auto real_close = [nocancel](int n) {
+        return nocancel ? int(sys::real().syscall(SYS_close, n)) : sys::real().close(n);
+    };
+    if (vfork_child()) return real_close(fd);
     auto closed =
         af_smc::on_close(fd); // an SMC connection tells its peer before the TCP socket goes
     g_fds.clear(fd);
-    int rc = sys::real().close(fd);
+    int rc = real_close(fd);
     if (closed.listener) af_smc::after_close(closed);
     return rc;
+}
+} // namespace usmc::shim
+
+USMC_EXPORT int close(int fd) {
+    return shim::close_fd(fd, false);
 }
 
 USMC_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept {

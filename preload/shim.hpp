@@ -73,6 +73,11 @@ inline int fail(int err) {
     return -1;
 }
 
+// close(): an SMC connection tells its peer, the fd table forgets the
+// number, then the descriptor goes (with the raw system call if `nocancel`,
+// for syscall(SYS_close)).
+int close_fd(int fd, bool nocancel);
+
 // A new TCP socket (socket(), AF_SMC, IPPROTO_SMC): start tracking it.
 void track_new_socket(int fd, int family, uint8_t flags);
 

@@ -18,7 +18,7 @@ namespace usmc::shim {
 thread_local VforkMark t_vfork __attribute__((tls_model("initial-exec"))) = {false, 0};
 
 bool vfork_child_slow() {
-    pid_t now = static_cast<pid_t>(syscall(SYS_getpid));
+    pid_t now = static_cast<pid_t>(sys::real().syscall(SYS_getpid));
     if (now != t_vfork.parent) return true;
     t_vfork.active = false; // the parent, back from vfork
     return false;
@@ -28,7 +28,7 @@ bool vfork_child_slow() {
 
 extern "C" __attribute__((visibility("hidden"), used)) void* usmc_vfork_prepare() {
     using namespace usmc;
-    shim::t_vfork.parent = static_cast<pid_t>(syscall(SYS_getpid));
+    shim::t_vfork.parent = static_cast<pid_t>(sys::real().syscall(SYS_getpid));
     shim::t_vfork.active = true;
     auto real = sys::real().vfork;
     // Without a real vfork (never on glibc), fork is what POSIX allows.
