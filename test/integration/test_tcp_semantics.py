@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Behaviours of TCP that programs rely on, kept under usmc (both ends
 wrapped): a listener reported readable lets accept() return; the first
-send after the peer closed is taken, as TCP takes it."""
+send after the peer closed is taken, as TCP takes it; a socket closed with
+syscall(SYS_close), as libuv closes, is closed."""
 import os
 import socket
 import time
@@ -9,6 +10,7 @@ import time
 from harness import APPS, PYTHON, Env, check, finish, read_ready
 
 APP = os.path.join(APPS, "semantics_app.py")
+RAWCLOSE = os.path.join(APPS, "rawclose_app.py")
 BURST = os.path.join(APPS, "burst_app.py")
 
 # 1. socketserver's loop (select, then a blocking accept) while clients
@@ -60,4 +62,39 @@ s.close()
     check("FIRST sent" in out and "SECOND error" in out,
           f"after the client closed: first send taken, second fails ({out.split()}, {err[-200:]})")
     check(st["conn_smcd"] == 2, f"the connection ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
+
+# 3. A connection closed through syscall(SYS_close) (libuv's close, so every
+#    Node.js server's) is closed as by close(): the client reads the answer
+#    and then its end of stream (it read ECONNRESET: wrk's read errors), the
+#    socket leaves the server's epoll set, nothing of it stays behind (each
+#    kept two eventfds, a DMB and a mapping until the top quarter of
+#    RLIMIT_NOFILE filled and later connections ran as TCP, reason FDLIMIT),
+#    and a descriptor that gets its number is that descriptor (a pipe's read
+#    went to the dead connection).
+N = 20
+with Env() as env:
+    server = env.start(env.wrap([PYTHON, RAWCLOSE, "server", "--n", str(N)]))
+    port = read_ready(server)
+    client = env.run(env.wrap([PYTHON, RAWCLOSE, "client", "--n", str(N), "--port", str(port)]),
+                     timeout=60)
+    out, err = server.communicate(timeout=30)
+    replies = [l.split() for l in client.stdout.splitlines() if l.startswith("REPLY")]
+    conns = [l.split() for l in out.splitlines() if l.startswith("CONN")]
+    pipe = [l.split(None, 2) for l in out.splitlines() if l.startswith("PIPE")]
+    st = env.stats()
+    whole = [r[2] == "eof" and int(r[3]) == len(f"reply to request {r[1]}") for r in replies]
+    check(len(replies) == N and all(whole),
+          f"each answer, then end of stream ({[' '.join(r[1:]) for r in replies][:3]}, "
+          f"{len(replies)} of {N}, {client.stderr[-200:]})")
+    regs = [int(c[5]) for c in conns]
+    check(len(regs) == N and regs == regs[:1] * N,
+          f"closed sockets leave the epoll set: registrations with one socket in it {regs}")
+    fds = [int(c[3]) for c in conns]
+    check(len(fds) == N and fds[-1] == fds[0],
+          f"nothing stays behind: open descriptors with the first connection {fds[:1]}, with the "
+          f"last {fds[-1:]} ({err[-200:]})")
+    check(len(pipe) == 1 and pipe[0][2] == "pipe bytes",
+          f"a pipe at the last socket's number reads its own bytes ({pipe})")
+    check(st["conn_smcd"] == 2 * N,
+          f"every connection ran SMC-D ({st['conn_smcd']} of {2 * N}, {st['fallback_reasons']})")
 finish()

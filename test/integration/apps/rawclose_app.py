@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Descriptors closed with syscall(SYS_close), as libuv (Node.js) closes
+them, for test_tcp_semantics.py.
+
+server: accepts --n connections one after another; for each, registers it
+    in an epoll set, prints 'CONN <i> fds <open descriptors> epoll
+    <registrations in the set>', reads the request, answers and closes it
+    through libc's syscall() (no shutdown first). Then opens a pipe, which
+    gets the last socket's number, and prints 'PIPE <fd> <what it read>'.
+client: --n times: connects, sends a request, reads until end of stream;
+    prints 'REPLY <i> <eof|error errno|connect-error errno> <bytes>'.
+"""
+import argparse
+import ctypes
+import os
+import select
+import socket
+
+SYS_CLOSE = {"x86_64": 3, "aarch64": 57}[os.uname().machine]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+
+def raw_close(fd):
+    if libc.syscall(ctypes.c_long(SYS_CLOSE), ctypes.c_long(fd)) != 0:
+        raise OSError(ctypes.get_errno(), "syscall(SYS_close)")
+
+
+def epoll_registrations(ep):
+    with open(f"/proc/self/fdinfo/{ep.fileno()}") as f:
+        return sum(1 for line in f if line.startswith("tfd:"))
+
+
+def server(args):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    print("READY", ls.getsockname()[1], flush=True)
+    ep = select.epoll()
+    for i in range(args.n):
+        c, _ = ls.accept()
+        ep.register(c.fileno(), select.EPOLLIN)
+        # Counted while the socket holds its number: the directory and the
+        # fdinfo file take other numbers.
+        fds = len(os.listdir("/proc/self/fd"))
+        regs = epoll_registrations(ep)
+        req = c.recv(100)
+        c.sendall(b"reply to " + req)
+        raw_close(c.detach())  # the socket object lets go; libc's syscall() closes
+        print(f"CONN {i} fds {fds} epoll {regs}", flush=True)
+    # The lowest free number, the last socket's, goes to a pipe.
+    r, w = os.pipe()
+    os.write(w, b"pipe bytes")
+    try:
+        got = os.read(r, 100).decode()
+    except OSError as e:
+        got = f"error {e.errno}"
+    print(f"PIPE {r} {got}", flush=True)
+
+
+def client(args):
+    for i in range(args.n):
+        try:
+            s = socket.create_connection(("127.0.0.1", args.port), timeout=10)
+        except OSError as e:
+            print(f"REPLY {i} connect-error {e.errno} 0", flush=True)
+            return
+        s.sendall(b"request %d" % i)
+        got = b""
+        end = "eof"
+        try:
+            while True:
+                b = s.recv(100)
+                if not b:
+                    break
+                got += b
+        except OSError as e:
+            end = f"error {e.errno}"
+        s.close()
+        print(f"REPLY {i} {end} {len(got)}", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["server", "client"])
+    p.add_argument("--n", type=int, default=10)
+    p.add_argument("--port", type=int, default=0)
+    args = p.parse_args()
+    {"server": server, "client": client}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()
