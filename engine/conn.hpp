@@ -116,6 +116,7 @@ struct SmcConn {
     // no draining; `sig_far` needs draining only if we filled `sig`.
     std::atomic<bool> self_woken{false}; // we woke `sig` since our last drain
     std::atomic<bool> sig_filled{false}; // we filled `sig` since our last drain
+    std::atomic<bool> sig_shrunk{false}; // its send buffer is at the minimum (wakeup::fill)
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)

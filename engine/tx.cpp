@@ -183,7 +183,7 @@ void smc_block_writable(SmcConn& c) {
     // Filled: no longer writable, and the peer's drain of the far end makes
     // it writable again. (Already filled: the send finds no room, EAGAIN.)
     c.sig_filled.store(true, std::memory_order_release);
-    wakeup::fill(c.sig);
+    wakeup::fill(c.sig, !c.sig_shrunk.exchange(true, std::memory_order_relaxed));
 }
 
 void smc_open_writable(SmcConn& c) {

@@ -21,9 +21,6 @@ bool make_pair(int* near_end, int* far_end) {
     *near_end = *far_end = -1;
     if (sys::real().socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
         return false;
-    int smallest = 1; // the kernel rounds up to its minimum
-    for (int fd : sv)
-        sys::real().setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest);
     int a = sys::place_high_strict(sv[0]);
     int b = sys::place_high_strict(sv[1]);
     if (a < 0 || b < 0) {
@@ -53,7 +50,11 @@ bool drain(int fd) {
     return true;
 }
 
-void fill(int fd) {
+void fill(int fd, bool shrink) {
+    if (shrink) {
+        int smallest = 1; // the kernel rounds up to its minimum
+        sys::real().setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest);
+    }
     static const char zeros[kFillBytes] = {};
     ssize_t rc = sys::real().send(fd, zeros, sizeof zeros, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)rc;

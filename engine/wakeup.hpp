@@ -22,9 +22,8 @@
 // withholds readiness of its own connection only.
 namespace usmc::wakeup {
 
-// A new pair (nonblocking, close-on-exec, in usmc's descriptor range, send
-// buffers at the kernel's minimum). False (errno EMFILE, ...) if it cannot
-// be made; nothing is left open then.
+// A new pair (nonblocking, close-on-exec, in usmc's descriptor range).
+// False (errno EMFILE, ...) if it cannot be made; nothing is left open then.
 bool make_pair(int* near_end, int* far_end);
 // One wake-up byte into `fd`. A full queue already means "readable".
 void send(int fd);
@@ -32,8 +31,10 @@ void send(int fd);
 // other end was shut down (end of stream): someone broke the pair.
 bool drain(int fd);
 // Fills `fd`'s send buffer, so that it no longer polls writable until the
-// other end is drained.
-void fill(int fd);
+// other end is drained. `shrink` first, once per descriptor: the buffer at
+// the kernel's minimum, so one send fills it. (Only then: most connections
+// never fill, and a system call per connection set-up is worth saving.)
+void fill(int fd, bool shrink);
 // Whether `fd`, received from a peer, is a Unix stream socket (what the
 // calls above assume).
 bool plausible(int fd);

@@ -267,7 +267,6 @@ def wakeup_pair():
     ours, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     for s in (ours, far):
         s.setblocking(False)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
     return ours, far
 
 

@@ -731,9 +731,9 @@ TEST_CASE("wake-up pair: readable when woken, unwritable when filled, and a brok
     CHECK(readable(near_end));
     CHECK(wakeup::drain(near_end));
     CHECK_FALSE(readable(near_end));
-    wakeup::fill(near_end); // the peer's ring is full
+    wakeup::fill(near_end, true); // the peer's ring is full
     CHECK_FALSE(writable(near_end));
-    wakeup::fill(near_end); // again: still not, and it returns
+    wakeup::fill(near_end, false); // again: still not, and it returns
     CHECK_FALSE(writable(near_end));
     CHECK(wakeup::drain(far_end)); // the peer freed space
     CHECK(writable(near_end));
@@ -758,8 +758,8 @@ TEST_CASE("wake-up pair: no call blocks when the peer clears O_NONBLOCK on its e
     alarm(10);                     // a blocking call would end the test here (SIGALRM)
     wakeup::send(far_end);         // a self wake-up into a full queue
     CHECK(wakeup::drain(far_end)); // nothing there to take
-    wakeup::fill(near_end);        // ours is nonblocking, but fill twice anyway
-    wakeup::fill(near_end);
+    wakeup::fill(near_end, true);  // ours is nonblocking, but fill twice anyway
+    wakeup::fill(near_end, false);
     CHECK(wakeup::drain(near_end)); // takes the junk, a bounded number of reads
     CHECK(wakeup::drain(far_end));
     alarm(0);
