@@ -98,6 +98,13 @@ int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const s
 void before_fork();
 void fork_failed();
 void on_fork_child();
+// Around an exec of this process (not a vfork child's): the listeners this
+// process published are marked withdrawn first, because the new program
+// inherits their sockets but not usmc's state (its endpoint closes), and a
+// client that still believed the entry would send CLC to a program that
+// may not speak it. exec_failed() marks them live again.
+void before_exec();
+void exec_failed();
 // Process exit (library destructor): connections still open are closed in
 // order, so peers read EOF as they would from TCP, not a reset.
 void on_exit();

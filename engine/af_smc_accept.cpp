@@ -551,6 +551,24 @@ void on_listen(int fd, int backlog) {
     g_listeners[fd].store(l, std::memory_order_release);
 }
 
+namespace {
+void mark_listeners_exec(bool going) {
+    if (!g_listeners) return;
+    std::lock_guard lock(g_listen_mu);
+    for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
+            l->reg().mark_exec(going);
+}
+} // namespace
+
+void before_exec() {
+    mark_listeners_exec(true);
+}
+
+void exec_failed() {
+    mark_listeners_exec(false);
+}
+
 bool limit_hs(int fd) {
     SockInfo s = g_fds.get(fd);
     if (s.role == SockRole::Listener && !s.has(kFlagLimitHsSet)) return runtime::default_limit_hs();

@@ -477,6 +477,11 @@ void Listener::socket_closed(uint64_t inode) {
     path_.clear();
 }
 
+void Listener::mark_exec(bool going) {
+    if (entry_ && entry_->pid == getpid())
+        entry_->withdrawn.store(going ? 1 : 0, std::memory_order_release);
+}
+
 void Listener::withdraw() {
     if (entry_) {
         if (entry_->pid == getpid()) {

@@ -116,6 +116,9 @@ class Listener {
     // Whether the connection from client port `port` was announced.
     bool expects_port(uint16_t port) const;
     void withdraw();
+    // Marked withdrawn (clients stop believing it) while this process execs,
+    // and back if the exec fails; only the publishing process's own entry.
+    void mark_exec(bool going);
 
   private:
     std::string path_;

@@ -64,6 +64,12 @@ namespace usmc::sys {
     X(fork, pid_t, (void))                                                                         \
     X(vfork, pid_t, (void))                                                                        \
     X(daemon, int, (int, int))                                                                     \
+    X(execve, int, (const char*, char* const*, char* const*))                                      \
+    X(execv, int, (const char*, char* const*))                                                     \
+    X(execvp, int, (const char*, char* const*))                                                    \
+    X(execvpe, int, (const char*, char* const*, char* const*))                                     \
+    X(fexecve, int, (int, char* const*, char* const*))                                             \
+    X(execveat, int, (int, const char*, char* const*, char* const*, int))                          \
     X(syscall, long, (long, ...))
 
 struct Table {

@@ -161,6 +161,11 @@ USMC_EXPORT long syscall(long n, ...) {
         return epoll_pwait2(fd, ptr<epoll_event>(b), int(c), ptr<const timespec>(d),
                             ptr<const sigset_t>(e));
 #endif
+    // The program is replaced: its listeners leave the registry first.
+    case SYS_execve:
+        return execve(ptr<const char>(a), ptr<char* const>(b), ptr<char* const>(c));
+    case SYS_execveat:
+        return execveat(fd, ptr<const char>(b), ptr<char* const>(c), ptr<char* const>(d), int(e));
     default:
         break;
     }

@@ -347,6 +347,8 @@ class Session:
             self.server_sig.send(b"\1", socket.MSG_DONTWAIT)
         except BlockingIOError:
             pass  # a full queue: the server is woken already
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed its side already (it saw our flag)
 
     def close(self, flag_closed=True):
         if flag_closed:  # as a usmc client's close: the flag, then a wake-up

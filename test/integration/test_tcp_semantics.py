@@ -2,9 +2,14 @@
 """Behaviours of TCP that programs rely on, kept under usmc (both ends
 wrapped): a listener reported readable lets accept() return; the first
 send after the peer closed is taken, as TCP takes it; a socket closed with
-syscall(SYS_close), as libuv closes, is closed."""
+syscall(SYS_close), as libuv closes, is closed; a server that execs into a
+program knowing nothing of usmc, its listener inherited, gets plain bytes
+from a client that talked SMC-D to it before."""
 import os
+import queue
 import socket
+import subprocess
+import threading
 import time
 
 from harness import APPS, PYTHON, Env, check, finish, read_ready
@@ -12,6 +17,37 @@ from harness import APPS, PYTHON, Env, check, finish, read_ready
 APP = os.path.join(APPS, "semantics_app.py")
 RAWCLOSE = os.path.join(APPS, "rawclose_app.py")
 BURST = os.path.join(APPS, "burst_app.py")
+EXEC = os.path.join(APPS, "exec_app.py")
+
+
+class Lines:
+    """A process's stdout lines, read by a thread of their own, so a wait
+    for one is bounded in time and none buffered away is missed."""
+
+    def __init__(self, p):
+        self.q = queue.Queue()
+        threading.Thread(target=self._read, args=(p.stdout,), daemon=True).start()
+
+    def _read(self, f):
+        try:
+            for line in f:
+                self.q.put(line.strip())
+        except (OSError, ValueError):
+            pass  # closed under us when the test ends
+        self.q.put(None)
+
+    def first(self, prefix, timeout=15.0):
+        """The next line that starts with `prefix`, or '' (timeout, end)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                return ""
+            if line is None:
+                return ""
+            if line.startswith(prefix):
+                return line
 
 # 1. socketserver's loop (select, then a blocking accept) while clients
 #    connect and close at once, their handshakes broken half way: every
@@ -97,4 +133,34 @@ with Env() as env:
           f"a pipe at the last socket's number reads its own bytes ({pipe})")
     check(st["conn_smcd"] == 2 * N,
           f"every connection ran SMC-D ({st['conn_smcd']} of {2 * N}, {st['fallback_reasons']})")
+# 4. A server execs into a program that knows nothing of usmc, keeping its
+#    listener (the new program inherits the socket). A client that talked
+#    SMC-D to it before, and so holds the listener's entry and announcement
+#    memory, must now send plain bytes: the new program reads every byte of
+#    its connection as data.
+with Env() as env:
+    server = env.start(env.wrap([PYTHON, EXEC, "server"]), stdin=subprocess.PIPE)
+    port = read_ready(server)
+    server_lines = Lines(server)
+    client = env.start(env.wrap([PYTHON, EXEC, "client", "--port", str(port)]),
+                       stdin=subprocess.PIPE)
+    client_lines = Lines(client)
+    first = client_lines.first("FIRST")
+    check(first == "FIRST " + b"hello-1".hex(), f"before the exec: the echo ({first!r})")
+    st = env.stats()
+    check(st["conn_smcd"] == 2, f"before the exec: SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
+    server.stdin.write("EXEC\n")
+    server.stdin.flush()
+    execed = server_lines.first("EXECED")
+    check(execed == "EXECED", f"the server exec'd into the plain program ({execed!r})")
+    client.stdin.write("AGAIN\n")
+    client.stdin.flush()
+    got = server_lines.first("GOT")
+    second = client_lines.first("SECOND")
+    check(got == "GOT " + b"hello-2".hex(),
+          f"after the exec: the plain program read exactly what the client sent ({got!r})")
+    check(second == "SECOND " + b"hello-2".hex(), f"after the exec: the echo ({second!r})")
+    env.stop(client)
+    env.stop(server)
+
 finish()
