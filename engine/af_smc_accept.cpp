@@ -136,7 +136,7 @@ void server_finish(SmcListener* l, int fd, SmcConn* conn, uint64_t token, bool t
     server_done(l, std::move(a));
 }
 
-void server_job(SmcListener* l, int fd, int rest_ms);
+void server_job(SmcListener* l, int fd, int rest_ms, bool congested = false);
 
 // An announced connection whose first bytes are not there yet: the wait for
 // them (clc_detect_timeout_ms; kPortGraceMs while its port is unknown) is the
@@ -159,8 +159,13 @@ bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64
             server_done(l, std::move(a));
             return;
         }
-        // The rest of a partial header gets a moment on the worker.
-        if (server_queue()->submit([=] { server_job(l, fd, kPortGraceMs); })) return;
+        // The rest of a partial header gets a moment on the worker. A
+        // Proposal that comes while handshakes are congested is declined
+        // there, as one already there at intake is (SMC_LIMIT_HS): new
+        // handshakes do not join a congested queue, however late their
+        // first bytes.
+        bool congested = limit_hs(l->fd()) && server_queue()->congested();
+        if (server_queue()->submit([=] { server_job(l, fd, kPortGraceMs, congested); })) return;
         a.reason = fallback::INTERR;
         server_done(l, std::move(a));
     });
@@ -170,7 +175,7 @@ bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64
 // Proposal (`rest_ms`: its first bytes are there, the rest of the header
 // may take that long), up to the Accept; the result, or later the Confirm's
 // (server_finish), goes to the listener's queue.
-void server_job(SmcListener* l, int fd, int rest_ms) {
+void server_job(SmcListener* l, int fd, int rest_ms, bool congested) {
     Accepted a;
     a.fd = fd;
     const auto& cfg = runtime::get().cfg;
@@ -178,6 +183,13 @@ void server_job(SmcListener* l, int fd, int rest_ms) {
     if (first != clc::FirstBytes::Proposal) {
         a.reason = fallback::PEERNOSMC;
         a.late_clc = first == clc::FirstBytes::Nothing;
+        server_done(l, std::move(a));
+        return;
+    }
+    if (congested) {
+        smc_decline_late_proposal(fd, fallback::HSLIMIT, rest_ms);
+        runtime::count(counters::hs_congested_declines);
+        a.reason = fallback::HSLIMIT;
         server_done(l, std::move(a));
         return;
     }

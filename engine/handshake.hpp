@@ -65,10 +65,12 @@ HandshakeResult smc_listen_finish(int tcp_fd, std::unique_ptr<SmcConn> conn, uin
                                   ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
                                   bool timed_out);
 
-// Server: a Proposal arrived after the connection was handed to the
-// application as TCP. Consume it and answer with a Decline, so the client
-// falls back at once instead of waiting for an Accept.
-void smc_decline_late_proposal(int tcp_fd, uint32_t reason);
+// Server: a Proposal that gets no handshake (it arrived after the
+// connection was handed to the application as TCP, or while handshakes are
+// congested). Consume it and answer with a Decline, so the client falls
+// back at once instead of waiting for an Accept.
+// `wait_ms`: how long the rest of a Proposal whose header is there may take.
+void smc_decline_late_proposal(int tcp_fd, uint32_t reason, int wait_ms = 0);
 
 // Frees what a connection holds (after close or a failed handshake).
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid);

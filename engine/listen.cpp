@@ -129,8 +129,8 @@ HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep
     return smc_listen_finish(fd, std::move(*conn), token, dev, ep, cfg, !readable);
 }
 
-void smc_decline_late_proposal(int fd, uint32_t reason) {
-    auto r = clc::read_message(fd, 0);
+void smc_decline_late_proposal(int fd, uint32_t reason, int wait_ms) {
+    auto r = clc::read_message(fd, wait_ms);
     if (r.status == clc::ReadStatus::Message) clc::send_decline(fd, 0, reason, 1000);
 }
 
