@@ -365,7 +365,18 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     if (c->phase.load(std::memory_order_acquire) != Phase::Active)
         if (ssize_t r = await_handshake(c, nonblock); r != 0)
             return r == kPassThrough ? r : fail(int(-r));
-    if (flags & MSG_OOB) return fail(EINVAL); // no urgent data on SMC-D
+    if (flags & MSG_OOB) [[unlikely]] {
+        // The urgent byte goes into the first buffer with room (none: 0, as TCP).
+        int i = 0;
+        while (i < iovcnt && iov[i].iov_len == 0)
+            ++i;
+        ssize_t r = i < iovcnt
+                        ? smc_recv_urgent(*c, iov[i].iov_base, iov[i].iov_len, flags & MSG_PEEK)
+                        : smc_recv_urgent(*c, nullptr, 0, flags & MSG_PEEK);
+        if (r < 0) return fail(int(-r));
+        if (!(flags & MSG_PEEK)) runtime::count(counters::smcd_bytes_rx, uint64_t(r));
+        return r;
+    }
     ssize_t r = smc_recv(*c, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL), nonblock,
                          c->rcvtimeo_ms.load());
     if (r < 0) return fail(int(-r));
@@ -385,8 +396,8 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
         }
         if (r < 0) return fail(int(-r));
     }
-    if (flags & MSG_OOB) return fail(EOPNOTSUPP);
-    ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE);
+    ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE,
+                         flags & MSG_OOB);
     if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
     runtime::count(counters::smcd_bytes_tx, uint64_t(r));
@@ -471,6 +482,8 @@ int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out) {
         *out = p == Phase::Active ? int(smc_rx_available(*c)) : 0;
     else if (request == SIOCOUTQ)
         *out = p == Phase::Active ? int(smc_tx_unconsumed(*c)) : 0;
+    else if (request == SIOCATMARK)
+        *out = p == Phase::Active && smc_at_mark(*c);
     else
         return fail(EINVAL);
     return 0;

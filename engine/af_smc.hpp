@@ -66,7 +66,7 @@ void set_nonblock(SmcConn* c, bool on);
 void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
 // setsockopt(IPPROTO_TCP, TCP_CORK / TCP_NODELAY) succeeded on an SMC fd.
 void on_tcp_option(SmcConn* c, int optname, const void* optval, socklen_t optlen);
-// FIONREAD/SIOCINQ and SIOCOUTQ.
+// FIONREAD/SIOCINQ, SIOCOUTQ and SIOCATMARK.
 int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out);
 // getsockopt(SO_ERROR): the error of a failed background handshake, once
 // (0 when there is none and the kernel should answer).

@@ -237,16 +237,18 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             if (built_smc[i]) {
                 short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
                 bool active = c->phase.load(std::memory_order_acquire) == Phase::Active;
-                short now = active ? smc_arm(*c, want & (POLLIN | POLLOUT)) : 0;
+                short now = active ? smc_arm(*c, want & (POLLIN | POLLOUT | POLLPRI)) : 0;
                 if (now) {
                     fds[i].revents = short((now & (want | POLLERR | POLLHUP)));
                     if (fds[i].revents) ++ready;
                 }
-                if (want & (POLLIN | POLLOUT)) {
-                    k.push_back({c->sig, short(want & (POLLIN | POLLOUT)), 0});
+                // Urgent data arrives as data: POLLPRI waits for `sig`'s POLLIN.
+                short on_sig = short((want & (POLLIN | POLLOUT)) | ((want & POLLPRI) ? POLLIN : 0));
+                if (on_sig) {
+                    k.push_back({c->sig, on_sig, 0});
                     owner.push_back({i, Kind::Smc});
                 }
-                if (active && (want & (POLLIN | POLLOUT))) {
+                if (active && on_sig) {
                     // The TCP socket only wakes when the peer is gone (a
                     // writer waiting for space must learn it too).
                     k.push_back({fds[i].fd, POLLRDHUP, 0});
@@ -304,7 +306,15 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             }
             if (fds[i].revents) ++ready;
         }
-        if (ready || (last && !changed)) return ready;
+        if (ready || (last && !changed)) {
+            // Entries armed for urgent data alone left `sig` unreadable.
+            for (nfds_t i = 0; i < n; ++i)
+                if (built_smc[i] && (fds[i].events & POLLPRI) && !(fds[i].events & POLLIN))
+                    if (SmcConn* c = conn_of(fds[i].fd);
+                        is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active)
+                        smc_restore_level(*c);
+            return ready;
+        }
         // Woken with nothing to report (a stale wake-up byte, a handshake
         // that ended): wait again for what is left of the timeout.
     }

@@ -5,14 +5,29 @@
 //
 //   0   type 0xFE, 7 reserved            the SMC-D CDC (SMC-REFERENCE §4.3),
 //   8   producer cursor  wrap:16 count:32     host byte order, each 8-byte
-//   16  consumer cursor  wrap:16 count:32     half read and written atomically
+//       + urgent count:16                     word read and written atomically
+//   16  consumer cursor  wrap:16 count:32
 //       + producer flags:8 + connection flags:8
 //   24  reserved (kernel)
 //   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace), set by the
 //       waiter, taken by the notifier with one atomic RMW: exactly one
 //       wake-up per wait
-//   40..63 reserved (usmc keeps nothing here that the owner must trust: the
+//   40  usmc: the urgent mark  wrap:16 count:32 + urgent count:16
+//   48..63 reserved (usmc keeps nothing here that the owner must trust: the
 //       peer maps this line read-write)
+//
+// Urgent data (TCP's MSG_OOB). The kernel's CDC message carries the
+// producer flags urg_data_pending / urg_data_present with the cursor of the
+// message; usmc's cursors are words in shared memory, not messages, so a
+// reader may never see the producer cursor that ended an urgent send. The
+// producer counts its urgent sends instead (the producer word's top 16
+// bits) and, before publishing a count, writes the mark of that send (the
+// producer cursor just after its urgent byte) with the same count at 40.
+// A reader whose count differs from the word's looks at the mark (one
+// branch on the word it loaded anyway); a mark whose count differs from the
+// producer word's is still being written (TCP's "urgent data not yet
+// arrived"). The mark is the peer's word: it must lie inside the data the
+// peer produced and we have not consumed, or the connection is broken.
 //   64  the data ring (DMB size - 64 bytes)
 //
 // The kernel's SMC-D ring starts at 32; usmc keeps the cursors in a cache
@@ -70,7 +85,8 @@ struct alignas(64) Control {
     std::atomic<uint64_t> cons;
     uint64_t reserved1;
     std::atomic<uint64_t> waiting;
-    uint64_t reserved2[3];
+    std::atomic<uint64_t> urg;
+    uint64_t reserved2[2];
 };
 static_assert(sizeof(Control) == kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -80,6 +96,13 @@ inline uint64_t pack_prod(Cursor c) {
 }
 inline Cursor unpack_prod(uint64_t w) {
     return {uint16_t(w), uint32_t(w >> 16)};
+}
+// The producer word and the urgent mark: a cursor and an urgent-send count.
+inline uint64_t pack_prod(Cursor c, uint16_t urg_count) {
+    return pack_prod(c) | uint64_t(urg_count) << 48;
+}
+inline uint16_t urg_count_of(uint64_t prod_word) {
+    return uint16_t(prod_word >> 48);
 }
 inline uint64_t pack_cons(Cursor c, uint8_t prod_flags, uint8_t conn_flags) {
     return pack_prod(c) | uint64_t(prod_flags) << 48 | uint64_t(conn_flags) << 56;

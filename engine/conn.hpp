@@ -62,6 +62,20 @@ struct SmcConn {
         false}; // the peer held kWakingData past the bound once (rx.cpp)
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
 
+    // Urgent data (MSG_OOB, cdc.hpp). Sending: our urgent sends so far
+    // (under tx_mu), carried in every producer word we publish. Receiving
+    // (written under rx_mu, read by poll and ioctl without it):
+    //   rx_urg_key  the peer's urgent count we have taken in, | kUrgStands
+    //               while a mark stands ahead of (or at) our consumer
+    //               cursor: a read whose producer word's count differs from
+    //               it takes the slow path (kUrgStands never matches a count).
+    //   rx_urg      that mark: the cursor of the urgent byte, the byte, and
+    //               whether it was read with MSG_OOB (pack in rx.cpp).
+    static constexpr uint32_t kUrgStands = 0x10000;
+    uint16_t tx_urg_count = 0;
+    std::atomic<uint32_t> rx_urg_key{0};
+    std::atomic<uint64_t> rx_urg{0};
+
     // Corking (tx.cpp): bytes copied into the peer's ring but not yet
     // published (under tx_mu), TCP_CORK as set on the socket, and whether
     // the backstop flusher knows the connection.
@@ -149,26 +163,42 @@ bool smc_conn_init_wakeups(SmcConn& c);
 // `nonblock` and nothing could be done, -EPIPE after shutdown/peer close,
 // -ECONNRESET on abort or a broken peer, -ETIMEDOUT/-EAGAIN after
 // `timeout_ms` (>= 0; -1 waits forever), -EINTR when a signal interrupts.
-// recv flags: MSG_PEEK, MSG_WAITALL. Returns 0 at EOF.
-// `more`: MSG_MORE (hold the bytes back, see tx.hpp).
+// recv flags: MSG_PEEK, MSG_WAITALL. Returns 0 at EOF. A read never
+// crosses an urgent mark; without SO_OOBINLINE the urgent byte is left out.
+// `more`: MSG_MORE (hold the bytes back, see tx.hpp). `urgent`: MSG_OOB,
+// the last byte sent is urgent (each publication of the call moves the
+// mark to its end, as TCP marks what it pushes).
 ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,
-                 bool more = false);
+                 bool more = false, bool urgent = false);
 ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
                  int timeout_ms);
 
-// Bytes ready to read (FIONREAD/SIOCINQ) and bytes sent but not yet
-// consumed by the peer (SIOCOUTQ).
+// Bytes ready to read (FIONREAD/SIOCINQ: without SO_OOBINLINE only those
+// before a standing urgent mark, as TCP counts them) and bytes sent but not
+// yet consumed by the peer (SIOCOUTQ).
 uint32_t smc_rx_available(const SmcConn& c);
 uint32_t smc_tx_unconsumed(const SmcConn& c);
 
-// Readiness as poll() bits, computed from the cursors (for poll/select).
+// Readiness as poll() bits, computed from the cursors (for poll/select):
+// POLLPRI while urgent data waits to be read with MSG_OOB.
 short smc_poll_events(const SmcConn& c);
+
+// Urgent data with TCP's semantics (Linux tcp_recv_urg, SIOCATMARK).
+// recv(MSG_OOB): the urgent byte (1, or 0 with len 0), -EINVAL when there
+// is none, it was read, or SO_OOBINLINE is set, -EAGAIN when it is being
+// written (never waits), 0 at EOF. `peek`: MSG_PEEK.
+ssize_t smc_recv_urgent(SmcConn& c, void* buf, size_t len, bool peek);
+// SIOCATMARK: our read position is at the urgent mark.
+bool smc_at_mark(const SmcConn& c);
 
 // Before sleeping in poll/epoll on `sig`: the poll bits of `want` already
 // true (`sig` is then made to show them), or 0 after arming the peer's
 // wake-ups so `sig` will fire.
 short smc_arm(SmcConn& c, short want);
 
+// After a wait that armed for urgent data only: `sig` readable again if
+// data is waiting (level-triggered watchers of it rely on that).
+void smc_restore_level(SmcConn& c);
 // Ask the peer for a wake-up on its next write: after any wake-up it is
 // sending has landed, drain `sig`, set kWaitData. The caller looks at the
 // ring again afterwards.

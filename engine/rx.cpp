@@ -34,11 +34,13 @@ uint8_t peer_conn_flags(const SmcConn& c) {
     return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire)) & kKnown;
 }
 
-// Copies up to `max` bytes from our consumer cursor into the iovecs, starting
-// `skip` bytes into them (MSG_WAITALL fills them over several rounds).
-uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
+// Copies up to `max` bytes from `from` bytes after our consumer cursor into
+// the iovecs, starting `skip` bytes into them (MSG_WAITALL fills them over
+// several rounds). `from` (0 or 1) leaves out an urgent byte (MSG_PEEK).
+uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t from,
+                  uint32_t max) {
     uint32_t ring = c.rx.ring_size();
-    uint32_t pos = c.rx_cons.load().count;
+    uint32_t pos = cdc::advance(c.rx_cons.load(), from, ring).count;
     uint32_t done = 0;
     size_t iov_skip = skip;
     for (int i = 0; i < iovcnt && done < max; ++i) {
@@ -89,7 +91,192 @@ void arm_on_empty(SmcConn& c) {
     if (!avail || *avail > 0 || peer_conn_flags(c)) smc_self_wake(c);
 }
 
+// --- Urgent data (cdc.hpp; TCP's semantics as Linux implements them) ---
+//
+// A mark stands from the read that takes it in until the consumer cursor
+// passes its urgent byte. While it stands a read stops before the byte;
+// at the mark the byte is left out of the stream (skipped, or passed over
+// by MSG_PEEK), unless SO_OOBINLINE keeps it in. recv(MSG_OOB) reads it once.
+// A newer mark replaces it (TCP keeps only the latest); the old byte is then
+// ordinary data, unless the reader stood at it: then it is dropped.
+
+enum UrgState : uint8_t { kUrgNone = 0, kUrgValid = 1, kUrgRead = 2 };
+
+struct Urg {
+    cdc::Cursor at; // the urgent byte
+    uint8_t state = kUrgNone;
+    uint8_t byte = 0;
+};
+
+uint64_t pack_urg(const Urg& u) {
+    return cdc::pack_prod(u.at) | uint64_t(u.state) << 48 | uint64_t(u.byte) << 56;
+}
+Urg unpack_urg(uint64_t w) {
+    return {cdc::unpack_prod(w & 0xffffffffffffull), uint8_t(w >> 48), uint8_t(w >> 56)};
+}
+
+// SO_OOBINLINE as the socket has it (set on it, or inherited from the
+// listener): asked only while urgent data is about.
+bool oob_inline(const SmcConn& c) {
+    int on = 0;
+    socklen_t len = sizeof on;
+    return c.tcp_fd >= 0 &&
+           sys::real().getsockopt(c.tcp_fd, SOL_SOCKET, SO_OOBINLINE, &on, &len) == 0 && on;
+}
+
+// The mark that stands, or the newer one the peer's words show (not taken in
+// yet: `fresh`), without changing anything (poll, ioctl). `writing`: the peer
+// is between its mark and its producer word. `bad`: the peer's mark is
+// outside the data it produced that we have not consumed.
+struct UrgView {
+    Urg urg;
+    bool fresh = false, writing = false, bad = false;
+};
+
+UrgView urg_view(const SmcConn& c, uint64_t prod_word) {
+    UrgView v;
+    uint32_t key = c.rx_urg_key.load(std::memory_order_acquire);
+    if (key & SmcConn::kUrgStands) v.urg = unpack_urg(c.rx_urg.load(std::memory_order_acquire));
+    uint16_t count = cdc::urg_count_of(prod_word);
+    if (count == uint16_t(key)) return v;
+    uint64_t mark_word = c.rx.control()->urg.load(std::memory_order_seq_cst);
+    if (cdc::urg_count_of(mark_word) != count) {
+        v.writing = true;
+        return v;
+    }
+    uint32_t ring = c.rx.ring_size();
+    cdc::Cursor cons = c.rx_cons.load();
+    auto avail = cdc::distance(cons, cdc::unpack_prod(prod_word), ring);
+    auto before = cdc::distance(cons, cdc::unpack_prod(mark_word), ring);
+    if (!avail || !before || *before == 0 || *before > *avail) {
+        v.bad = true;
+        return v;
+    }
+    v.urg.at = cdc::advance(cons, *before - 1, ring);
+    v.urg.state = kUrgValid;
+    v.fresh = true;
+    return v;
+}
+
+void urg_clear(SmcConn& c) {
+    c.rx_urg_key.store(uint16_t(c.rx_urg_key.load(std::memory_order_relaxed)),
+                       std::memory_order_release);
+}
+
+// Under rx_mu: consumes `n` bytes without copying them (urgent bytes that
+// leave the stream).
+void consume_silently(SmcConn& c, uint32_t n, uint32_t avail) {
+    c.rx_cons.store(cdc::advance(c.rx_cons.load(), n, c.rx.ring_size()));
+    after_consume(c, n == avail);
+    if (n == avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
+}
+
+// Under rx_mu: takes in a newer mark the peer published. False: the mark is
+// impossible, and the connection is now broken.
+bool urg_take_in(SmcConn& c, uint64_t prod_word) {
+    uint32_t key = c.rx_urg_key.load(std::memory_order_relaxed);
+    uint16_t count = cdc::urg_count_of(prod_word);
+    if (count == uint16_t(key)) return true;
+    uint64_t mark_word = c.rx.control()->urg.load(std::memory_order_seq_cst);
+    if (cdc::urg_count_of(mark_word) != count) return true; // being written: take it later
+    uint32_t ring = c.rx.ring_size();
+    cdc::Cursor prod = cdc::unpack_prod(prod_word);
+    auto avail = cdc::distance(c.rx_cons.load(), prod, ring);
+    if (!avail) return true; // (the caller reports an impossible producer cursor)
+    // A reader standing at the old mark, its byte out of the stream: that
+    // byte is no longer urgent and would be read as data; TCP drops it.
+    if (key & SmcConn::kUrgStands) {
+        Urg old = unpack_urg(c.rx_urg.load(std::memory_order_relaxed));
+        if (old.at == c.rx_cons.load() && *avail > 0 && !oob_inline(c)) {
+            consume_silently(c, 1, *avail);
+            --*avail;
+        }
+    }
+    cdc::Cursor cons = c.rx_cons.load();
+    cdc::Cursor mark = cdc::unpack_prod(mark_word);
+    auto before = cdc::distance(cons, mark, ring);
+    if (!before || *before == 0 || *before > *avail) {
+        log::warn("fd {}: impossible urgent mark {}:{} (consumed {}:{}, produced {}:{}, ring {}): "
+                  "connection broken",
+                  c.tcp_fd, mark.wrap, mark.count, cons.wrap, cons.count, prod.wrap, prod.count,
+                  ring);
+        c.broken.store(true, std::memory_order_release);
+        return false;
+    }
+    Urg u;
+    u.at = cdc::advance(cons, *before - 1, ring);
+    u.state = kUrgValid;
+    u.byte = c.rx.ring()[u.at.count]; // (at.count < ring: advance keeps it inside)
+    c.rx_urg.store(pack_urg(u), std::memory_order_release);
+    c.rx_urg_key.store(SmcConn::kUrgStands | count, std::memory_order_release);
+    return true;
+}
+
+// What a read (under rx_mu) may take with urgent data about.
+struct UrgRead {
+    enum What : uint8_t { Copy, Stop, Again } what = Copy;
+    uint32_t from = 0;   // bytes left out after the consumer cursor (MSG_PEEK at the mark)
+    uint32_t limit = 0;  // bytes it may copy
+    bool passes = false; // copying passes the mark (SO_OOBINLINE, at the mark)
+};
+
+UrgRead urg_before_read(SmcConn& c, uint64_t prod_word, bool got_some, bool peek) {
+    if (!urg_take_in(c, prod_word)) return {UrgRead::Again};
+    uint32_t ring = c.rx.ring_size();
+    cdc::Cursor cons = c.rx_cons.load();
+    uint32_t avail = cdc::distance(cons, cdc::unpack_prod(prod_word), ring).value_or(0);
+    if (!(c.rx_urg_key.load(std::memory_order_relaxed) & SmcConn::kUrgStands))
+        return {UrgRead::Copy, 0, avail};
+    Urg u = unpack_urg(c.rx_urg.load(std::memory_order_relaxed));
+    auto before = cdc::distance(cons, u.at, ring);
+    if (!before || *before >= avail) { // (cannot be: it stood inside what we had not read)
+        urg_clear(c);
+        return {UrgRead::Copy, 0, avail};
+    }
+    if (*before > 0) return {UrgRead::Copy, 0, *before}; // a read never crosses the mark
+    if (got_some) return {UrgRead::Stop};
+    if (oob_inline(c)) return {UrgRead::Copy, 0, avail, true};
+    if (peek) return {UrgRead::Copy, 1, avail - 1};
+    consume_silently(c, 1, avail); // the urgent byte leaves the stream: the mark is passed
+    urg_clear(c);
+    return {UrgRead::Again};
+}
+
 } // namespace
+
+ssize_t smc_recv_urgent(SmcConn& c, void* buf, size_t len, bool peek) {
+    if (oob_inline(c)) return -EINVAL;
+    // Never waits, so never for rx_mu either: a reader blocked in recv
+    // holds it (and takes in what arrives itself).
+    std::unique_lock lock(c.rx_mu, std::try_to_lock);
+    uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
+    if (lock.owns_lock()) urg_take_in(c, prod_word);
+    if (c.broken.load(std::memory_order_acquire)) return -ECONNRESET;
+    uint32_t key = c.rx_urg_key.load(std::memory_order_acquire);
+    if (cdc::urg_count_of(prod_word) != uint16_t(key)) {
+        // On its way (TCP's urgent data not yet arrived): EOF ends the wait.
+        if (peer_conn_flags(c)) return 0;
+        return -EAGAIN;
+    }
+    if (!(key & SmcConn::kUrgStands)) return -EINVAL;
+    uint64_t w = c.rx_urg.load(std::memory_order_acquire);
+    while (true) {
+        Urg u = unpack_urg(w);
+        if (u.state != kUrgValid) return -EINVAL; // already read
+        Urg read = u;
+        read.state = kUrgRead;
+        if (!peek && !c.rx_urg.compare_exchange_weak(w, pack_urg(read), std::memory_order_acq_rel))
+            continue;
+        if (len == 0) return 0;
+        *static_cast<uint8_t*>(buf) = u.byte;
+        return 1;
+    }
+}
+
+bool smc_at_mark(const SmcConn& c) {
+    UrgView v = urg_view(c, c.rx.control()->prod.load(std::memory_order_seq_cst));
+    return !v.bad && v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load();
+}
 
 void smc_arm_for_data(SmcConn& c) {
     auto& w = c.tx.control()->waiting;
@@ -157,7 +344,9 @@ void SmcConn::adopt_published() {
     rx_cons_announced = cdc::unpack_cons(word);
     rx_cons.store(rx_cons_announced);
     conn_flags.fetch_or(cdc::conn_flags_of(word), std::memory_order_acq_rel);
-    tx_prod.store(cdc::unpack_prod(tx.control()->prod.load(std::memory_order_seq_cst)));
+    uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
+    tx_prod.store(cdc::unpack_prod(prod));
+    tx_urg_count = cdc::urg_count_of(prod);
 }
 
 void SmcConn::start_owner_refs() {
@@ -200,7 +389,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     while (true) {
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
-        auto avail = available(c);
+        uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
+        auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
         if (!avail) {
             cdc::Cursor prod =
                 cdc::unpack_prod(c.rx.control()->prod.load(std::memory_order_seq_cst));
@@ -211,11 +401,21 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             c.broken.store(true, std::memory_order_release);
             continue;
         }
-        if (*avail > 0 && total > 0) {
-            uint32_t n = copy_out(c, iov, iovcnt, got,
-                                  static_cast<uint32_t>(std::min<size_t>(*avail, total - got)));
+        // Urgent data about (a newer urgent count, or a mark that stands):
+        // the one branch the fast path pays.
+        UrgRead urg{UrgRead::Copy, 0, *avail};
+        if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed))
+            [[unlikely]] {
+            urg = urg_before_read(c, prod_word, got > 0, peek);
+            if (urg.what == UrgRead::Stop) return ssize_t(got);
+            if (urg.what == UrgRead::Again) continue;
+        }
+        if (urg.limit > 0 && total > 0) {
+            uint32_t n = copy_out(c, iov, iovcnt, got, urg.from,
+                                  static_cast<uint32_t>(std::min<size_t>(urg.limit, total - got)));
             if (peek) return n;
             c.rx_cons.store(cdc::advance(c.rx_cons.load(), n, c.rx.ring_size()));
+            if (urg.passes) urg_clear(c);
             got += n;
             after_consume(c, n == *avail);
             if (n == *avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
@@ -230,15 +430,18 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (c.peer_gone.load(std::memory_order_acquire) || smc_check_peer(c))
             return got ? ssize_t(got) : -ECONNRESET;
         if (got > 0 && !waitall) return ssize_t(got);
+        // (Bytes there that this read may not take: an urgent byte MSG_PEEK
+        // passes over. Wait for more than those.)
+        uint32_t hidden = *avail;
         if (!nonblock && wait::spin(c.busy_poll_us, [&] {
                 auto a = available(c);
-                return !a || *a > 0 || peer_conn_flags(c);
+                return !a || *a > hidden || peer_conn_flags(c);
             }))
             continue;
         // Arm: drain `sig`, ask the peer to wake us, look once more.
         smc_arm_for_data(c);
         avail = available(c);
-        if (!avail || *avail > 0 || peer_conn_flags(c)) continue;
+        if (!avail || *avail > hidden || peer_conn_flags(c)) continue;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;
         int left = -1;
         if (timeout_ms >= 0) {
@@ -256,7 +459,14 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
 }
 
 uint32_t smc_rx_available(const SmcConn& c) {
-    return available(c).value_or(0);
+    uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
+    uint32_t avail =
+        cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size()).value_or(0);
+    if (cdc::urg_count_of(prod_word) == c.rx_urg_key.load(std::memory_order_relaxed)) return avail;
+    // TCP counts only the bytes before a standing mark, unless inline.
+    UrgView v = urg_view(c, prod_word);
+    if (v.bad || v.urg.state == kUrgNone || oob_inline(c)) return avail;
+    return std::min(avail, cdc::distance(c.rx_cons.load(), v.urg.at, c.rx.ring_size()).value_or(0));
 }
 
 bool smc_check_peer(SmcConn& c) {
@@ -274,6 +484,14 @@ bool smc_check_peer(SmcConn& c) {
 
 short smc_arm(SmcConn& c, short want) {
     short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
+    if ((want & POLLPRI) && !(want & POLLIN) && !(ready & POLLPRI)) {
+        // Only urgent data asked for: urgent data comes as a write, so ask
+        // for a wake-up at the next one even with data waiting (which then
+        // leaves `sig` unreadable: smc_restore_level gives it back).
+        smc_arm_for_data(c);
+        ready |= smc_poll_events(c) & (POLLPRI | POLLERR | POLLHUP);
+        if (!(ready & POLLPRI) && smc_check_peer(c)) ready |= POLLERR;
+    }
     if (!(ready & POLLIN) && (want & POLLIN)) {
         smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
@@ -292,12 +510,29 @@ short smc_arm(SmcConn& c, short want) {
     return ready;
 }
 
+void smc_restore_level(SmcConn& c) {
+    if ((smc_poll_events(c) & (POLLIN | POLLERR | POLLHUP)) &&
+        !c.self_woken.load(std::memory_order_acquire))
+        smc_self_wake(c);
+}
+
 short smc_poll_events(const SmcConn& c) {
     short ev = 0;
-    auto avail = available(c);
+    uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
+    auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
     uint8_t pf = peer_conn_flags(c);
     if (!avail || c.broken.load()) return POLLIN | POLLOUT | POLLERR | POLLHUP;
-    if (*avail > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
+    uint32_t data = *avail;
+    if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
+        // POLLPRI while the urgent byte waits for recv(MSG_OOB). At the mark
+        // without SO_OOBINLINE the byte is not readable data (tcp_poll).
+        UrgView v = urg_view(c, prod_word);
+        if (v.bad) return POLLIN | POLLOUT | POLLERR | POLLHUP; // recv reports it
+        if (v.urg.state == kUrgValid) ev |= POLLPRI;
+        if (v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load() && data > 0 && !oob_inline(c))
+            --data;
+    }
+    if (data > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
     if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) ev |= POLLRDHUP;
     if (pf & cdc::kPeerConnAbort || c.peer_gone.load()) ev |= POLLIN | POLLERR | POLLHUP;
     // Writable: room in the peer's ring, or a write fails at once (EPIPE:

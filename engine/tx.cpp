@@ -89,9 +89,19 @@ void wake_peer_reader(SmcConn& c) {
 
 // Makes everything copied so far visible to the reader.
 void publish_prod(SmcConn& c) {
-    c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod.load()), std::memory_order_seq_cst);
+    c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod.load(), c.tx_urg_count),
+                               std::memory_order_seq_cst);
     c.tx_held = 0;
     c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Under tx_mu, before publishing the end of an urgent send: the last byte
+// copied is urgent. The mark goes out before the producer word that carries
+// its count (cdc.hpp).
+void mark_urgent(SmcConn& c) {
+    ++c.tx_urg_count;
+    c.tx.control()->urg.store(cdc::pack_prod(c.tx_prod.load(), c.tx_urg_count),
+                              std::memory_order_seq_cst);
 }
 
 // Under tx_mu: publish held bytes and wake the reader if it waits.
@@ -191,8 +201,8 @@ void smc_open_writable(SmcConn& c) {
     wakeup::drain(c.sig_far);
 }
 
-ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms,
-                 bool more) {
+ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms, bool more,
+                 bool urgent) {
     size_t total = 0;
     for (int i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
@@ -218,6 +228,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             deadline.tv_nsec -= 1000000000L;
         }
     }
+    more = more && !urgent; // urgent data is pushed, as TCP pushes it
     size_t sent = 0;
     while (sent < total) {
         if (c.closing.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -EBADF;
@@ -267,11 +278,15 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         c.tx_prod.store(cdc::advance(c.tx_prod.load(), n, c.tx.ring_size()));
         sent += n;
         if (cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
-                      c.corked.load(std::memory_order_relaxed), *free - n)) {
+                      c.corked.load(std::memory_order_relaxed) && !urgent, *free - n)) {
             c.tx_held += n; // (holding implies it all fit: sent == total)
             cork_list(c);
             continue;
         }
+        // MSG_OOB: each publication of the call marks its last byte urgent
+        // (TCP marks what each push sends; the last mark is the call's end).
+        if (urgent) [[unlikely]]
+            mark_urgent(c);
         publish_prod(c);
         // One wake-up per call at most: only after the last copy, or before
         // we would block with the reader still asleep.

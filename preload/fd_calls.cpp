@@ -99,7 +99,7 @@ USMC_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
     va_end(ap);
     if (SmcConn* c = shim::smc(fd)) {
         // The bytes waiting are in shared memory, not in the TCP socket.
-        if (request == FIONREAD || request == SIOCOUTQ)
+        if (request == FIONREAD || request == SIOCOUTQ || request == SIOCATMARK)
             return af_smc::ioctl_queue(c, fd, request, static_cast<int*>(arg));
         int rc = sys::real().ioctl(fd, request, arg);
         if (rc == 0 && request == FIONBIO && arg)

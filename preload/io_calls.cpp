@@ -66,7 +66,7 @@ USMC_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
             if (r >= 0) {
                 msg->msg_namelen = 0;
                 msg->msg_controllen = 0;
-                msg->msg_flags = 0;
+                msg->msg_flags = flags & MSG_OOB; // an urgent byte is flagged, as TCP flags it
             }
             return r;
         }

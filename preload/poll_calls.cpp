@@ -17,11 +17,12 @@ extern "C" [[noreturn]] void __chk_fail(void);
 namespace {
 
 // select()/pselect() with SMC fds in their sets: done as a poll() over the
-// same descriptors, results written back into the sets.
-bool sets_hold_smc(int n, const fd_set* r, const fd_set* w) {
+// same descriptors, results written back into the sets (exceptfds: POLLPRI,
+// urgent data).
+bool sets_hold_smc(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
     if (!af_smc::g_conns.load(std::memory_order_acquire)) return false;
     for (int fd = 0; fd < n; ++fd)
-        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))) &&
+        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
             (shim::smc(fd) || af_smc::is_listener(fd)))
             return true;
     return false;
@@ -81,7 +82,7 @@ USMC_EXPORT int ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigs
 }
 
 USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
-    if (sets_hold_smc(n, r, w) && !shim::vfork_child()) {
+    if (sets_hold_smc(n, r, w, e) && !shim::vfork_child()) {
         int ms = timeout ? int(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000) : -1;
         return select_via_poll(n, r, w, e, ms, nullptr);
     }
@@ -90,7 +91,7 @@ USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout)
 
 USMC_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
                         const sigset_t* mask) {
-    if (sets_hold_smc(n, r, w) && !shim::vfork_child())
+    if (sets_hold_smc(n, r, w, e) && !shim::vfork_child())
         return select_via_poll(n, r, w, e, to_ms(timeout), mask);
     return sys::real().pselect(n, r, w, e, timeout, mask);
 }

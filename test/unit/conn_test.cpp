@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <string>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -781,4 +782,186 @@ TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, th
         smc_arm_for_data(p.b);
     auto hundred = std::chrono::steady_clock::now() - t0;
     CHECK(hundred < std::chrono::milliseconds(100)); // 2 ms each before: 200 ms
+}
+
+namespace {
+
+ssize_t send_urgent(SmcConn& c, const char* s) {
+    iovec iov{const_cast<char*>(s), std::strlen(s)};
+    return smc_send(c, &iov, 1, false, -1, false, true);
+}
+
+// What recv returns, as a string (or "E<errno>").
+std::string recv_str(SmcConn& c, int flags = 0, bool nonblock = true) {
+    char buf[64];
+    ssize_t n = recv_buf(c, buf, sizeof buf, flags, nonblock);
+    return n < 0 ? "E" + std::to_string(-n) : std::string(buf, size_t(n));
+}
+
+std::string oob_str(SmcConn& c, bool peek = false) {
+    char b = 0;
+    ssize_t n = smc_recv_urgent(c, &b, 1, peek);
+    return n < 0 ? "E" + std::to_string(-n) : std::string(&b, size_t(n));
+}
+
+void set_inline(SmcConn& c) {
+    int on = 1;
+    REQUIRE(setsockopt(c.tcp_fd, SOL_SOCKET, SO_OOBINLINE, &on, sizeof on) == 0);
+}
+
+} // namespace
+
+TEST_CASE("urgent data: the last byte of a MSG_OOB send is urgent and leaves the stream") {
+    Pair p;
+    CHECK(oob_str(p.b) == "E" + std::to_string(EINVAL)); // none yet
+    CHECK(send_buf(p.a, "abc", 3) == 3);
+    CHECK(send_urgent(p.a, "XYZ") == 3);
+    CHECK(send_buf(p.a, "def", 3) == 3);
+    CHECK(smc_poll_events(p.b) & POLLPRI);
+    CHECK_FALSE(smc_at_mark(p.b));
+    CHECK(smc_rx_available(p.b) == 5); // TCP counts only the bytes before the mark
+    CHECK(recv_str(p.b, MSG_WAITALL, false) == "abcXY"); // a read never crosses the mark
+    CHECK(smc_at_mark(p.b));
+    CHECK(smc_rx_available(p.b) == 0);
+    CHECK(smc_poll_events(p.b) & POLLIN); // "def" waits behind it
+    CHECK(oob_str(p.b, true) == "Z");
+    CHECK(oob_str(p.b) == "Z");
+    CHECK(oob_str(p.b) == "E" + std::to_string(EINVAL)); // once
+    CHECK_FALSE(smc_poll_events(p.b) & POLLPRI);
+    CHECK(smc_at_mark(p.b));
+    CHECK(recv_str(p.b, MSG_PEEK) == "def"); // a peek passes over the byte too
+    CHECK(recv_str(p.b) == "def");
+    CHECK_FALSE(smc_at_mark(p.b));
+    CHECK(oob_str(p.b) == "E" + std::to_string(EINVAL));
+    // After the mark: the fast path again (the key matches the count).
+    CHECK(p.b.rx_urg_key.load() == 1);
+    CHECK(send_buf(p.a, "more", 4) == 4);
+    CHECK(recv_str(p.b) == "more");
+}
+
+TEST_CASE("urgent data with SO_OOBINLINE stays in the stream; MSG_OOB is EINVAL") {
+    Pair p;
+    set_inline(p.b);
+    CHECK(send_buf(p.a, "abc", 3) == 3);
+    CHECK(send_urgent(p.a, "XYZ") == 3);
+    CHECK(send_buf(p.a, "def", 3) == 3);
+    CHECK(smc_poll_events(p.b) & POLLPRI);
+    CHECK(smc_rx_available(p.b) == 9);
+    CHECK(oob_str(p.b) == "E" + std::to_string(EINVAL));
+    CHECK(recv_str(p.b) == "abcXY");
+    CHECK(smc_at_mark(p.b));
+    CHECK(recv_str(p.b) == "Zdef");
+    CHECK_FALSE(smc_at_mark(p.b));
+    CHECK_FALSE(smc_poll_events(p.b) & POLLPRI);
+}
+
+TEST_CASE("urgent data: a newer mark replaces the old one, as TCP keeps only the latest") {
+    SECTION("both before any read: the old urgent byte is ordinary data") {
+        Pair p;
+        CHECK(send_buf(p.a, "x", 1) == 1);
+        CHECK(send_urgent(p.a, "A") == 1);
+        CHECK(send_buf(p.a, "bc", 2) == 2);
+        CHECK(send_urgent(p.a, "D") == 1);
+        CHECK(send_buf(p.a, "e", 1) == 1);
+        CHECK(recv_str(p.b) == "xAbc");
+        CHECK(smc_at_mark(p.b));
+        CHECK(oob_str(p.b) == "D");
+        CHECK(recv_str(p.b) == "e");
+    }
+    SECTION("the reader stood at the old mark: the old byte is dropped") {
+        Pair p;
+        CHECK(send_buf(p.a, "x", 1) == 1);
+        CHECK(send_urgent(p.a, "A") == 1);
+        CHECK(recv_str(p.b) == "x");
+        CHECK(smc_at_mark(p.b));
+        CHECK(send_buf(p.a, "bc", 2) == 2);
+        CHECK(send_urgent(p.a, "D") == 1);
+        CHECK(send_buf(p.a, "e", 1) == 1);
+        CHECK(oob_str(p.b) == "D");
+        CHECK(recv_str(p.b) == "bc");
+        CHECK(recv_str(p.b) == "e");
+    }
+}
+
+TEST_CASE("urgent data: a lone urgent byte is not readable data") {
+    Pair p;
+    CHECK(send_urgent(p.a, "A") == 1);
+    CHECK((smc_poll_events(p.b) & (POLLIN | POLLPRI)) == POLLPRI);
+    CHECK(smc_at_mark(p.b));
+    CHECK(recv_str(p.b, MSG_PEEK) == "E" + std::to_string(EAGAIN));
+    CHECK(oob_str(p.b) == "A");
+    CHECK((smc_poll_events(p.b) & (POLLIN | POLLPRI)) == 0);
+    CHECK(recv_str(p.b) == "E" + std::to_string(EAGAIN)); // passes over it, then nothing
+    CHECK_FALSE(smc_at_mark(p.b));
+    // A blocking peek at the mark waits for data after the byte.
+    CHECK(send_urgent(p.a, "B") == 1);
+    std::string peeked;
+    std::thread reader([&] { peeked = recv_str(p.b, MSG_PEEK, false); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // (let it block)
+    CHECK(send_buf(p.a, "z", 1) == 1);
+    reader.join();
+    CHECK(peeked == "z");
+    CHECK(recv_str(p.b) == "z");
+    // At EOF, MSG_OOB with nothing urgent is EINVAL, a read is 0.
+    smc_shutdown_write(p.a);
+    CHECK(oob_str(p.b) == "E" + std::to_string(EINVAL));
+    CHECK(recv_str(p.b) == "");
+}
+
+TEST_CASE("urgent data: a partial nonblocking MSG_OOB send marks its last byte") {
+    Pair p(16 * 1024);
+    std::vector<char> big(p.a.tx.ring_size() + 100, 'q');
+    big[p.a.tx.ring_size() - 1] = '!';
+    iovec iov{big.data(), big.size()};
+    ssize_t n = smc_send(p.a, &iov, 1, true, -1, false, true);
+    REQUIRE(n == ssize_t(p.a.tx.ring_size()));
+    CHECK(oob_str(p.b) == "!");
+    std::vector<char> got(big.size());
+    iovec in{got.data(), got.size()};
+    CHECK(smc_recv(p.b, &in, 1, 0, true, -1) == n - 1);
+    CHECK(smc_at_mark(p.b));
+}
+
+TEST_CASE("hostile urgent marks break only this connection, never read outside the ring") {
+    auto forge = [](Pair& p, uint16_t count, cdc::Cursor mark, cdc::Cursor prod) {
+        p.b.rx.control()->urg.store(cdc::pack_prod(mark, count));
+        p.b.rx.control()->prod.store(cdc::pack_prod(prod, count));
+    };
+    char buf[8];
+    SECTION("a mark beyond what the peer produced") {
+        Pair p;
+        forge(p, 1, {0, 100}, {0, 10});
+        CHECK(smc_poll_events(p.b) & POLLERR);
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+        CHECK(p.b.broken.load());
+    }
+    SECTION("a mark outside the ring") {
+        Pair p;
+        forge(p, 1, {0, 0xfffffff0u}, {0, 10});
+        CHECK(smc_recv_urgent(p.b, buf, 1, false) == -ECONNRESET);
+    }
+    SECTION("a mark at what we already consumed") {
+        Pair p;
+        CHECK(send_buf(p.a, "abcd", 4) == 4);
+        CHECK(recv_buf(p.b, buf, 2, 0, true) == 2);
+        forge(p, 1, {0, 2}, {0, 4});
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    }
+    SECTION("a mark whose count never matches: urgent data on its way, data still flows") {
+        Pair p;
+        CHECK(send_buf(p.a, "abcd", 4) == 4);
+        p.b.rx.control()->urg.store(cdc::pack_prod({0, 2}, 7));
+        p.b.rx.control()->prod.store(cdc::pack_prod({0, 4}, 6));
+        CHECK(smc_recv_urgent(p.b, buf, 1, false) == -EAGAIN);
+        CHECK_FALSE(smc_poll_events(p.b) & (POLLPRI | POLLERR));
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 4);
+        CHECK_FALSE(p.b.broken.load());
+    }
+    SECTION("the other connection is untouched") {
+        Pair bad, good;
+        forge(bad, 3, {9, 9}, {0, 1});
+        CHECK(recv_buf(bad.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+        CHECK(send_urgent(good.a, "ok") == 2);
+        CHECK(oob_str(good.b) == "k");
+    }
 }
