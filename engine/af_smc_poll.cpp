@@ -173,6 +173,8 @@ int spin_probe(int timeout_ms, Probe probe) {
 } // namespace
 
 epoll_event detail::sig_registration(const epoll_event& ev) {
+    // (No EPOLLPRI: `sig` never shows it, and epoll_wait's results are not
+    // translated. Urgent data arrives as data: EPOLLIN wakes for it.)
     epoll_event k{};
     k.events =
         ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
