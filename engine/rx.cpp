@@ -220,8 +220,9 @@ struct UrgRead {
     bool passes = false; // copying passes the mark (SO_OOBINLINE, at the mark)
 };
 
-UrgRead urg_before_read(SmcConn& c, uint64_t prod_word, bool got_some, bool peek) {
+UrgRead urg_before_read(SmcConn& c, uint64_t prod_word, bool wants, bool got_some, bool peek) {
     if (!urg_take_in(c, prod_word)) return {UrgRead::Again};
+    if (!wants) return {UrgRead::Copy}; // a read of 0 bytes passes no mark
     uint32_t ring = c.rx.ring_size();
     cdc::Cursor cons = c.rx_cons.load();
     uint32_t avail = cdc::distance(cons, cdc::unpack_prod(prod_word), ring).value_or(0);
@@ -406,7 +407,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         UrgRead urg{UrgRead::Copy, 0, *avail};
         if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed))
             [[unlikely]] {
-            urg = urg_before_read(c, prod_word, got > 0, peek);
+            urg = urg_before_read(c, prod_word, total > 0, got > 0, peek);
             if (urg.what == UrgRead::Stop) return ssize_t(got);
             if (urg.what == UrgRead::Again) continue;
         }

@@ -278,7 +278,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         c.tx_prod.store(cdc::advance(c.tx_prod.load(), n, c.tx.ring_size()));
         sent += n;
         if (cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
-                      c.corked.load(std::memory_order_relaxed) && !urgent, *free - n)) {
+                      c.corked.load(std::memory_order_relaxed) & !urgent, *free - n)) {
             c.tx_held += n; // (holding implies it all fit: sent == total)
             cork_list(c);
             continue;
