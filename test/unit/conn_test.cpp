@@ -965,3 +965,29 @@ TEST_CASE("hostile urgent marks break only this connection, never read outside t
         CHECK(oob_str(good.b) == "k");
     }
 }
+
+TEST_CASE("urgent data: a read of 0 bytes at the mark leaves the urgent byte") {
+    Pair p;
+    CHECK(send_urgent(p.a, "A") == 1);
+    char b;
+    CHECK(recv_buf(p.b, &b, 0, 0, true) == 0);
+    CHECK(smc_at_mark(p.b));
+    CHECK(oob_str(p.b) == "A");
+}
+
+TEST_CASE("urgent data: a wait for POLLPRI alone sleeps with data waiting, wakes for urgent data") {
+    Pair p;
+    CHECK(send_buf(p.a, "data", 4) == 4);
+    // Data waits, nothing urgent: POLLPRI is not ready, and `sig` (what the
+    // wait sleeps on) is armed for the peer's next write, not readable.
+    CHECK(smc_arm(p.b, POLLPRI) == 0);
+    CHECK_FALSE(readable(p.b.sig));
+    CHECK(send_urgent(p.a, "U") == 1);
+    CHECK(readable(p.b.sig)); // the urgent write woke it
+    CHECK(smc_arm(p.b, POLLPRI) & POLLPRI);
+    // Level-triggered watchers of `sig` see the waiting data again.
+    smc_restore_level(p.b);
+    CHECK(readable(p.b.sig));
+    CHECK(recv_str(p.b) == "data");
+    CHECK(oob_str(p.b) == "U");
+}
