@@ -207,13 +207,18 @@ def oob_run(env, wrapped):
     receiver = env.start(w([PYTHON, OOBAPP, "receiver"]))
     port = read_ready(receiver)
     sender = env.start(w([PYTHON, OOBAPP, "sender", "--port", str(port)]))
-    try:
-        out, err = receiver.communicate(timeout=60)
-        s_out, s_err = sender.communicate(timeout=30)
-    except Exception:
-        env.stop(receiver, timeout=5)
-        env.stop(sender, timeout=5)
-        raise
+
+    def collect(p, timeout):
+        # A side that waits for its peer forever (the other failed) is
+        # stopped by PID: the checks below then say what was missing.
+        try:
+            return p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            env.stop(p, timeout=5)
+            return p.communicate()
+
+    s_out, s_err = collect(sender, 60)
+    out, err = collect(receiver, 15)  # (its waits are bounded by 10 s each)
     obs = {}
     for line in out.splitlines():
         if line.startswith("OBS "):

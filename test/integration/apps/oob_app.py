@@ -23,7 +23,7 @@ import time
 SIOCATMARK = 0x8905
 OOB = socket.MSG_OOB
 CASES = ["plain", "inline", "superseded", "superseded-at-mark", "lone-byte"]
-TIMEOUT = 20.0
+TIMEOUT = 10.0
 
 
 def atmark(s):
