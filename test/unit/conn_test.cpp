@@ -991,3 +991,53 @@ TEST_CASE("urgent data: a wait for POLLPRI alone sleeps with data waiting, wakes
     CHECK(recv_str(p.b) == "data");
     CHECK(oob_str(p.b) == "U");
 }
+
+TEST_CASE("urgent data between threads: a reader, an out-of-band reader and poll at once") {
+    // The sender interleaves ordinary bytes ('n') and urgent sends ("nU");
+    // one thread reads the stream, one reads out of band, one polls. Every
+    // ordinary byte arrives, in order with nothing else but urgent bytes a
+    // newer mark turned into data; out of band only urgent bytes.
+    Pair p;
+    constexpr int kRounds = 3000;
+    std::atomic<bool> done{false};
+    std::atomic<int> oob_bytes{0}, bad_oob{0}, bad_send{0};
+    std::thread sender([&] { // (no REQUIRE outside the test's thread)
+        for (int i = 0; i < kRounds; ++i) {
+            if (send_buf(p.a, "nn", 2) != 2) bad_send.fetch_add(1);
+            if (send_urgent(p.a, "nU") != 2) bad_send.fetch_add(1);
+        }
+        smc_shutdown_write(p.a);
+    });
+    std::thread oob([&] {
+        while (!done.load()) {
+            char b = 0;
+            if (smc_recv_urgent(p.b, &b, 1, false) == 1) {
+                oob_bytes.fetch_add(1);
+                if (b != 'U') bad_oob.fetch_add(1);
+            }
+            (void)smc_at_mark(p.b);
+            (void)smc_poll_events(p.b);
+            (void)smc_rx_available(p.b);
+        }
+    });
+    size_t normal = 0, inline_urgent = 0, other = 0;
+    char buf[64];
+    while (true) {
+        ssize_t n = recv_buf(p.b, buf, sizeof buf, 0, false, 5000);
+        if (n <= 0) {
+            CHECK(n == 0);
+            break;
+        }
+        for (ssize_t i = 0; i < n; ++i)
+            (buf[i] == 'n' ? normal : buf[i] == 'U' ? inline_urgent : other)++;
+    }
+    done.store(true);
+    sender.join();
+    oob.join();
+    CHECK(bad_send.load() == 0);
+    CHECK(normal == size_t(3 * kRounds));
+    CHECK(other == 0);
+    CHECK(bad_oob.load() == 0);
+    CHECK(inline_urgent + size_t(oob_bytes.load()) <= size_t(kRounds));
+    CHECK_FALSE(p.b.broken.load());
+}
