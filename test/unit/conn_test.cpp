@@ -868,6 +868,16 @@ TEST_CASE("urgent data: a newer mark replaces the old one, as TCP keeps only the
         CHECK(oob_str(p.b) == "D");
         CHECK(recv_str(p.b) == "e");
     }
+    SECTION("read out of band, then superseded: the old byte is data too, as Linux TCP") {
+        Pair p;
+        CHECK(send_buf(p.a, "x", 1) == 1);
+        CHECK(send_urgent(p.a, "A") == 1);
+        CHECK(oob_str(p.b) == "A");
+        CHECK(send_buf(p.a, "bc", 2) == 2);
+        CHECK(send_urgent(p.a, "D") == 1);
+        CHECK(recv_str(p.b) == "xAbc");
+        CHECK(oob_str(p.b) == "D");
+    }
     SECTION("the reader stood at the old mark: the old byte is dropped") {
         Pair p;
         CHECK(send_buf(p.a, "x", 1) == 1);
@@ -1038,6 +1048,10 @@ TEST_CASE("urgent data between threads: a reader, an out-of-band reader and poll
     CHECK(normal == size_t(3 * kRounds));
     CHECK(other == 0);
     CHECK(bad_oob.load() == 0);
-    CHECK(inline_urgent + size_t(oob_bytes.load()) <= size_t(kRounds));
+    // (An urgent byte read out of band and then superseded before the reader
+    // got to it is also read inline, as Linux TCP delivers it: each at most
+    // once each way.)
+    CHECK(inline_urgent <= size_t(kRounds));
+    CHECK(size_t(oob_bytes.load()) <= size_t(kRounds));
     CHECK_FALSE(p.b.broken.load());
 }
