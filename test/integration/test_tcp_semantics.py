@@ -192,6 +192,10 @@ OOB_EXPECTED = {
     "superseded-at-mark": {"arrived": "True", "read-to-mark": "b'x'", "atmark": "True",
                            "second-mark": "True", "read-to-mark2": "b'bc'",
                            "atmark2": "True", "oob": "b'D'", "read-after-mark": "b'e'"},
+    # A read out of band, then D before the reader got to A: A is data too.
+    "superseded-after-oob": {"arrived": "True", "oob": "b'A'", "second-mark": "True",
+                             "read-to-mark": "b'xAbc'", "oob2": "b'D'",
+                             "read-after-mark": "b'e'"},
     # A lone urgent byte: POLLPRI without POLLIN; a normal read passes it.
     "lone-byte": {"arrived": "True", "poll": "PRI", "atmark": "True", "inq": "0",
                   "read-nonblocking": "EAGAIN", "atmark-after-read": "False",

@@ -22,7 +22,7 @@ import time
 
 SIOCATMARK = 0x8905
 OOB = socket.MSG_OOB
-CASES = ["plain", "inline", "superseded", "superseded-at-mark", "lone-byte"]
+CASES = ["plain", "inline", "superseded", "superseded-at-mark", "superseded-after-oob", "lone-byte"]
 TIMEOUT = 10.0
 
 
@@ -150,6 +150,19 @@ def recv_superseded_at_mark(r):
     r.obs("read-after-mark", s.recv(1, socket.MSG_WAITALL))
 
 
+def recv_superseded_after_oob(r):
+    s = r.s
+    r.go()
+    r.obs("arrived", wait_urgent(s))
+    r.obs("oob", recv_oob(s))  # read out of band, the reader not at the mark
+    r.go()
+    r.obs("second-mark", wait_oob_byte(s, b"D"))
+    # Superseded before the reader got to it: A comes inline too.
+    r.obs("read-to-mark", s.recv(64, socket.MSG_WAITALL))
+    r.obs("oob2", recv_oob(s))
+    r.obs("read-after-mark", s.recv(1, socket.MSG_WAITALL))  # (nothing left unread)
+
+
 def recv_lone_byte(r):
     s = r.s
     r.go()
@@ -173,7 +186,8 @@ def recv_lone_byte(r):
 
 
 RECEIVERS = {"plain": recv_plain, "inline": recv_inline, "superseded": recv_superseded,
-             "superseded-at-mark": recv_superseded_at_mark, "lone-byte": recv_lone_byte}
+             "superseded-at-mark": recv_superseded_at_mark,
+             "superseded-after-oob": recv_superseded_after_oob, "lone-byte": recv_lone_byte}
 
 
 def receiver(args):
@@ -220,6 +234,13 @@ def sender(args):
             wait_go()
             for data, flags in ((b"bc", 0), (b"D", OOB), (b"e", 0)):
                 send(data, flags)
+        elif case == "superseded-after-oob":
+            send(b"x")
+            send(b"A", OOB)
+            wait_go()
+            send(b"bc")
+            send(b"D", OOB)
+            send(b"e")
         elif case == "lone-byte":
             send(b"A", OOB)
             wait_go()
