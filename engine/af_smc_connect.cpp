@@ -32,6 +32,12 @@ namespace {
 // TCP connect of a nonblocking socket: wait this long for it on the worker
 // before giving the socket back to the application as TCP, still connecting.
 constexpr int kTcpConnectWaitMs = 10000;
+// The same wait in the connect watch, which costs nothing while it waits:
+// as long as the kernel tries (SYN retries, tcp_syn_retries = 6: ~127 s),
+// so a connect whose SYNs were dropped (a listener's backlog full) still
+// ends as SMC-D. The application sees it connecting all that time, as
+// with TCP.
+constexpr int kTcpConnectWatchMs = 130000;
 
 // The worker is done: switch the application's view of the socket to what
 // the handshake gave, under epoll_mu so an epoll_ctl cannot slip between.
@@ -234,8 +240,8 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
     if (early == Early::Pending) {
         // close() of the socket meanwhile shuts it down and waits for the
         // worker: the watch sees the hang-up and passes the job on.
-        bool watched =
-            connect_watch::add(fd, connect_watch::Want::Connected, kTcpConnectWaitMs, [=](bool up) {
+        bool watched = connect_watch::add(
+            fd, connect_watch::Want::Connected, kTcpConnectWatchMs, [=](bool up) {
                 Early sent = up ? send_proposal_now(fd) : Early::TcpFailed;
                 if (sent == Early::Sent)
                     await_accept(fd, c, copy, len, port);
