@@ -195,15 +195,27 @@ void retire(Header* h) {
     munmap(totals, kHeaderBytes);
 }
 
+// A copy of the file, not a mapping of it: a segment is written by its
+// process (and, as root, another user's is readable), and a file someone
+// shrinks under a shared mapping kills its reader with SIGBUS. A snapshot
+// of counters is all a reader needs.
 static bool map_view(const std::string& path, View& v) {
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return false;
     struct stat st;
     void* p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= off_t(kHeaderBytes))
-        p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= off_t(kHeaderBytes) &&
+        st.st_size <= off_t(64) << 20) {
+        size_t n = static_cast<size_t>(st.st_size);
+        p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED && pread(fd, p, n, 0) != static_cast<ssize_t>(n)) {
+            munmap(p, n);
+            p = MAP_FAILED; // shrunk meanwhile
+        }
+    }
     sys::real().close(fd);
     if (p == MAP_FAILED) return false;
+    v.owner = st.st_uid;
     v.path = path;
     v.header = static_cast<const Header*>(p);
     v.bytes = static_cast<size_t>(st.st_size);
@@ -253,7 +265,10 @@ std::vector<View> open_all(const std::string& dir, bool clean) {
             munmap(const_cast<Header*>(v.header), v.bytes);
             continue;
         }
-        if (!v.alive && clean) {
+        // Only our own dead processes' counters move into our retired file
+        // (root must not fold other users' into its own); others' are
+        // counted as they are, until their owner's reader retires them.
+        if (!v.alive && clean && v.owner == geteuid()) {
             retire_dead(dir, path, v.header); // its counters move to our retired file, read below
             munmap(const_cast<Header*>(v.header), v.bytes);
             continue;

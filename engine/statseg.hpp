@@ -80,6 +80,7 @@ struct View {
     size_t bytes = 0;
     bool alive = false;  // a live process's segment
     bool totals = false; // a retired-counters file (no process, no fd table)
+    uid_t owner = 0;     // the file's owner
     const std::atomic<uint64_t>* slots() const { return slots_of(const_cast<Header*>(header)); }
 };
 // Maps every live segment and every retired-counters file in `dir`

@@ -159,3 +159,48 @@ TEST_CASE("/proc/net/tcp addresses decode") {
     CHECK(tools::decode_proc_address("0000000000000000FFFF00000100007F:0016") ==
           "[::ffff:127.0.0.1]:22");
 }
+
+TEST_CASE("a reader copies segments: one shrunk under it cannot fault it, and another user's "
+          "dead segment is not folded into the reader's totals") {
+    TempDir dir;
+    char path[PATH_MAX];
+    statseg::Header* h = statseg::create("shrinks", 1024, path, sizeof path);
+    REQUIRE(h != nullptr);
+    h->counters[counters::conn_tcp].store(3);
+    auto views = statseg::open_all(dir.path, false);
+    REQUIRE(views.size() == 1);
+    REQUIRE(truncate(path, 0) == 0); // what another user with write access could do
+    CHECK(views[0].header->counters[counters::conn_tcp].load() == 3); // a copy: no SIGBUS
+    CHECK(views[0].owner == geteuid());
+    statseg::close_all(views);
+    munmap(h, statseg::segment_bytes(1024));
+    unlink(path);
+
+    if (geteuid() != 0) {
+        WARN(
+            "not root: the other-user half is skipped (it needs to own a segment as another user)");
+        return;
+    }
+    pid_t child = fork();
+    if (child == 0) {
+        char p[PATH_MAX];
+        statseg::Header* d = statseg::create("other-user", 1024, p, sizeof p);
+        if (!d || chown(p, 65534, 65534) != 0) _exit(1);
+        d->counters[counters::conn_tcp].store(4);
+        _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WEXITSTATUS(status) == 0);
+    std::string stale =
+        dir.path + "/usmc-live." + std::to_string(getuid()) + "." + std::to_string(child);
+    views = statseg::open_all(dir.path, true);
+    REQUIRE(views.size() == 1);
+    CHECK_FALSE(views[0].totals); // counted as it is, not retired into ours
+    CHECK(views[0].owner == 65534);
+    CHECK(views[0].header->counters[counters::conn_tcp].load() == 4);
+    statseg::close_all(views);
+    CHECK(access(stale.c_str(), F_OK) == 0);
+    CHECK(access((dir.path + "/usmc-retired." + std::to_string(geteuid())).c_str(), F_OK) != 0);
+    unlink(stale.c_str());
+}
