@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The usmc demo: real servers and real clients from Debian, every one of
-them wrapped in usmc-run, then what usmc saw: each connection's mode and
+them wrapped in usmc-run, each measured beside the same programs over plain
+TCP in the same run; then what usmc saw: each connection's mode and
 fallback reason (usmc ss) and the counters (usmc stats)."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -12,6 +14,11 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
 from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
 
+# Servers on CPU 0, clients on CPU 1 (when there are two), the same for
+# plain TCP and usmc, so the two columns differ only in usmc.
+NCPU = os.cpu_count() or 1
+SERVER_CPU = ["taskset", "-c", "0"]
+CLIENT_CPU = ["taskset", "-c", "1" if NCPU > 1 else "0"]
 
 # A blocking connect: the SMC-D handshake runs inside connect().
 ECHO_SERVER = """
@@ -29,7 +36,7 @@ import socket, sys, time
 s = socket.socket(); s.connect(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"hello over shared memory")
 print("echo client got:", s.recv(100).decode(), flush=True)
-time.sleep(30)
+time.sleep(60)
 """
 
 
@@ -37,15 +44,67 @@ def say(text):
     print(f"\n\033[1m== {text}\033[0m", flush=True)
 
 
-def show(cmd, env):
-    print("$ " + " ".join(os.path.basename(c) if c.startswith(ROOT) else c for c in cmd), flush=True)
+def shown(cmd):
+    """The command as a user would type it: tool paths by their name."""
+    return " ".join(os.path.basename(c) if c.startswith(ROOT) else c for c in cmd)
+
+
+def run(cmd, env, echo=True):
+    if echo:
+        print("$ " + shown(cmd), flush=True)
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    # redis-benchmark redraws a progress line with \r: keep the final lines only
-    sys.stdout.write("".join(l for l in r.stdout.splitlines(True) if "rps=" not in l and l.strip()))
     if r.returncode != 0:
-        sys.stdout.write(r.stderr)
-        raise SystemExit(f"demo step failed: {' '.join(cmd)}")
+        sys.stdout.write(r.stdout + r.stderr)
+        raise SystemExit(f"demo step failed: {shown(cmd)}")
     return r.stdout
+
+
+def redis_rps(output):
+    """{"SET": rps, "GET": rps} from redis-benchmark -q (which redraws its
+    progress with \\r; the final figure follows the last one)."""
+    rps = {}
+    for line in output.replace("\r", "\n").splitlines():
+        m = re.match(r"\s*(SET|GET): ([0-9.]+) requests per second", line)
+        if m:
+            rps[m.group(1)] = float(m.group(2))
+    return rps
+
+
+def sockperf_p50(output):
+    for line in output.splitlines():
+        if "percentile 50.000" in line:
+            return float(line.split("=")[-1])
+    raise SystemExit("sockperf printed no p50")
+
+
+class Servers:
+    """Every server the demo starts, stopped by PID at the end."""
+
+    def __init__(self, env):
+        self.env = env
+        self.procs = []
+
+    def start(self, cmd, port, **kw):
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        kw.setdefault("stderr", subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, env=self.env, **kw)
+        self.procs.append(p)
+        if port and not wait_port(port):
+            raise SystemExit(f"{shown(cmd)} did not start")
+        return p
+
+    def stop(self, p):
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+    def stop_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                self.stop(p)
 
 
 def main():
@@ -57,74 +116,89 @@ def main():
     env = dict(os.environ, USMC_STATS_DIR=stats_dir)
     env.pop("LD_PRELOAD", None)
     usmc = [USMC, "--stats-dir", stats_dir]
-    servers = []
+    servers = Servers(env)
+    figures = []  # (workload, unit, plain TCP, usmc, higher is better)
     try:
-        say("nginx (master + 2 workers) under usmc-run")
-        nginx_port = free_port()
-        servers.append(subprocess.Popen([USMC_RUN, "-v", "--", *make_nginx(tmp, nginx_port)], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-        if not wait_port(nginx_port):
-            raise SystemExit("nginx did not start")
-        print(servers[-1].stderr.readline().rstrip())
+        say("servers: nginx (master + 2 workers) and redis-server, each twice: plain, and under usmc-run")
+        ports = {}
+        for name, wrap in (("plain", []), ("usmc", [USMC_RUN, "--verbose", "--"])):
+            d = os.path.join(tmp, name)
+            os.mkdir(d)
+            ports[name] = {"nginx": free_port(), "redis": free_port()}
+            p = servers.start([*SERVER_CPU, *wrap, *make_nginx(d, ports[name]["nginx"])], ports[name]["nginx"],
+                              stderr=subprocess.PIPE if wrap else subprocess.DEVNULL, text=True)
+            if wrap:
+                print(p.stderr.readline().rstrip())
+            servers.start([*SERVER_CPU, *wrap, *redis_server_cmd(ports[name]["redis"])], ports[name]["redis"])
+            print(f"{name:5}: nginx on 127.0.0.1:{ports[name]['nginx']}, redis on 127.0.0.1:{ports[name]['redis']}")
 
-        say("redis-server under usmc-run")
-        redis_port = free_port()
-        servers.append(subprocess.Popen([USMC_RUN, "--", *redis_server_cmd(redis_port)], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if not wait_port(redis_port):
-            raise SystemExit("redis-server did not start")
-        print(f"listening on 127.0.0.1:{redis_port}")
+        say("clients under usmc-run: curl, redis-cli")
+        print(run([USMC_RUN, "curl", "-sS", f"http://127.0.0.1:{ports['usmc']['nginx']}/index.html"], env), end="")
+        run([USMC_RUN, "redis-cli", "-p", str(ports["usmc"]["redis"]), "SET", "greeting", "hello from usmc"], env)
+        print(run([USMC_RUN, "redis-cli", "-p", str(ports["usmc"]["redis"]), "GET", "greeting"], env), end="")
 
-        say("clients under usmc-run: curl, wrk, redis-cli, redis-benchmark")
-        show([USMC_RUN, "curl", "-sS", f"http://127.0.0.1:{nginx_port}/index.html"], env)
-        out = show([USMC_RUN, "wrk", "-t", "1", "-c", "20", "-d", "2s", f"http://127.0.0.1:{nginx_port}/"], env)
-        w = parse_wrk(out)
-        if w["errors"] or w["non2xx"]:
-            raise SystemExit("wrk saw errors")
-        show([USMC_RUN, "redis-cli", "-p", str(redis_port), "SET", "greeting", "hello from usmc"], env)
-        show([USMC_RUN, "redis-cli", "-p", str(redis_port), "GET", "greeting"], env)
-        show([USMC_RUN, "redis-benchmark", "-p", str(redis_port), "-n", "20000", "-c", "10", "-t", "get,set",
-              "-q"], env)
+        say("wrk against nginx, keep-alive, 20 connections, 3 s: plain TCP, then both ends under usmc-run")
+        wrk = {}
+        for name, wrap in (("plain", []), ("usmc", [USMC_RUN])):
+            cmd = [*CLIENT_CPU, *wrap, "wrk", "-t", "1", "-c", "20", "-d", "3s", f"http://127.0.0.1:{ports[name]['nginx']}/"]
+            w = parse_wrk(run(cmd, env))
+            if w["errors"] or w["non2xx"] or not w["requests"]:
+                raise SystemExit(f"wrk saw errors: {w}")
+            wrk[name] = w["rps"]
+            print(f"  {name:5}: {w['rps']:,.0f} requests/s")
+        figures.append(("nginx + wrk keep-alive", "req/s", wrk["plain"], wrk["usmc"], True))
 
-        say("SMC-D: a python echo server and client, data through shared memory")
+        say("redis-benchmark SET and GET, 10 clients, 50 000 requests each: plain TCP, then under usmc-run")
+        rb = {}
+        for name, wrap in (("plain", []), ("usmc", [USMC_RUN])):
+            cmd = [*CLIENT_CPU, *wrap, "redis-benchmark", "-p", str(ports[name]["redis"]), "-n", "50000", "-c", "10",
+                   "-t", "set,get", "-q"]
+            rb[name] = redis_rps(run(cmd, env))
+            if set(rb[name]) != {"SET", "GET"}:
+                raise SystemExit(f"redis-benchmark printed no figures: {rb[name]}")
+            print(f"  {name:5}: SET {rb[name]['SET']:,.0f}, GET {rb[name]['GET']:,.0f} requests/s")
+        for op in ("SET", "GET"):
+            figures.append((f"redis-benchmark {op}", "req/s", rb["plain"][op], rb["usmc"][op], True))
+
+        say("sockperf ping-pong, 64-byte messages, 3 s: plain TCP, then both ends under usmc-run")
+        lat = {}
+        for name, wrap in (("plain", []), ("usmc", [USMC_RUN])):
+            port = free_port()
+            srv = servers.start([*SERVER_CPU, *wrap, "sockperf", "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
+                                port)
+            cmd = [*CLIENT_CPU, *wrap, "sockperf", "ping-pong", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-m", "64",
+                   "-t", "3"]
+            lat[name] = sockperf_p50(run(cmd, env))
+            print(f"  {name:5}: p50 latency {lat[name]:.2f} us")
+            servers.stop(srv)
+        figures.append(("sockperf ping-pong 64 B, p50", "us", lat["plain"], lat["usmc"], False))
+
+        say("a python echo server and client under usmc-run (a blocking connect), held open")
         echo_port = free_port()
-        servers.append(subprocess.Popen([USMC_RUN, "/usr/bin/python3", "-c", ECHO_SERVER, str(echo_port)], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if not wait_port(echo_port):
-            raise SystemExit("echo server did not start")
-        holder = subprocess.Popen([USMC_RUN, "/usr/bin/python3", "-c", ECHO_CLIENT, str(echo_port)], env=env,
-                                  stdout=subprocess.PIPE, text=True)
-        servers.append(holder)
+        servers.start([USMC_RUN, "/usr/bin/python3", "-c", ECHO_SERVER, str(echo_port)], echo_port)
+        holder = servers.start([USMC_RUN, "/usr/bin/python3", "-c", ECHO_CLIENT, str(echo_port)], None,
+                               stdout=subprocess.PIPE, text=True)
         print(holder.stdout.readline().rstrip())
 
-        say("SMC-D: sockperf ping-pong, 64-byte messages, 2 s (plain TCP first, then usmc-run)")
-        for wrap in ([], [USMC_RUN]):
-            sp_port = free_port()
-            srv = subprocess.Popen([*wrap, "sockperf", "server", "--tcp", "-i", "127.0.0.1", "-p", str(sp_port)],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            servers.append(srv)
-            wait_port(sp_port)
-            out = subprocess.run([*wrap, "sockperf", "ping-pong", "--tcp", "-i", "127.0.0.1", "-p", str(sp_port), "-m",
-                                  "64", "-t", "2"], env=env, capture_output=True, text=True, timeout=60).stdout
-            p50 = [l for l in out.splitlines() if "percentile 50.000" in l]
-            print(f"{'usmc-run' if wrap else 'plain TCP':9}: p50 latency " + (p50[0].split("=")[-1].strip() + " us" if p50 else "?"))
-            srv.terminate()
-
         say("usmc ss -a: every socket of the wrapped processes, with its mode")
-        show([*usmc, "ss", "-a"], env)
+        print(run([*usmc, "ss", "-a"], env), end="")
         say("usmc stats: all of the above, including the clients that have exited")
-        show([*usmc, "stats"], env)
-        print("\nMode SMCD: the connection's bytes went through shared memory. curl, wrk,")
-        print("redis-cli and redis-benchmark connect nonblocking (client_async_handshakes);")
-        print("python and sockperf block in connect(). Connections that ended before `ss` ran")
-        print("appear only in the counters; TCP ones are counted by reason.")
+        print(run([*usmc, "stats"], env), end="")
+
+        say("the figures, plain TCP beside usmc, measured above in this run")
+        print(f"{'workload':32} {'plain TCP':>12} {'usmc':>12} {'usmc / TCP':>11}")
+        for workload, unit, tcp, ours, higher in figures:
+            ratio = ours / tcp if tcp else float("nan")
+            verdict = "faster" if (ratio > 1) == higher else "slower"
+            print(f"{workload:32} {tcp:>9,.2f} {unit:<2} {ours:>9,.2f} {unit:<2} {ratio:>9.2f}x  ({verdict})")
+        print("\nOne short run each on whatever else this machine is doing: scripts/bench/ measures")
+        print("the same workloads properly (several runs, medians, CPU use); README, Results.")
+        print("Mode SMCD in `usmc ss`: the connection's bytes went through shared memory.")
+        print("Connections that ended before `ss` ran appear only in the counters; TCP ones")
+        print("are counted by reason (the PEERNOSMC ones are this demo's own readiness probes,")
+        print("which are not wrapped).")
     finally:
-        for p in servers:
-            p.terminate()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        servers.stop_all()
         subprocess.run(["rm", "-rf", tmp])
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: wraps real servers and clients (nginx, wrk, curl, redis) in
-# usmc-run and shows what usmc did. Installs dependencies and builds first.
+# usmc-run, measures each beside plain TCP in the same run, and shows what
+# usmc did. Installs dependencies and builds first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
