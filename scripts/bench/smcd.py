@@ -3,7 +3,8 @@
 SMC-D columns): ping-pong latency with 64-byte messages and streaming
 throughput with 64 KB messages. Same run, alternating, median of N runs;
 CPU use (both processes, % of one core) beside each figure so the cost of
-polling is visible."""
+polling is visible. --hogs N runs N CPU-burning processes (unpinned) beside
+every run, TCP's included: the cores oversubscribed, as on a busy machine."""
 import argparse
 import os
 import re
@@ -68,7 +69,18 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--seconds", type=int, default=3)
+    p.add_argument("--hogs", type=int, default=0, help="CPU-burning processes beside every run")
     args = p.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    try:
+        measure(args)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait(timeout=10)
+
+
+def measure(args):
     tmp = tempfile.mkdtemp(prefix="usmc-bench-")
     stats = os.path.join(tmp, "stats")
     os.mkdir(stats)
@@ -83,7 +95,8 @@ def main():
                 print(f"  run {r + 1} {mode} {name:24} {value:10.2f} cpu {cpu:5.0f}%", flush=True)
     st = subprocess.run([USMC, "--stats-dir", stats, "stats", "--json"], capture_output=True, text=True).stdout
     print("\nusmc counters over all runs:", st.strip())
-    print(f"\nsockperf, server on CPU 0, client on CPU 1, {args.seconds} s per run, median of {args.runs}")
+    print(f"\nsockperf, server on CPU 0, client on CPU 1, {args.seconds} s per run, median of {args.runs}"
+          + (f", {args.hogs} CPU hogs beside every run" if args.hogs else ""))
     for mode, label, unit in (("pp", "ping-pong 64 B, p50 latency", "us"), ("tp", "throughput 64 KB messages", "MB/s")):
         base = statistics.median(v for v, _ in results[(mode, "TCP")])
         print(f"\n{label}")
