@@ -2,7 +2,8 @@
 //
 // accept() takes connections from the kernel listener and classifies them
 // without waiting: one that a local usmc client announced and that starts
-// (or may start) with a CLC Proposal goes to a handshake worker, and
+// (or may start) with a CLC Proposal is handshaken off the caller (its
+// first bytes awaited in the connect watch, its steps on a worker), and
 // accept() takes the next one; any other is plain TCP at once, untouched. Completed handshakes
 // come back through the listener's queue (listener.hpp), which accept()
 // serves first. See handshake_queue.hpp for congestion and SMC_LIMIT_HS.
@@ -302,9 +303,10 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
         return in;
     }
     // Did a usmc client announce this connection (by its port)? Then its
-    // Proposal is worth waiting for (on a worker, clc_detect_timeout_ms).
-    // While clients are between connect() and their port's announcement,
-    // one not (yet) known gets a short grace on a worker (kPortGraceMs).
+    // Proposal is worth waiting for (in the connect watch,
+    // clc_detect_timeout_ms). While clients are between connect() and their
+    // port's announcement, one not (yet) known gets a short grace
+    // (kPortGraceMs).
     // Others are plain TCP at once: clients that connect without SMC (the
     // limit_hs bypass, plain programs) never wait for a worker.
     //

@@ -3,7 +3,7 @@
 // memory. Every DMB starts with one 64-byte control line, written only by the
 // peer (the side that produces into this DMB) and read by the owner:
 //
-//   0   type 0xFE, 7 reserved            the SMC-D CDC (SMC-REFERENCE §4.3),
+//   0   type 0xFE, 7 reserved            the SMC-D CDC (net/smc/smc_cdc.h, struct smcd_cdc_msg),
 //   8   producer cursor  wrap:16 count:32     host byte order, each 8-byte
 //       + urgent count:16                     word read and written atomically
 //   16  consumer cursor  wrap:16 count:32

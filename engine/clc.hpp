@@ -1,7 +1,7 @@
 #pragma once
 // CLC: the SMC connection layer control messages that run in band on the TCP
 // connection before SMC takes over (Proposal, Accept, Confirm, Decline).
-// Real wire formats (net/smc/smc_clc.h; SMC-REFERENCE §3): EBCDIC
+// Real wire formats (net/smc/smc_clc.h): EBCDIC
 // eyecatchers, big-endian fields, byte-7 version/type bits, trailers.
 //
 // Decoders take a byte span and nothing else, so each can be fuzzed on its
@@ -137,7 +137,7 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> bytes);
 std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint8_t> bytes);
 std::variant<Decline, Error> decode_decline(std::span<const uint8_t> bytes);
 
-// Compressed buffer size (SMC-REFERENCE §5.1): 16 KiB << code, rounding up.
+// Compressed buffer size (net/smc/smc_core.c, smc_compress_bufsize): 16 KiB << code, rounding up.
 uint8_t size_to_code(uint64_t bytes, uint8_t max_code);
 uint64_t code_to_size(uint8_t code);
 

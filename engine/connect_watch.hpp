@@ -2,8 +2,8 @@
 // Nonblocking connects whose TCP connection was not up yet when connect()
 // returned (on loopback: the SYN was dropped at a full listen queue). The
 // CLC Proposal must leave the moment the connection is up: the server takes
-// the connection, sees it announced and gives a worker of its own
-// clc_detect_timeout_ms to find the Proposal. Left to the client's
+// the connection, sees it announced and waits (in its own connect watch)
+// clc_detect_timeout_ms for the Proposal. Left to the client's
 // handshake queue, it waited behind handshakes that wait for Accepts, and
 // the server's wait ran out (connections that should have been SMC-D ran
 // TCP, and server workers sat idle). One thread per process watches such

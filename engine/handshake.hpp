@@ -1,6 +1,6 @@
 #pragma once
-// The SMC-D handshake on an established TCP connection (SMC-REFERENCE §3.7),
-// client side in connect.cpp, server side in listen.cpp:
+// The SMC-D handshake on an established TCP connection (net/smc/af_smc.c: smc_connect_ism,
+// smc_listen_work), client side in connect.cpp, server side in listen.cpp:
 //
 //   client                               server
 //   Proposal (ISM GID, CHID) ------->

@@ -4,9 +4,10 @@
 // hand connections over; they never wait behind a handshake in progress
 // (the short-lived-connection series, patch 1).
 //
-// Handshakes are blocking state machines on a worker thread: each CLC step
-// has its own timeout (CLC_WAIT_TIME), so a stuck peer holds one worker for
-// at most that long. Server and client queues are separate: in one process
+// Handshake steps run on a worker thread; waits for a peer's first bytes,
+// its Accept and its Confirm happen in the connect watch's epoll set, so a
+// silent peer holds no worker. A peer that stalls inside a CLC frame holds
+// one worker for at most CLC_WAIT_TIME. Server and client queues are separate: in one process
 // a client handshake waits for a server handshake, and a shared pool full of
 // waiting clients would starve the servers they wait for.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Blocking waits of the data path: optional bounded busy-polling, then
-// poll() on one eventfd and the TCP connection (a dead peer closes it).
+// poll() on the wake-up socket and the TCP connection (a dead peer closes it).
 #include "engine/conn.hpp"
 
 #include <functional>

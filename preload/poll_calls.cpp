@@ -1,5 +1,5 @@
 // Readiness calls. Sets without SMC fds go straight to the kernel. For SMC
-// fds the engine arms the peer's wake-ups and substitutes its eventfds
+// fds the engine arms the peer's wake-ups and substitutes its wake-up socket
 // (poll/select), or registers them in the epoll set with the application's
 // own epoll_data (epoll_ctl), so epoll_wait itself needs no translation.
 #include "preload/shim.hpp"

@@ -4,7 +4,7 @@
 // to stay clear of close()'s cancellation point; older libuv made accept4,
 // epoll_ctl, epoll_pwait, dup3, recvmmsg and sendmmsg the same way. A close
 // that passes usmc by leaves the connection behind: its peer is never told,
-// its eventfds stay in the program's epoll set under the old number, and
+// its wake-up socket stays in the program's epoll set under the old number, and
 // its descriptors and DMBs pile up until the top quarter of RLIMIT_NOFILE
 // is full and every later connection falls back to TCP (FDLIMIT).
 //

@@ -17,8 +17,9 @@ misbehaves, in one of these modes:
                   fill every queue it can send into
   garbage-cursors write impossible cursors and flags into both control lines
                   and wake the server
-  owner-refs      write a large value into owner_refs (offset 40) of the
-                  server's DMB control line, then close (--count times)
+  owner-refs      write a large value into offset 40 of the server's DMB
+                  control line (usmc's fork count until 2ccbe20, the urgent
+                  mark since), then close (--count times)
   silent-after-proposal  --count connections that send a Proposal and never
                   answer anything (--unported of them announce no client port)
   flood-links     learn the GID from one Accept, then open --count links to
