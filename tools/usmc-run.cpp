@@ -1,9 +1,11 @@
-// usmc-run: start a program with the usmc shim preloaded, in the spirit of
-// smc-tools' smc_run. The options reach the shim through the environment.
+// usmc-run: start a program with the usmc shim preloaded; a drop-in for
+// smc-tools' smc_run (its -d/-h/-r/-t/-v), with usmc's own choices as long
+// options (launcher_args.hpp). The options reach the shim through the
+// environment.
 #include "config/config.hpp"
 #include "tools/elfcheck.hpp"
+#include "tools/launcher_args.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -46,44 +48,23 @@ std::string merged_preload(const char* existing, const std::string& lib) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"usage: usmc-run [OPTIONS] [--] PROGRAM [ARGS...]\n\n"
-                 "Run PROGRAM with usmc: TCP connections use SMC-D (same host) or SMC-R (RDMA)\n"
-                 "when both ends support it, plain TCP otherwise.",
-                 "usmc-run"};
-    std::string config_file;
-    bool smcd = false, smcr = false, tcp = false, limit_hs = false, no_limit_hs = false,
-         verbose = false;
-    std::vector<std::string> command;
-    app.add_option("-c,--config", config_file,
-                   "usmc.toml to use (default: $USMC_CONFIG, /etc/usmc/usmc.toml)");
-    app.add_flag("-d,--smcd", smcd, "allow SMC-D (shared memory, same host)");
-    app.add_flag("-r,--smcr", smcr, "allow SMC-R (RDMA)");
-    app.add_flag("-t,--tcp", tcp, "plain TCP only: intercept, count, change nothing");
-    app.add_flag("--limit-hs", limit_hs,
-                 "SMC_LIMIT_HS on for new sockets (overrides limit_smc_hs)");
-    app.add_flag("--no-limit-hs", no_limit_hs, "SMC_LIMIT_HS off for new sockets");
-    app.add_flag("-v,--verbose", verbose, "say what usmc does on stderr");
-    // Everything from the first non-option on is the command and its own
-    // arguments: usmc-run never interprets them.
-    app.prefix_command();
-    app.footer("Without -d/-r/-t the configuration decides (mode and [[policy]] rules);\n"
-               "-d/-r/-t narrow what it allows, they never widen a rule that says tcp.");
-    try {
-        app.parse(argc, argv);
-        if (tcp && (smcd || smcr))
-            throw CLI::ValidationError("-t/--tcp", "cannot be combined with -d or -r");
-        if (limit_hs && no_limit_hs)
-            throw CLI::ValidationError("--limit-hs", "cannot be combined with --no-limit-hs");
-        command = app.remaining();
-        if (!command.empty() && command.front() == "--")
-            command.erase(command.begin());
-        else if (!command.empty() && command.front().size() > 1 && command.front()[0] == '-')
-            throw CLI::ExtrasError({command.front()});
-        if (command.empty()) throw CLI::RequiredError("PROGRAM");
-    } catch (const CLI::ParseError& e) {
-        int rc = app.exit(e);
-        return rc == 0 ? 0 : 1; // smc_run: exit code 1 on an invalid option
+    using Action = usmc::tools::LauncherArgs::Action;
+    auto args = usmc::tools::parse_launcher_args(argc, argv);
+    switch (args.action) {
+    case Action::Help:
+        fmt::print("{}", usmc::tools::launcher_usage());
+        return 0;
+    case Action::Version:
+        fmt::print("usmc-run utility, usmc-{}\n", USMC_VERSION);
+        return 0;
+    case Action::Error:
+        fmt::print(stderr, "usmc-run: Error: {}\n", args.error);
+        return 1; // as smc_run
+    case Action::Run:
+        break;
     }
+    const std::string& config_file = args.config_file;
+    std::vector<std::string>& command = args.command;
 
     if (!config_file.empty()) {
         char resolved[PATH_MAX];
@@ -131,28 +112,35 @@ int main(int argc, char** argv) {
         return 1;
     }
     setenv("LD_PRELOAD", merged_preload(std::getenv("LD_PRELOAD"), lib).c_str(), 1);
-    if (tcp)
+    // smc_run's: SMC_DEBUG always, the sizes as given. smc_run also raises
+    // net.core.rmem_max/wmem_max so that its preload library's setsockopt is
+    // not cut down; usmc's shim reads the sizes itself and sizes its DMBs
+    // with them (they are no kernel socket buffers), so nothing is raised.
+    setenv("SMC_DEBUG", args.debug ? "1" : "0", 1);
+    if (!args.rcvbuf.empty()) setenv("SMC_RCVBUF", args.rcvbuf.c_str(), 1);
+    if (!args.sndbuf.empty()) setenv("SMC_SNDBUF", args.sndbuf.c_str(), 1);
+    if (args.tcp)
         setenv("USMC_MODES", "tcp", 1);
-    else if (smcd && smcr)
+    else if (args.smcd && args.smcr)
         setenv("USMC_MODES", "auto", 1);
-    else if (smcd)
+    else if (args.smcd)
         setenv("USMC_MODES", "smcd", 1);
-    else if (smcr)
+    else if (args.smcr)
         setenv("USMC_MODES", "smcr", 1);
-    if (limit_hs) setenv("USMC_LIMIT_HS", "1", 1);
-    if (no_limit_hs) setenv("USMC_LIMIT_HS", "0", 1);
-    if (verbose) {
+    if (args.limit_hs) setenv("USMC_LIMIT_HS", "1", 1);
+    if (args.no_limit_hs) setenv("USMC_LIMIT_HS", "0", 1);
+    if (args.verbose) {
         setenv("USMC_VERBOSE", "1", 1);
         fmt::print(stderr, "usmc-run: {} with {} (modes {}, limit_hs {})\n", path, lib,
                    std::getenv("USMC_MODES") ? std::getenv("USMC_MODES") : "from config",
                    std::getenv("USMC_LIMIT_HS") ? std::getenv("USMC_LIMIT_HS") : "from config");
     }
 
-    std::vector<char*> args;
+    std::vector<char*> exec_args;
     for (auto& a : command)
-        args.push_back(a.data());
-    args.push_back(nullptr);
-    execv(path.c_str(), args.data());
+        exec_args.push_back(a.data());
+    exec_args.push_back(nullptr);
+    execv(path.c_str(), exec_args.data());
     int err = errno;
     fmt::print(stderr, "usmc-run: {}: {}\n", path, std::strerror(err));
     return err == ENOENT ? 127 : 126;

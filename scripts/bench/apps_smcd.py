@@ -79,7 +79,7 @@ def main():
     # (column name, usmc-run options; None = not wrapped)
     variants = [("TCP", None), ("SMC-D", [])]
     if args.busy_poll_us >= 0:
-        variants.append((f"busy{args.busy_poll_us}", ["-c", busy_cfg]))
+        variants.append((f"busy{args.busy_poll_us}", ["--config", busy_cfg]))
     names = [n for n, _ in variants]
     results = {}
     try:

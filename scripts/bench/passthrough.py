@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Cost of the shim where it cannot help: nginx + wrk, keep-alive and
-'Connection: close', plain TCP against both ends under `usmc-run -t`
+'Connection: close', plain TCP against both ends under `usmc-run --tcp`
 (every socket call intercepted, every connection TCP) and under plain
 `usmc-run` (SMC allowed: nginx publishes its listener and looks at each
 accepted connection's first bytes; wrk connects nonblocking, so TCP), in the
@@ -37,7 +37,7 @@ def main():
     env.pop("LD_PRELOAD", None)
     procs = {}
     try:
-        variants = {"tcp": None, "usmc -t": ["-t"], "usmc auto": []}
+        variants = {"tcp": None, "usmc --tcp": ["--tcp"], "usmc auto": []}
         for variant in variants:
             d = os.path.join(tmp, variant.replace(" ", "_"))
             os.mkdir(d)
@@ -71,10 +71,10 @@ def main():
         print()
         print(f"nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1, c={args.connections}, {args.duration}s), "
               f"median of {args.runs}")
-        print(f"{'workload':20} {'TCP req/s':>12} {'usmc -t':>10} {'ratio':>7} {'usmc auto':>10} {'ratio':>7}")
+        print(f"{'workload':20} {'TCP req/s':>12} {'usmc --tcp':>10} {'ratio':>7} {'usmc auto':>10} {'ratio':>7}")
         for workload in ("keep-alive", "Connection: close"):
             tcp = statistics.median(results[(workload, "tcp")])
-            t = statistics.median(results[(workload, "usmc -t")])
+            t = statistics.median(results[(workload, "usmc --tcp")])
             a = statistics.median(results[(workload, "usmc auto")])
             print(f"{workload:20} {tcp:12.0f} {t:10.0f} {t / tcp:7.3f} {a:10.0f} {a / tcp:7.3f}")
     finally:

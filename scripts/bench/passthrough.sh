@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pass-through cost of the shim: nginx + wrk, plain TCP vs usmc-run -t.
+# Pass-through cost of the shim: nginx + wrk, plain TCP vs usmc-run --tcp.
 # Usage: scripts/bench/passthrough.sh [--runs N] [--duration S] [--connections C]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

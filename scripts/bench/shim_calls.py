@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the shim adds to a call it passes through: the same Google Benchmark
-binary plain and under `usmc-run -t`, alternating, median of N runs each,
+binary plain and under `usmc-run --tcp`, alternating, median of N runs each,
 ns per operation and the ratio."""
 import argparse
 import json
@@ -19,7 +19,7 @@ BENCH = os.path.join(BIN, "usmc-bench-calls")
 def run(wrapped, min_time):
     cmd = [BENCH, "--benchmark_format=json", f"--benchmark_min_time={min_time}"]
     if wrapped:
-        cmd = [USMC_RUN, "-t", "--", *cmd]
+        cmd = [USMC_RUN, "--tcp", "--", *cmd]
     cmd = ["taskset", "-c", "1", *cmd]
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
@@ -40,7 +40,7 @@ def main():
             shim.setdefault(name, []).append(ns)
         print(f"  run {i + 1} of {args.runs} done", flush=True)
     print(f"\nper-call cost, median of {args.runs} runs (CPU 1)")
-    print(f"{'benchmark':28} {'plain ns':>10} {'usmc -t ns':>11} {'added ns':>9} {'ratio':>7}")
+    print(f"{'benchmark':28} {'plain ns':>10} {'--tcp ns':>11} {'added ns':>9} {'ratio':>7}")
     for name in plain:
         a, b = statistics.median(plain[name]), statistics.median(shim[name])
         print(f"{name:28} {a:10.1f} {b:11.1f} {b - a:9.1f} {b / a:7.3f}")

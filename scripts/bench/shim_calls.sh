@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-call cost of the shim in pass-through (Google Benchmark, plain vs usmc-run -t).
+# Per-call cost of the shim in pass-through (Google Benchmark, plain vs usmc-run --tcp).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/install-deps.sh

@@ -41,8 +41,8 @@ def run_one(mode, config, env, seconds, tmp):
         path = os.path.join(tmp, "bench.toml")
         with open(path, "w") as f:
             f.write(config)
-        server = [USMC_RUN, "-c", path, "--", *server]
-        client = [USMC_RUN, "-c", path, "--", *client]
+        server = [USMC_RUN, "--config", path, "--", *server]
+        client = [USMC_RUN, "--config", path, "--", *client]
     cpu0, t0 = cpu_children(), time.monotonic()
     srv = subprocess.Popen(["taskset", "-c", "0", *server], env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)

@@ -1,5 +1,5 @@
 // Per-call cost of socket calls, run once plain and once under
-// `usmc-run -t` by scripts/bench/shim_calls.py: the difference is what the
+// `usmc-run --tcp` by scripts/bench/shim_calls.py: the difference is what the
 // shim adds to a call it passes through. Real kernel objects throughout.
 #include <benchmark/benchmark.h>
 

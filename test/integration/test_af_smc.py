@@ -21,9 +21,9 @@ with Env() as env:
     cfg = os.path.join(env.dir, "limit.toml")
     with open(cfg, "w") as f:
         f.write("limit_smc_hs = true\n")
-    r = env.run(env.wrap([PROBE, "1"], "-c", cfg))
+    r = env.run(env.wrap([PROBE, "1"], "--config", cfg))
     check(r.returncode == 0, "limit_smc_hs = true in the config is the default for new sockets")
-    r = env.run(env.wrap([PROBE, "0"], "-c", cfg, "--no-limit-hs"))
+    r = env.run(env.wrap([PROBE, "0"], "--config", cfg, "--no-limit-hs"))
     check(r.returncode == 0, "--no-limit-hs overrides the config")
 
     st = env.stats()

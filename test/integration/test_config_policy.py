@@ -17,11 +17,11 @@ with Env() as env:
     with open(port_cfg, "w") as f:
         f.write(f'[[policy]]\nport = {port}\nmode = "tcp"\n[[policy]]\nprogram = "python3*"\nmode = "smcd"\n')
     server = env.start(env.wrap([PYTHON, APP, "server", "--port", str(port), "--conns", "2",
-                                 "--mode", "selectors"], "-c", port_cfg))
+                                 "--mode", "selectors"], "--config", port_cfg))
     read_ready(server)
     ss = env.ss("-l")
     check("POLICY 0x0a010000" in ss, "usmc ss shows the listener's POLICY reason")
-    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", "2"], "-c", port_cfg))
+    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", "2"], "--config", port_cfg))
     check(r.returncode == 0, "connections under a tcp policy work")
     server.communicate(timeout=30)
     st = env.stats()
@@ -29,12 +29,12 @@ with Env() as env:
 
     # -t on the launcher narrows to TCP whatever the config says.
     before = env.stats()["fallback_reasons"].get("POLICY", 0)
-    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", "1"], "-t"))
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", "1"], "--tcp"))
     port = read_ready(server)
-    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", "1"], "-t"))
+    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", "1"], "--tcp"))
     server.communicate(timeout=30)
     check(r.returncode == 0 and env.stats()["fallback_reasons"].get("POLICY", 0) - before == 2,
-          "usmc-run -t: both ends TCP by policy")
+          "usmc-run --tcp: both ends TCP by policy")
 
     # A broken config file: one line per process on stderr, everything works.
     bad = os.path.join(env.dir, "bad.toml")

@@ -17,26 +17,26 @@ with Env() as env:
     r = env.run([USMC_RUN, "/bin/echo", "-v", "--tcp", "-d"])
     check(r.stdout == "-v --tcp -d\n", "options after PROGRAM belong to the program")
 
-    r = env.run([USMC_RUN, "-t", "-d", "/bin/true"])
-    check(r.returncode == 1 and "cannot be combined" in r.stderr, "-t with -d is refused (exit 1)")
+    r = env.run([USMC_RUN, "--tcp", "--smcd", "/bin/true"])
+    check(r.returncode == 1 and "cannot be combined" in r.stderr, "--tcp with --smcd is refused (exit 1)")
     r = env.run([USMC_RUN, "--bogus", "/bin/true"])
     check(r.returncode == 1, "unknown option exits 1, like smc_run")
     r = env.run([USMC_RUN])
-    check(r.returncode == 1 and "PROGRAM" in r.stderr, "no program: usage error")
+    check(r.returncode == 1 and "Missing command parameter" in r.stderr, "no program: usage error")
     r = env.run([USMC_RUN, "--help"])
-    check(r.returncode == 0 and "usage: usmc-run" in r.stdout, "--help")
+    check(r.returncode == 0 and "Usage: usmc-run" in r.stdout, "--help")
 
     show = ["/bin/sh", "-c", 'echo "$LD_PRELOAD|$USMC_MODES|$USMC_LIMIT_HS|$USMC_VERBOSE"']
     r = env.run([USMC_RUN, *show])
     lib = os.path.realpath(os.path.join(BIN, "..", "lib", "libusmc-preload.so"))
-    check(r.stdout.strip() == f"{lib}|||", f"plain run sets only LD_PRELOAD ({r.stdout.strip()})")
-    r = env.run([USMC_RUN, "-d", "--limit-hs", "-v", *show])
-    check(r.stdout.strip() == f"{lib}|smcd|1|1", "-d --limit-hs -v reach the shim")
-    check("usmc-run:" in r.stderr, "-v explains what it does")
-    r = env.run([USMC_RUN, "-d", "-r", "--no-limit-hs", *show])
-    check(r.stdout.strip() == f"{lib}|auto|0|", "-d -r means both, --no-limit-hs is 0")
-    r = env.run([USMC_RUN, "-t", *show])
-    check(r.stdout.strip() == f"{lib}|tcp||", "-t means TCP only")
+    check(r.stdout.strip() == f"{lib}|||", f"plain run sets LD_PRELOAD, no USMC_* ({r.stdout.strip()})")
+    r = env.run([USMC_RUN, "--smcd", "--limit-hs", "--verbose", *show])
+    check(r.stdout.strip() == f"{lib}|smcd|1|1", "--smcd --limit-hs --verbose reach the shim")
+    check("usmc-run:" in r.stderr, "--verbose explains what it does")
+    r = env.run([USMC_RUN, "--smcd", "--smcr", "--no-limit-hs", *show])
+    check(r.stdout.strip() == f"{lib}|auto|0|", "--smcd --smcr means both, --no-limit-hs is 0")
+    r = env.run([USMC_RUN, "--tcp", *show])
+    check(r.stdout.strip() == f"{lib}|tcp||", "--tcp means TCP only")
 
     e = dict(env.env)
     e["LD_PRELOAD"] = "/lib/x86_64-linux-gnu/libm.so.6"
@@ -67,11 +67,11 @@ with Env() as env:
     bad = os.path.join(env.dir, "bad.toml")
     with open(bad, "w") as f:
         f.write("rmem = 10\n")
-    r = env.run([USMC_RUN, "-c", bad, "/bin/echo", "still runs"])
+    r = env.run([USMC_RUN, "--config", bad, "/bin/echo", "still runs"])
     check(r.returncode == 0 and r.stdout == "still runs\n", "bad config: the program still runs")
     check(f"{bad}:1:" in r.stderr and "key 'rmem'" in r.stderr, "bad config: file, line and key named")
-    r = env.run([USMC_RUN, "-c", "/nonexistent.toml", "/bin/true"])
-    check(r.returncode == 1 and "/nonexistent.toml" in r.stderr, "missing -c file is an error")
+    r = env.run([USMC_RUN, "--config", "/nonexistent.toml", "/bin/true"])
+    check(r.returncode == 1 and "/nonexistent.toml" in r.stderr, "missing --config file is an error")
 
     good = os.path.join(env.dir, "good.toml")
     with open(good, "w") as f:

@@ -112,7 +112,7 @@ with Env() as env:
     server_cfg = os.path.join(env.dir, "server.toml")
     with open(server_cfg, "w") as f:
         f.write("limit_smc_hs = true\nhs_workers = 64\ntestonly_server_handshake_delay_ms = 100\n")
-    server = env.start(env.wrap([PYTHON, APP, "server", "--seconds", "60"], "-c", server_cfg))
+    server = env.start(env.wrap([PYTHON, APP, "server", "--seconds", "60"], "--config", server_cfg))
     port = read_ready(server)
     r, done = burst(env, port, 300)
     st = env.stats()

@@ -83,7 +83,7 @@ with Env() as env:
         f.write("busy_poll_us = 200\n")
     for name, s_args in (("busy-poll epoll server", ["--mode", "selectors"]),
                          ("busy-poll poll server", ["--mode", "poll"])):
-        d, _ = smc_case(env, name, s_args, ["--io", "nonblocking"], 6, opts=("-c", busy))
+        d, _ = smc_case(env, name, s_args, ["--io", "nonblocking"], 6, opts=("--config", busy))
         check(d["conn_smcd"] == 12 and d["busy_poll_hits"] > 0,
               f"{name}: SMC-D, and spins found events ({d})")
 
@@ -225,12 +225,12 @@ sys.stdin.readline()
 for _ in range(20):
     b.poll(0.01)
 print("done", flush=True)
-"""], "-c", busy), stdin=subprocess.PIPE)
+"""], "--config", busy), stdin=subprocess.PIPE)
     port = int(server.stdout.readline())
     client = env.start(env.wrap([PYTHON, "-c", f"""
 import socket, time
 s = socket.socket(); s.connect(("127.0.0.1", {port})); s.send(b"g"); time.sleep(5)
-"""], "-c", busy))
+"""], "--config", busy))
     reused = server.stdout.readline().strip()
     mid = env.stats()
     server.stdin.write("go\n")
@@ -278,7 +278,7 @@ print(f"poll {mask:#x} after {took:.2f} send {after}", flush=True)
     peers = {
         # shut down writing (a wake-up, no space), then read everything
         "shutdown then read": ("c.recv(1, socket.MSG_PEEK); time.sleep(0.05); c.shutdown(socket.SHUT_WR)\n"
-                               "time.sleep(0.4)\nwhile c.recv(1 << 20): pass", ("-c", spin)),
+                               "time.sleep(0.4)\nwhile c.recv(1 << 20): pass", ("--config", spin)),
         "close": ("time.sleep(0.3); c.close(); time.sleep(2)", ()),
         "killed": ("time.sleep(60)", ()),
     }

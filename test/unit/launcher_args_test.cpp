@@ -1,0 +1,141 @@
+#include "tools/launcher_args.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+using usmc::tools::LauncherArgs;
+using usmc::tools::parse_launcher_args;
+using Action = LauncherArgs::Action;
+
+namespace {
+
+LauncherArgs parse(std::initializer_list<const char*> words) {
+    std::vector<const char*> argv{"usmc-run"};
+    argv.insert(argv.end(), words);
+    return parse_launcher_args(static_cast<int>(argv.size()), argv.data());
+}
+
+using Words = std::vector<std::string>;
+
+} // namespace
+
+TEST_CASE("launcher: smc_run's short options") {
+    auto a = parse({"-d", "-r", "256k", "-t", "64K", "prog", "x"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.debug);
+    CHECK(a.rcvbuf == "256k");
+    CHECK(a.sndbuf == "64K");
+    CHECK(a.command == Words{"prog", "x"});
+
+    a = parse({"prog"});
+    CHECK(a.action == Action::Run);
+    CHECK_FALSE(a.debug);
+    CHECK(a.rcvbuf.empty());
+    CHECK(a.sndbuf.empty());
+
+    // Clusters and attached values, as getopts.
+    a = parse({"-dr1M", "-t16384", "prog"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.debug);
+    CHECK(a.rcvbuf == "1M");
+    CHECK(a.sndbuf == "16384");
+    a = parse({"-dt", "2m", "prog"});
+    CHECK(a.debug);
+    CHECK(a.sndbuf == "2m");
+    CHECK(a.command == Words{"prog"});
+}
+
+TEST_CASE("launcher: options end at the first non-option or after --") {
+    auto a = parse({"-d", "prog", "-r", "1k", "--tcp"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.rcvbuf.empty());
+    CHECK_FALSE(a.tcp);
+    CHECK(a.command == Words{"prog", "-r", "1k", "--tcp"});
+
+    a = parse({"--", "-d"});
+    CHECK(a.action == Action::Run);
+    CHECK_FALSE(a.debug);
+    CHECK(a.command == Words{"-d"});
+
+    a = parse({"-d", "--", "--", "x"});
+    CHECK(a.command == Words{"--", "x"});
+
+    a = parse({"-", "x"}); // a lone "-" is no option
+    CHECK(a.command == Words{"-", "x"});
+}
+
+TEST_CASE("launcher: help and version act where they stand") {
+    CHECK(parse({"-h"}).action == Action::Help);
+    CHECK(parse({"-v"}).action == Action::Version);
+    CHECK(parse({"-dh", "prog"}).action == Action::Help);
+    CHECK(parse({"--help"}).action == Action::Help);
+    CHECK(parse({"--version"}).action == Action::Version);
+    CHECK(parse({"-x", "-h"}).action == Action::Error); // getopts stops at -x
+    CHECK(parse({"-h", "-x"}).action == Action::Help);
+    CHECK(parse({"prog", "-h"}).action == Action::Run);
+}
+
+TEST_CASE("launcher: errors in smc_run's words") {
+    auto a = parse({"-x", "prog"});
+    CHECK(a.action == Action::Error);
+    CHECK(a.error == "Invalid option: -x");
+    a = parse({"-dq", "prog"});
+    CHECK(a.error == "Invalid option: -q");
+    // usmc's old short options are gone.
+    CHECK(parse({"-c", "f.toml", "prog"}).error == "Invalid option: -c");
+
+    a = parse({});
+    CHECK(a.action == Action::Error);
+    CHECK(a.error == "Missing command parameter");
+    CHECK(parse({"-d", "--"}).error == "Missing command parameter");
+
+    a = parse({"-r", "12x", "prog"});
+    CHECK(a.action == Action::Error);
+    CHECK(a.error == "Invalid buffer size specified: '12x'");
+    CHECK(parse({"-t", "1G", "prog"}).error == "Invalid buffer size specified: '1G'");
+    CHECK(parse({"-r", "", "prog"}).error == "Invalid buffer size specified: ''");
+    // getopts takes the next word as the value, whatever it looks like.
+    CHECK(parse({"-r", "-d", "prog"}).error == "Invalid buffer size specified: '-d'");
+    CHECK(parse({"-r"}).error == "Option -r requires an argument");
+    CHECK(parse({"-dt"}).error == "Option -t requires an argument");
+}
+
+TEST_CASE("launcher: usmc's long options") {
+    auto a = parse({"--smcd", "--limit-hs", "--verbose", "--config", "u.toml", "-d", "prog"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.smcd);
+    CHECK(a.limit_hs);
+    CHECK(a.verbose);
+    CHECK(a.debug);
+    CHECK(a.config_file == "u.toml");
+    CHECK(a.command == Words{"prog"});
+
+    a = parse({"--config=/x/y.toml", "--smcr", "--no-limit-hs", "--tcp", "prog"});
+    CHECK(a.action == Action::Error);
+    CHECK(a.error == "--tcp cannot be combined with --smcd or --smcr");
+
+    a = parse({"--config=/x/y.toml", "--smcd", "--smcr", "--no-limit-hs", "prog"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.config_file == "/x/y.toml");
+    CHECK((a.smcd && a.smcr && a.no_limit_hs));
+
+    CHECK(parse({"--tcp", "prog"}).tcp);
+    CHECK(parse({"--limit-hs", "--no-limit-hs", "prog"}).error ==
+          "--limit-hs cannot be combined with --no-limit-hs");
+    CHECK(parse({"--bogus", "prog"}).error == "Invalid option: --bogus");
+    CHECK(parse({"--smcd=1", "prog"}).error == "Option --smcd takes no argument");
+    CHECK(parse({"--config"}).error == "Option --config requires an argument");
+    CHECK(parse({"--config=", "prog"}).error == "Option --config requires an argument");
+    CHECK(parse({"--config", "-weird.toml", "prog"}).config_file == "-weird.toml");
+}
+
+TEST_CASE("launcher: smc_run's size syntax") {
+    using usmc::tools::valid_buffer_size;
+    for (const char* ok : {"0", "16384", "64k", "64K", "1m", "1M", "007"})
+        CHECK(valid_buffer_size(ok));
+    for (const char* bad : {"", "k", "1.5M", "1G", "1KiB", "1 k", " 1", "-1", "1kk", "0x10"})
+        CHECK_FALSE(valid_buffer_size(bad));
+}
