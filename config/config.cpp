@@ -179,9 +179,9 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
         if (key == "limit_smc_hs") {
             cfg.limit_smc_hs = r.boolean(node, key);
         } else if (key == "rmem") {
-            cfg.rmem = r.size(node, key, 16 << 10, 1 << 20);
+            cfg.rmem = r.size(node, key, kBufMin, kBufMax);
         } else if (key == "wmem") {
-            cfg.wmem = r.size(node, key, 16 << 10, 1 << 20);
+            cfg.wmem = r.size(node, key, kBufMin, kBufMax);
         } else if (key == "autocorking_size") {
             cfg.autocorking_size = r.size(node, key, 0, 1 << 30);
         } else if (key == "mode") {

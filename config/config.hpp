@@ -13,6 +13,10 @@
 namespace usmc::config {
 
 enum class LogLevel : uint8_t { Error, Warn, Info, Debug };
+
+// rmem and wmem bounds (the kernel's for SMC-D: SMC_BUF_MIN_SIZE .. 1 MiB).
+inline constexpr uint64_t kBufMin = 16 << 10;
+inline constexpr uint64_t kBufMax = 1 << 20;
 const char* log_level_name(LogLevel level);
 
 struct Config {

@@ -1,10 +1,12 @@
 #include "engine/runtime.hpp"
 
+#include "config/size.hpp"
 #include "engine/af_smc.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
 #include "engine/sys.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -62,14 +64,47 @@ void on_fork_child() {
     af_smc::on_fork_child();
 }
 
+// One environment size: the value to use (0: the config's), and one
+// message when it is not taken as it stands.
+uint64_t env_size(const char* name, const char* config_key) {
+    const char* text = std::getenv(name);
+    EnvSize e = parse_env_size(text);
+    switch (e.status) {
+    case EnvSize::Unset:
+        return 0;
+    case EnvSize::Ok:
+        return e.bytes;
+    case EnvSize::Clamped:
+        log::warn("{}='{}' is outside {}..{}; using {}", name, text,
+                  config::format_size(config::kBufMin), config::format_size(config::kBufMax),
+                  config::format_size(e.bytes));
+        return e.bytes;
+    case EnvSize::Malformed:
+        log::warn("{}='{}' is not a size (digits with an optional k/K/m/M suffix, {}..{}); "
+                  "using the configuration's {}",
+                  name, text, config::format_size(config::kBufMin),
+                  config::format_size(config::kBufMax), config_key);
+        return 0;
+    }
+    return 0;
+}
+
 void full_init() {
     State& s = storage();
+    // smc-tools' SMC_RCVBUF/SMC_SNDBUF, read here rather than at load time so
+    // that a process that never touches TCP (a shell, a version manager's
+    // shim) says nothing about them.
+    s.opts.rmem = env_size("SMC_RCVBUF", "rmem");
+    s.opts.wmem = env_size("SMC_SNDBUF", "wmem");
     auto loaded = config::load_default_config();
     if (auto* err = std::get_if<config::LoadError>(&loaded)) {
         s.config_ok = false;
         log::error("config error: {}; running every socket as plain TCP", err->message);
     } else {
         s.cfg = std::move(std::get<config::Config>(loaded));
+        // The environment over the file, as USMC_MODES and USMC_LIMIT_HS.
+        if (s.opts.rmem) s.cfg.rmem = s.opts.rmem;
+        if (s.opts.wmem) s.cfg.wmem = s.opts.wmem;
         log::set_level(s.opts.verbose && s.cfg.log_level < config::LogLevel::Info
                            ? config::LogLevel::Info
                            : s.cfg.log_level);
@@ -97,11 +132,48 @@ void full_init() {
     }
     af_smc::init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
     pthread_atfork(af_smc::before_fork, nullptr, on_fork_child);
-    log::info("usmc active in {} (modes {}, config {})", program, config::mode_name(s.opts.modes),
-              s.cfg.source);
+    log::info("usmc active in {} (modes {}, rmem {}{}, wmem {}{}, config {})", program,
+              config::mode_name(s.opts.modes), config::format_size(s.cfg.rmem),
+              s.opts.rmem ? " from SMC_RCVBUF" : "", config::format_size(s.cfg.wmem),
+              s.opts.wmem ? " from SMC_SNDBUF" : "", s.cfg.source);
 }
 
 } // namespace
+
+EnvSize parse_env_size(const char* text) {
+    EnvSize e;
+    if (!text || !*text) return e;
+    uint64_t value = 0;
+    bool overflow = false;
+    const char* p = text;
+    for (; *p >= '0' && *p <= '9'; ++p) {
+        if (value > (UINT64_MAX - 9) / 10) overflow = true;
+        if (!overflow) value = value * 10 + static_cast<uint64_t>(*p - '0');
+    }
+    if (p == text) {
+        e.status = EnvSize::Malformed;
+        return e;
+    }
+    unsigned shift = 0;
+    if (*p == 'k' || *p == 'K')
+        shift = 10;
+    else if (*p == 'm' || *p == 'M')
+        shift = 20;
+    if (shift) ++p;
+    if (*p) {
+        e.status = EnvSize::Malformed;
+        return e;
+    }
+    if (value > (UINT64_MAX >> shift)) overflow = true;
+    value = overflow ? UINT64_MAX : value << shift;
+    e.bytes = std::clamp(value, config::kBufMin, config::kBufMax);
+    e.status = e.bytes == value ? EnvSize::Ok : EnvSize::Clamped;
+    return e;
+}
+
+bool smc_debug_on(const char* text) {
+    return text && *text && *text != '0';
+}
 
 Options parse_options(const char* modes, const char* limit_hs, const char* verbose, bool* ok) {
     Options o;
@@ -141,6 +213,9 @@ void early_init(int argc, char** argv) {
     bool ok = true;
     s.opts = parse_options(std::getenv("USMC_MODES"), std::getenv("USMC_LIMIT_HS"),
                            std::getenv("USMC_VERBOSE"), &ok);
+    // smc-tools' preload library's variable, whoever set it (usmc-run -d or
+    // the user beside LD_PRELOAD).
+    if (smc_debug_on(std::getenv("SMC_DEBUG"))) s.opts.verbose = true;
     if (s.opts.verbose) log::set_level(config::LogLevel::Info);
     if (!ok)
         log::error("bad USMC_MODES/USMC_LIMIT_HS in the environment (USMC_MODES='{}', "

@@ -12,12 +12,27 @@
 
 namespace usmc::runtime {
 
-// What usmc-run passed through the environment.
+// What usmc-run passed through the environment (or the user set there).
 struct Options {
     config::ModeSet modes = config::kModeAuto; // USMC_MODES: auto|smcd|smcr|tcp
     int limit_hs = -1;                         // USMC_LIMIT_HS: 0/1, -1 = use the config
-    bool verbose = false;                      // USMC_VERBOSE
+    bool verbose = false;                      // USMC_VERBOSE, or SMC_DEBUG
+    uint64_t rmem = 0; // SMC_RCVBUF (read on first use by TCP), 0 = use the config
+    uint64_t wmem = 0; // SMC_SNDBUF, likewise
 };
+
+// smc-tools' SMC_RCVBUF / SMC_SNDBUF: digits with an optional k/K/m/M suffix
+// (x1024, x1048576), as smc_run checks them; they replace the config's
+// rmem / wmem, within the same bounds.
+struct EnvSize {
+    enum Status { Unset, Ok, Clamped, Malformed };
+    Status status = Unset; // Unset: absent or empty
+    uint64_t bytes = 0;    // Ok, Clamped: the size to use
+};
+EnvSize parse_env_size(const char* text);
+// smc-tools' SMC_DEBUG: on when set and its first character is not '0'
+// (an empty value counts as off).
+bool smc_debug_on(const char* text);
 
 struct State {
     config::Config cfg;
