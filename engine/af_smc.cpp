@@ -1,6 +1,7 @@
 // The socket layer's descriptor bookkeeping and data calls. connect() is in
 // af_smc_connect.cpp, listen()/accept() in af_smc_accept.cpp, readiness in
 // af_smc_poll.cpp.
+#include "config/size.hpp"
 #include "engine/af_smc_internal.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/connect_watch.hpp"
@@ -72,6 +73,10 @@ void set_mode(int fd, SockMode mode, uint32_t reason) {
     s.mode = mode;
     s.reason = reason;
     g_fds.set(fd, s);
+    if (mode == SockMode::SmcD && log::enabled(config::LogLevel::Info))
+        if (SmcConn* c = slot(fd).load(std::memory_order_acquire); c && !is_late(c))
+            log::info("fd {}: SMC-D, DMB {} here, {} at the peer", fd,
+                      config::format_size(c->rx.size), config::format_size(c->tx.size));
 }
 
 void count_result(uint32_t reason, bool smc) {
