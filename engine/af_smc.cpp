@@ -5,6 +5,7 @@
 #include "engine/af_smc_internal.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/connect_watch.hpp"
+#include "engine/diag.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/lgr.hpp"
@@ -87,11 +88,32 @@ void count_result(uint32_t reason, bool smc) {
 void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
     c->nonblock.store(nonblock);
     c->start_owner_refs();
+    SmcConn* conn = c.get();
     slot(fd).store(c.release(), std::memory_order_release);
     set_mode(fd, SockMode::SmcD, 0);
+    if (conn->phase.load(std::memory_order_acquire) == Phase::Active) activated(fd, *conn);
+}
+
+void activated(int fd, SmcConn& c) {
+    using namespace counters;
+    runtime::count_traffic(kRx, kBufs + bucket_of(c.rx.size));
+    runtime::count_traffic(kTx, kBufs + bucket_of(c.tx.size));
+    diag::publish(runtime::get().seg, c, fd);
 }
 
 namespace {
+
+// RX/TX requests (counters.hpp): one increment, in the bucket of the
+// length asked for when the call moved data. Returns that length.
+size_t count_request(counters::Dir dir, const iovec* iov, int iovcnt, ssize_t r) {
+    size_t asked = 0;
+    for (int i = 0; i < iovcnt; ++i)
+        asked += iov[i].iov_len;
+    unsigned slot =
+        r > 0 ? counters::kReqs + counters::bucket_of(asked) : unsigned{counters::kNoData};
+    runtime::count_traffic(dir, slot);
+    return asked;
+}
 
 void fold_counters(SmcConn* c) {
     runtime::count(counters::notifications, c->notifications.load());
@@ -131,6 +153,7 @@ void release(SmcConn* c) {
         c->epoll_members.clear();
     }
     fold_counters(c);
+    diag::withdraw(runtime::get().seg, *c);
     if (c->owner_refs->fetch_sub(1, std::memory_order_acq_rel) == 1) {
         forkref::free(c->owner_refs);
         // The last process holding this side: tell the peer. Unread data
@@ -151,6 +174,7 @@ void release(SmcConn* c) {
 }
 
 void discard(SmcConn* c) {
+    diag::withdraw(runtime::get().seg, *c);
     peer_watch::remove(c);
     smc_cork_forget(*c);
     for (auto& r : c->connecting_regs) // closed while its handshake ran
@@ -313,6 +337,10 @@ Closed on_close(int fd) {
             for (uint32_t i = 0; i < g_fds.high() && i < g_conns_capacity; ++i)
                 if (conns[i].load() == c) {
                     c->tcp_fd = static_cast<int>(i);
+                    // Observers find it under the descriptor that names it now.
+                    diag::withdraw(runtime::get().seg, *c);
+                    if (c->phase.load() == Phase::Active)
+                        diag::publish(runtime::get().seg, *c, c->tcp_fd);
                     break;
                 }
         }
@@ -378,12 +406,14 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
         ssize_t r = i < iovcnt
                         ? smc_recv_urgent(*c, iov[i].iov_base, iov[i].iov_len, flags & MSG_PEEK)
                         : smc_recv_urgent(*c, nullptr, 0, flags & MSG_PEEK);
+        if (!(flags & MSG_PEEK)) count_request(counters::kRx, iov, iovcnt, r);
         if (r < 0) return fail(int(-r));
         if (!(flags & MSG_PEEK)) runtime::count(counters::smcd_bytes_rx, uint64_t(r));
         return r;
     }
     ssize_t r = smc_recv(*c, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL), nonblock,
                          c->rcvtimeo_ms.load());
+    if (!(flags & MSG_PEEK)) count_request(counters::kRx, iov, iovcnt, r);
     if (r < 0) return fail(int(-r));
     if (!(flags & MSG_PEEK)) runtime::count(counters::smcd_bytes_rx, uint64_t(r));
     return r;
@@ -403,6 +433,9 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     }
     ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE,
                          flags & MSG_OOB);
+    size_t asked = count_request(counters::kTx, iov, iovcnt, r);
+    if (asked > c->tx.ring_size()) [[unlikely]]
+        runtime::count_traffic(counters::kTx, counters::kTooSmallPeer);
     if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
     runtime::count(counters::smcd_bytes_tx, uint64_t(r));
@@ -573,6 +606,16 @@ void on_fork_child() {
             c->worker_done.store(true);
         }
         if (SmcListener* l = g_listeners ? g_listeners[fd].load() : nullptr) l->after_fork_child();
+    }
+    // Our new segment's records start empty: publish what this child holds
+    // (each connection once, though dup may name it twice).
+    diag::after_fork_child();
+    for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+        if (SmcConn* c = conns[fd].load(); c && !is_late(c)) c->diag_slot = -1;
+    for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
+        SmcConn* c = conns[fd].load();
+        if (c && !is_late(c) && c->phase.load() == Phase::Active)
+            diag::publish(runtime::get().seg, *c, c->tcp_fd);
     }
 }
 

@@ -58,6 +58,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
+        activated(fd, *c);
         smc_arm(*c, want);
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {

@@ -67,6 +67,9 @@ void set_mode(int fd, SockMode mode, uint32_t reason);
 void count_result(uint32_t reason, bool smc);
 // Puts an Active connection into the table for `fd`.
 void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock);
+// A connection became active on `fd` (install, or a background connect's
+// end): counted by its buffers' sizes and recorded for observers (diag.hpp).
+void activated(int fd, SmcConn& c);
 // Frees a connection nobody else in this process uses any more; the peer is
 // told if this was the last process holding it.
 void release(SmcConn* c);

@@ -91,7 +91,11 @@ struct SmcConn {
     std::atomic<bool> nonblock{false}; // O_NONBLOCK, followed through fcntl/ioctl
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
     uid_t peer_uid = ism::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
-    uint64_t fork_gen = 0;              // af_smc's marker: counted in this fork already
+    // What the handshake agreed, for observers (diag.hpp): the two devices'
+    // GIDs and the DMB tokens each side announced in CLC.
+    uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
+    int32_t diag_slot = -1; // its record in the stats segment, -1: none
+    uint64_t fork_gen = 0;  // af_smc's marker: counted in this fork already
     // Processes holding this side (fork): shared with our forked children
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;

@@ -114,6 +114,10 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     }
     conn->tx = *peer_dmb;
     conn->peer_sig = peer->fds.sig;
+    conn->gid = dev.gid();
+    conn->token = conn->rx.token;
+    conn->peer_gid = accept.gid;
+    conn->peer_token = accept.token;
 
     clc::AcceptConfirmD confirm;
     confirm.type = clc::Type::Confirm;

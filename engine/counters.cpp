@@ -26,4 +26,10 @@ const char* description_of(Id id) {
     return id < kCount ? kTexts[id] : "?";
 }
 
+const char* bucket_name(unsigned bucket) {
+    static constexpr const char* kNames[kBuckets] = {"8KB",   "16KB",  "32KB",   "64KB",   "128KB",
+                                                     "256KB", "512KB", "1024KB", ">1024KB"};
+    return bucket < kBuckets ? kNames[bucket] : "?";
+}
+
 } // namespace usmc::counters

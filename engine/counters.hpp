@@ -1,6 +1,7 @@
 #pragma once
 // The per-process counters published in the stats segment. `usmc stats`
 // sums them over live processes, like `smcd stats`.
+#include <bit>
 #include <cstdint>
 
 namespace usmc::counters {
@@ -59,5 +60,34 @@ bool is_gauge(Id id);
 
 const char* name_of(Id id);
 const char* description_of(Id id);
+
+// --- RX and TX, as `smcd stats` shows them (the kernel's smc_stats.h) ---
+//
+// Size buckets of the kernel's SMC_BUF_*: up to 8 KiB, 16 KiB, ... 1 MiB,
+// above 1 MiB. A request falls in the bucket of the length it asked for
+// (the iovecs' total, not what the call moved), a buffer in that of its size.
+constexpr unsigned kBuckets = 9;
+constexpr unsigned bucket_of(uint64_t len) {
+    if (len == 0) return 0;
+    unsigned pos = static_cast<unsigned>(std::bit_width((len - 1) >> 13));
+    return pos < kBuckets - 1 ? pos : kBuckets - 1;
+}
+const char* bucket_name(unsigned bucket); // "8KB" .. "1024KB", ">1024KB"
+
+// One direction's counters in the stats segment. Counted on the SMC-D data
+// path with one relaxed increment per call (the request's bucket, or
+// `no_data`), and a compare for the rare ones; bytes are smcd_bytes_rx/tx.
+enum Traffic : uint8_t {
+    kReqs = 0,                  // calls that moved data, by request size (kBuckets slots)
+    kNoData = kReqs + kBuckets, // calls that moved nothing (EAGAIN, timeout, EOF, error)
+    kBufFull,                   // RX: our DMB was full when read; TX: unused (no send buffer)
+    kBufFullPeer,               // TX: sends that found the peer's DMB full (waited or EAGAIN)
+    kTooSmallPeer,              // TX: sends larger than the peer's DMB ring
+    kBufs,                      // buffers of new connections, by size (kBuckets slots)
+    kTrafficCount = kBufs + kBuckets,
+};
+constexpr unsigned kTrafficSlots = 32; // room reserved in the segment
+static_assert(kTrafficCount <= kTrafficSlots);
+enum Dir : uint8_t { kRx = 0, kTx = 1 };
 
 } // namespace usmc::counters

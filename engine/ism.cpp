@@ -123,6 +123,8 @@ std::optional<Dmb> create_dmb(uint32_t size) {
         return std::nullopt;
     }
     Dmb d{fd, static_cast<uint8_t*>(p), size, random64()};
+    struct stat st;
+    if (fstat(fd, &st) == 0) d.ino = static_cast<uint64_t>(st.st_ino); // for observers (diag)
     init_control(d);
     return d;
 }

@@ -37,7 +37,7 @@ struct Dmb {
     uint8_t* base = nullptr;
     uint32_t size = 0; // control line + ring
     uint64_t token = 0;
-    uint64_t ino = 0; // a peer's DMB: the file's inode (the mapping cache's key)
+    uint64_t ino = 0; // the file's inode: a peer's DMB's mapping-cache key; ours, for observers
 
     bool valid() const { return base != nullptr; }
     cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }

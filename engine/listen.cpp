@@ -106,6 +106,8 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf.dmbe_size_code));
         if (cf.type == clc::Type::Confirm && cf.token != 0 && peer->fds.dmb_size == size)
             peer_dmb = dev.map_peer(peer->fds.dmb, size);
+        conn->peer_gid = cf.gid;
+        conn->peer_token = cf.token;
     }
     if (!peer_dmb) {
         if (peer) ism::close_fds(peer->fds);
@@ -114,6 +116,8 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     }
     conn->tx = *peer_dmb;
     conn->peer_uid = peer->uid; // our DMB, once released, is reused only for this user
+    conn->gid = dev.gid();
+    conn->token = token; // the Accept's: the client attached with it to reach our DMB
     conn->peer_sig = peer->fds.sig;
     return conn;
 }

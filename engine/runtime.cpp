@@ -245,6 +245,10 @@ void count(counters::Id id, uint64_t n) {
     if (auto* seg = storage().seg) seg->counters[id].fetch_add(n, std::memory_order_relaxed);
 }
 
+void count_traffic(counters::Dir dir, unsigned slot, uint64_t n) {
+    if (auto* seg = storage().seg) seg->traffic[dir][slot].fetch_add(n, std::memory_order_relaxed);
+}
+
 void count_fallback(uint32_t reason) {
     auto* seg = storage().seg;
     if (!seg) return;

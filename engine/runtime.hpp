@@ -57,6 +57,8 @@ bool initialised();
 
 void count(counters::Id id, uint64_t n = 1);
 void count_fallback(uint32_t reason);
+// RX/TX counters (counters::Traffic), one relaxed increment.
+void count_traffic(counters::Dir dir, unsigned slot, uint64_t n = 1);
 
 // limit_smc_hs default for new sockets: the launcher's flag, else the config.
 bool default_limit_hs();

@@ -3,6 +3,7 @@
 // when the ring runs empty, or when the peer sleeps waiting for space.
 #include "engine/conn.hpp"
 #include "engine/log.hpp"
+#include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
@@ -387,6 +388,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     timespec start{};
     if (timeout_ms >= 0) clock_gettime(CLOCK_MONOTONIC, &start);
     size_t got = 0;
+    bool found_full = false;
     while (true) {
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
@@ -401,6 +403,11 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
                       c.rx_cons.load().count, c.rx.ring_size());
             c.broken.store(true, std::memory_order_release);
             continue;
+        }
+        // Our ring full (the peer could not write more): Buffer full, once a call.
+        if (*avail == c.rx.ring_size() && !found_full && !peek) [[unlikely]] {
+            found_full = true;
+            runtime::count_traffic(counters::kRx, counters::kBufFull);
         }
         // Urgent data about (a newer urgent count, or a mark that stands):
         // the one branch the fast path pays.

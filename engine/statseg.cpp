@@ -51,6 +51,7 @@ static void fill_header(Header* h, const char* program, uint32_t capacity) {
     std::strncpy(h->program, program, sizeof h->program - 1);
     h->program[sizeof h->program - 1] = 0;
     h->fd_capacity = capacity;
+    h->conn_slots = kConnSlots;
 }
 
 // Opens a fresh file for this pid, replacing one left by an earlier image of
@@ -103,6 +104,9 @@ static void zero_counters(Header* h) {
         c.store(0, std::memory_order_relaxed);
     for (auto& c : h->fallbacks)
         c.store(0, std::memory_order_relaxed);
+    for (auto& dir : h->traffic)
+        for (auto& c : dir)
+            c.store(0, std::memory_order_relaxed);
 }
 
 bool recreate_in_child(Header* h, char* path, size_t path_len) {
@@ -142,7 +146,16 @@ bool recreate_in_child(Header* h, char* path, size_t path_len) {
 static bool header_valid(const Header* h, size_t bytes) {
     return bytes >= kHeaderBytes && std::memcmp(h->magic, kMagic, sizeof kMagic) == 0 &&
            h->version == kVersion && h->header_bytes == kHeaderBytes &&
-           segment_bytes(h->fd_capacity) <= bytes;
+           table_bytes(h->fd_capacity) <= bytes;
+}
+
+// Connection records the copy really holds: none in a file too short for
+// those its header claims.
+static uint32_t records_in(const Header* h, size_t bytes) {
+    uint32_t n = h->conn_slots;
+    if (n == 0 || n > kMaxConnSlots) return 0;
+    size_t end = table_bytes(h->fd_capacity) + size_t{n} * sizeof(ConnRecord);
+    return end <= bytes ? n : 0;
 }
 
 static Header* map_retired_file(const std::string& path, bool create) {
@@ -177,6 +190,10 @@ static void add_counters(Header* into, const Header* from) {
     for (unsigned i = 0; i < kReasonSlots; ++i)
         if (uint64_t v = from->fallbacks[i].load(std::memory_order_relaxed))
             into->fallbacks[i].fetch_add(v, std::memory_order_relaxed);
+    for (unsigned d = 0; d < 2; ++d)
+        for (unsigned i = 0; i < counters::kTrafficSlots; ++i)
+            if (uint64_t v = from->traffic[d][i].load(std::memory_order_relaxed))
+                into->traffic[d][i].fetch_add(v, std::memory_order_relaxed);
 }
 
 static std::string retired_path(const std::string& dir) {
@@ -223,7 +240,32 @@ static bool map_view(const std::string& path, View& v) {
         munmap(p, v.bytes);
         return false;
     }
+    v.records = records_in(v.header, v.bytes);
     return true;
+}
+
+std::vector<ConnRecord> live_records(const View& v) {
+    std::vector<ConnRecord> out;
+    if (v.records == 0 || !v.alive) return out;
+    // The second copy: a record being written while the first was taken
+    // differs between the two (its generation moved on).
+    size_t len = size_t{v.records} * sizeof(ConnRecord);
+    std::vector<ConnRecord> again(v.records);
+    int fd = ::open(v.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return out;
+    ssize_t n = pread(fd, static_cast<void*>(again.data()), len,
+                      static_cast<off_t>(table_bytes(v.header->fd_capacity)));
+    sys::real().close(fd);
+    if (n != static_cast<ssize_t>(len)) return out;
+    const ConnRecord* first = v.record_array();
+    for (uint32_t i = 0; i < v.records; ++i) {
+        if (!record_live(first[i].gen)) continue;
+        if (std::memcmp(static_cast<const void*>(&first[i]), static_cast<const void*>(&again[i]),
+                        sizeof(ConnRecord)) != 0)
+            continue;
+        out.push_back(again[i]);
+    }
+    return out;
 }
 
 // A dead process's segment: claim it by renaming (only one reader wins),

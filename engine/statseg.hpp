@@ -1,8 +1,9 @@
 #pragma once
 // The per-process stats segment: a file in the stats directory (default
 // /dev/shm) named usmc-live.<uid>.<pid>, mapped shared. Page 0 holds the
-// header and counters, the pages after it the fd table. The shim creates it
-// lazily (processes that never touch TCP leave no trace).
+// header and counters, the pages after it the fd table, then the connection
+// records (ConnRecord). The shim creates it lazily (processes that never
+// touch TCP leave no trace).
 //
 // Counters outlive their process: at exit the shim adds them to the user's
 // usmc-retired.<uid> file (same header layout, no fd table) and removes its
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <sys/types.h>
+#include <type_traits>
 #include <vector>
 
 namespace usmc::statseg {
@@ -38,6 +40,10 @@ struct Header {
     std::atomic<uint32_t> retired; // 1 once the counters were added to a retired file
     std::atomic<uint64_t> counters[counters::kSlots];
     std::atomic<uint64_t> fallbacks[kReasonSlots]; // indexed by fallback::Index
+    // Added in place (older segments hold zeros here): RX and TX as
+    // `smcd stats` shows them, indexed by counters::Dir and counters::Traffic.
+    std::atomic<uint64_t> traffic[2][counters::kTrafficSlots];
+    uint32_t conn_slots; // ConnRecords after the fd table (0: none)
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 static_assert(fallback::kCount <= kReasonSlots);
@@ -46,8 +52,46 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free); // shared between pro
 inline std::atomic<uint64_t>* slots_of(Header* h) {
     return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(h) + kHeaderBytes);
 }
-inline size_t segment_bytes(uint32_t capacity) {
+// One SMC-D connection as `usmc ss -d/-D` shows it: what it is made of,
+// written when it becomes active and cleared when it ends, never on the data
+// path. The cursors are not here: they are in the two DMBs' control lines,
+// which an observer reads (a copy, through /proc/<pid>/fd/<dmb_fd>) from
+// this process's DMB and from the peer process's.
+//
+// `gen` says whether the rest may be read: free when gen % 4 == 0, being
+// written when odd, live when gen % 4 == 2 (the writer stores it through
+// std::atomic_ref; the record stays trivially copyable for readers). Readers
+// copy the record twice and use it only if both copies are the same and live.
+struct ConnRecord {
+    uint32_t gen;
+    int32_t fd;             // the descriptor it was made on
+    int32_t dmb_fd;         // our DMB's descriptor in this process
+    uint32_t dmb_size;      // our DMB: control line + ring (the peer produces into it)
+    uint32_t peer_dmb_size; // the peer's DMB, which we produce into
+    uint32_t reserved;
+    uint64_t dmb_ino;           // our DMB file's inode: the observer checks what it opened
+    uint64_t peer_dmb_ino;      // the peer's DMB file's inode (its record's dmb_ino)
+    uint64_t gid, peer_gid;     // ISM GIDs of the two devices
+    uint64_t token, peer_token; // the DMB tokens the two sides announced in CLC
+};
+static_assert(sizeof(ConnRecord) == 72);
+static_assert(std::is_trivially_copyable_v<ConnRecord>);
+constexpr uint32_t kConnSlots = 4096;
+constexpr uint32_t kMaxConnSlots = 1u << 16; // what a reader accepts
+
+constexpr bool record_live(uint32_t gen) {
+    return gen % 4 == 2;
+}
+
+// Page 0 and the fd table.
+inline size_t table_bytes(uint32_t capacity) {
     return kHeaderBytes + size_t{capacity} * 8;
+}
+inline size_t segment_bytes(uint32_t capacity) {
+    return table_bytes(capacity) + size_t{kConnSlots} * sizeof(ConnRecord);
+}
+inline ConnRecord* records_of(Header* h) {
+    return reinterpret_cast<ConnRecord*>(reinterpret_cast<char*>(h) + table_bytes(h->fd_capacity));
 }
 
 // $USMC_STATS_DIR, else /dev/shm.
@@ -78,11 +122,17 @@ struct View {
     std::string path;
     const Header* header = nullptr;
     size_t bytes = 0;
-    bool alive = false;  // a live process's segment
-    bool totals = false; // a retired-counters file (no process, no fd table)
-    uid_t owner = 0;     // the file's owner
+    bool alive = false;   // a live process's segment
+    bool totals = false;  // a retired-counters file (no process, no fd table)
+    uid_t owner = 0;      // the file's owner
+    uint32_t records = 0; // connection records in the copy (checked against its size)
     const std::atomic<uint64_t>* slots() const { return slots_of(const_cast<Header*>(header)); }
+    const ConnRecord* record_array() const { return records_of(const_cast<Header*>(header)); }
 };
+
+// The live records of a view, each copied twice from the file (see
+// ConnRecord): those whose two copies differ, or are not live, are left out.
+std::vector<ConnRecord> live_records(const View& v);
 // Maps every live segment and every retired-counters file in `dir`
 // read-only. Segments of processes that died without retiring are retired
 // first (claimed by rename, so two readers never count one twice) when

@@ -4,6 +4,7 @@
 #include "engine/tx.hpp"
 
 #include "engine/log.hpp"
+#include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
@@ -230,6 +231,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     }
     more = more && !urgent; // urgent data is pushed, as TCP pushes it
     size_t sent = 0;
+    bool found_full = false; // counted once per call (Buffer full (remote))
     while (sent < total) {
         if (c.closing.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -ECONNRESET;
@@ -249,6 +251,10 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             continue;
         }
         if (*free == 0) {
+            if (!found_full) {
+                found_full = true;
+                runtime::count_traffic(counters::kTx, counters::kBufFullPeer);
+            }
             flush_locked(c); // (held bytes never fill the ring; a reader must see them)
             // Bounded spin first, then arm: ask the peer to wake us when it
             // frees space, and look again (it may have freed some meanwhile).
