@@ -1,0 +1,266 @@
+// What `usmc ss -d/-D` and `usmc stats` compute from what processes publish:
+// size buckets, cursor and flag texts, control-line copies, the records of
+// the stats segment, and finding a connection's other end.
+#include "engine/counters.hpp"
+#include "engine/diag.hpp"
+#include "engine/ism.hpp"
+#include "engine/statseg.hpp"
+#include "tools/observe.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+
+using namespace usmc;
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/usmc-observe-XXXXXX";
+        path = mkdtemp(tmpl);
+        setenv("USMC_STATS_DIR", path.c_str(), 1);
+    }
+    ~TempDir() {
+        unsetenv("USMC_STATS_DIR");
+        std::string cmd = "rm -rf " + path;
+        CHECK(std::system(cmd.c_str()) == 0);
+    }
+};
+
+statseg::ConnRecord record(uint64_t gid, uint64_t token, uint64_t peer_gid, uint64_t peer_token,
+                           uint64_t ino, uint64_t peer_ino) {
+    statseg::ConnRecord r{};
+    r.gen = 2;
+    r.fd = 5;
+    r.dmb_fd = 900;
+    r.dmb_size = 64 << 10;
+    r.peer_dmb_size = 64 << 10;
+    r.gid = gid;
+    r.token = token;
+    r.peer_gid = peer_gid;
+    r.peer_token = peer_token;
+    r.dmb_ino = ino;
+    r.peer_dmb_ino = peer_ino;
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("requests and buffers fall in the kernel's size buckets") {
+    using counters::bucket_of;
+    CHECK(bucket_of(0) == 0);
+    CHECK(bucket_of(1) == 0);
+    CHECK(bucket_of(8192) == 0);
+    CHECK(bucket_of(8193) == 1);
+    CHECK(bucket_of(16384) == 1);
+    CHECK(bucket_of(16385) == 2);
+    CHECK(bucket_of(40000) == 3);
+    CHECK(bucket_of(65536) == 3);
+    CHECK(bucket_of(65537) == 4);
+    CHECK(bucket_of(512 << 10) == 6);
+    CHECK(bucket_of(1 << 20) == 7);
+    CHECK(bucket_of((1 << 20) + 1) == 8);
+    CHECK(bucket_of(uint64_t(1) << 40) == 8);
+    CHECK(std::string(counters::bucket_name(0)) == "8KB");
+    CHECK(std::string(counters::bucket_name(7)) == "1024KB");
+    CHECK(std::string(counters::bucket_name(8)) == ">1024KB");
+    CHECK(std::string(counters::bucket_name(9)) == "?");
+}
+
+TEST_CASE("cursors, flags and shutdown read as smcss writes them") {
+    CHECK(tools::cursor_text(cdc::Cursor{1, 0xfa00}) == "0001:0000fa00");
+    CHECK(tools::cursor_text(std::nullopt) == "-");
+    CHECK(tools::flags_text(uint8_t{0}, uint8_t{0x80}) == "00:80");
+    CHECK(tools::flags_text(std::nullopt, uint8_t{0}) == "-");
+    CHECK(tools::hex64(0xabc) == "0000000000000abc");
+    CHECK(tools::cursor_bytes(cdc::Cursor{2, 100}, 1000) == 2100);
+
+    tools::Detail d;
+    CHECK(tools::shutdown_text(d) == "?-?");
+    d.rx_flags = 0;
+    d.tx_flags = 0;
+    CHECK(tools::shutdown_text(d) == "<->");
+    d.rx_flags = cdc::kPeerDoneWriting;
+    CHECK(tools::shutdown_text(d) == "R->");
+    d.tx_flags = cdc::kPeerConnClosed;
+    CHECK(tools::shutdown_text(d) == "R-W");
+}
+
+TEST_CASE("JSON strings are escaped and always valid") {
+    CHECK(tools::json_string("nginx") == "\"nginx\"");
+    CHECK(tools::json_string("a\"b\\c") == "\"a\\\"b\\\\c\"");
+    CHECK(tools::json_string(std::string("x\n\x01\xff", 4)) == "\"x\\u000a\\u0001\\u00ff\"");
+}
+
+TEST_CASE("a control line copy is taken only with the CDC type and whole") {
+    uint8_t line[cdc::kControlBytes] = {};
+    CHECK_FALSE(tools::parse_control(line, sizeof line)); // not a control line
+    line[0] = cdc::kCdcType;
+    uint64_t prod = cdc::pack_prod(cdc::Cursor{1, 10});
+    uint64_t cons = cdc::pack_cons(cdc::Cursor{1, 4}, 0, cdc::kPeerDoneWriting);
+    std::memcpy(line + 8, &prod, 8);
+    std::memcpy(line + 16, &cons, 8);
+    CHECK_FALSE(tools::parse_control(line, sizeof line - 1));
+    auto w = tools::parse_control(line, sizeof line);
+    REQUIRE(w);
+    CHECK(w->prod == prod);
+    CHECK(w->cons == cons);
+}
+
+TEST_CASE("details come from both control lines, and impossible cursors are flagged") {
+    auto mine = record(1, 11, 2, 22, 100, 200);
+    uint32_t ring = (64 << 10) - cdc::kControlBytes;
+    tools::ControlWords own; // our DMB: the peer's producer cursor, its consumer cursor + flags
+    own.prod = cdc::pack_prod(cdc::Cursor{0, 500});
+    own.cons = cdc::pack_cons(cdc::Cursor{0, 300}, 0, 0);
+    tools::ControlWords peers; // the peer's: ours
+    peers.prod = cdc::pack_prod(cdc::Cursor{0, 300});
+    peers.cons = cdc::pack_cons(cdc::Cursor{0, 500}, 0, cdc::kPeerDoneWriting);
+    auto d = tools::detail_of(mine, own, peers);
+    CHECK(d.rcvbuf == ring);
+    CHECK(d.peerbuf == ring);
+    CHECK(*d.rx_prod == cdc::Cursor{0, 500});
+    CHECK(*d.rx_cons == cdc::Cursor{0, 500});
+    CHECK(*d.tx_prod == cdc::Cursor{0, 300});
+    CHECK(*d.tx_cons == cdc::Cursor{0, 300});
+    CHECK(*d.tx_flags == cdc::kPeerDoneWriting);
+    CHECK(*d.rx_flags == 0);
+    CHECK(d.rx_ok);
+    CHECK(d.tx_ok);
+    CHECK(tools::shutdown_text(d) == "<-W");
+
+    // The peer's line unknown: only our side's half.
+    auto half = tools::detail_of(mine, own, std::nullopt);
+    CHECK(half.rx_prod);
+    CHECK_FALSE(half.rx_cons);
+    CHECK_FALSE(half.tx_prod);
+
+    // A consumer ahead of its producer is shown, and flagged.
+    own.cons = cdc::pack_cons(cdc::Cursor{0, 400}, 0, 0); // the peer consumed more than we produced
+    CHECK_FALSE(tools::detail_of(mine, own, peers).tx_ok);
+    own.cons = cdc::pack_cons(cdc::Cursor{0, ring + 5}, 0, 0); // outside the ring
+    CHECK_FALSE(tools::detail_of(mine, own, peers).tx_ok);
+
+    // Implausible records give nothing.
+    auto bad = mine;
+    bad.dmb_size = 1000;
+    CHECK_FALSE(tools::record_plausible(bad));
+    CHECK(tools::detail_of(bad, own, peers).rcvbuf == 0);
+}
+
+TEST_CASE("the other end is the record with our GIDs and tokens swapped") {
+    auto a = record(1, 11, 2, 22, 100, 200);
+    auto b = record(2, 22, 1, 11, 200, 100);
+    auto stranger = record(2, 22, 3, 33, 200, 300); // same GID and token, another peer
+    std::vector<tools::Located> all = {{10, a}, {20, stranger}, {20, b}};
+    auto found = tools::find_peer(a, all);
+    REQUIRE(found);
+    CHECK(found->pid == 20);
+    CHECK(found->rec.peer_gid == 1);
+    auto back = tools::find_peer(b, all);
+    REQUIRE(back);
+    CHECK(back->pid == 10);
+    // A record naming another file than the one we write into is not our peer.
+    auto forged = b;
+    forged.dmb_ino = 999;
+    CHECK_FALSE(tools::find_peer(a, {{20, forged}}));
+}
+
+TEST_CASE("connection records are published, read twice, and freed") {
+    TempDir dir;
+    char path[PATH_MAX];
+    statseg::Header* h = statseg::create("observe-test", 1024, path, sizeof path);
+    REQUIRE(h != nullptr);
+    REQUIRE(h->conn_slots == statseg::kConnSlots);
+
+    auto dmb = ism::create_dmb(64 << 10);
+    REQUIRE(dmb);
+    CHECK(dmb->ino != 0);
+    SmcConn c;
+    c.rx = *dmb;
+    c.tx.size = 32 << 10;
+    c.tx.ino = 4242;
+    c.gid = 0x1111;
+    c.peer_gid = 0x2222;
+    c.token = 0x3333;
+    c.peer_token = 0x4444;
+    diag::publish(h, c, 7);
+    CHECK(c.diag_slot >= 0);
+    int slot = c.diag_slot;
+    diag::publish(h, c, 7); // idempotent
+    CHECK(c.diag_slot == slot);
+
+    auto views = statseg::open_all(dir.path, false);
+    REQUIRE(views.size() == 1);
+    auto recs = statseg::live_records(views[0]);
+    REQUIRE(recs.size() == 1);
+    CHECK(recs[0].fd == 7);
+    CHECK(recs[0].dmb_fd == dmb->fd);
+    CHECK(recs[0].dmb_size == (64u << 10));
+    CHECK(recs[0].peer_dmb_size == (32u << 10));
+    CHECK(recs[0].gid == 0x1111);
+    CHECK(recs[0].peer_token == 0x4444);
+    CHECK(recs[0].peer_dmb_ino == 4242);
+
+    // The observer's copy of our control line, through /proc/<pid>/fd.
+    dmb->control()->prod.store(cdc::pack_prod(cdc::Cursor{3, 77}));
+    auto w = tools::read_control(getpid(), recs[0]);
+    REQUIRE(w);
+    CHECK(cdc::unpack_prod(w->prod) == cdc::Cursor{3, 77});
+    // A record naming another inode (the descriptor was reused) is not read.
+    auto moved = recs[0];
+    moved.dmb_ino += 1;
+    CHECK_FALSE(tools::read_control(getpid(), moved));
+    moved = recs[0];
+    moved.dmb_fd = 0; // stdin: not that file
+    CHECK_FALSE(tools::read_control(getpid(), moved));
+    statseg::close_all(views);
+
+    diag::withdraw(h, c);
+    CHECK(c.diag_slot == -1);
+    views = statseg::open_all(dir.path, false);
+    REQUIRE(views.size() == 1);
+    CHECK(statseg::live_records(views[0]).empty());
+    statseg::close_all(views);
+
+    // A record being written (odd generation) is not read.
+    statseg::records_of(h)[0] = statseg::ConnRecord{};
+    statseg::records_of(h)[0].gen = 5;
+    statseg::records_of(h)[0].fd = 3;
+    views = statseg::open_all(dir.path, false);
+    CHECK(statseg::live_records(views[0]).empty());
+    statseg::close_all(views);
+
+    c.rx = ism::Dmb{};
+    ism::Dmb own = *dmb;
+    ism::unmap(own);
+    statseg::retire(h);
+    unlink(path);
+    munmap(h, statseg::segment_bytes(1024));
+}
+
+TEST_CASE("RX/TX counters are added to the retired totals") {
+    TempDir dir;
+    char path[PATH_MAX];
+    statseg::Header* h = statseg::create("observe-retire", 1024, path, sizeof path);
+    REQUIRE(h != nullptr);
+    h->traffic[counters::kTx][counters::kReqs + 3].store(5);
+    h->traffic[counters::kRx][counters::kBufFull].store(2);
+    statseg::retire(h);
+    unlink(path);
+    munmap(h, statseg::segment_bytes(1024));
+    auto views = statseg::open_all(dir.path, false);
+    REQUIRE(views.size() == 1);
+    CHECK(views[0].totals);
+    CHECK(views[0].header->traffic[counters::kTx][counters::kReqs + 3].load() == 5);
+    CHECK(views[0].header->traffic[counters::kRx][counters::kBufFull].load() == 2);
+    CHECK(views[0].records == 0);
+    statseg::close_all(views);
+}
