@@ -170,4 +170,24 @@ with Env() as env:
           "RX/TX counters outlive the processes (retired totals)")
     check(not smcd_rows(env, "-d"), "no SMC-D rows once they are gone")
 
+    # Accept, then fork: the child's fresh segment records the connection
+    # again, and the parent's record is gone with its descriptor.
+    server = env.start(env.wrap([PYTHON, APP, "server", "--fork", "--sizes", "500"]), stdin=subprocess.PIPE)
+    port = read_ready(server)
+    client = env.start(env.wrap([PYTHON, APP, "client", "--port", str(port), "--sizes", "500"]),
+                       stdin=subprocess.PIPE)
+    child = int(read_until(server, "CHILD")[1])
+    read_until(server, "RECEIVED")
+    read_until(client, "SENT")
+    rows = smcd_rows(env, "-d", "-D")
+    cr, kr = rows.get(client.pid), rows.get(child)
+    check(kr is not None and server.pid not in rows, f"the forked child ({child}) holds the server end")
+    check(kr is not None and kr["details"] is not None and cursor_bytes(kr["details"]["rx_prod"], RING) == 500,
+          "the child's record: its rx producer cursor at 500")
+    check(cr is not None and cr["smcd"]["peer_pid"] == child and kr["smcd"]["peer_pid"] == client.pid,
+          "client and forked child find each other")
+    tell(client, "QUIT")
+    tell(server, "QUIT")
+    check(client.wait(timeout=15) == 0 and server.wait(timeout=15) == 0, "fork case exited cleanly")
+
 finish()

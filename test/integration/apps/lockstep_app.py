@@ -5,9 +5,10 @@ one-byte ack (one recv() call); the server takes each in one recv(MSG_WAITALL)
 call and acks it with one send(). So each side's request counts and byte
 counts are known exactly. Then, on "GO" from stdin, one message of --big
 bytes (larger than the DMB ring) that the server reads only after a second
-"GO". Each step is announced on stdout; "QUIT" on stdin ends the run.
+"GO". With --fork a child forked after accept() serves it. Each step is announced on stdout; "QUIT" on stdin ends the run.
 Blocking sockets, bounded by an alarm."""
 import argparse
+import os
 import signal
 import socket
 import sys
@@ -39,6 +40,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sizes", default="100,10000,40000,100000")
     ap.add_argument("--big", type=int, default=0)
+    ap.add_argument("--fork", action="store_true", help="server: a forked child serves the connection")
     args = ap.parse_args()
     signal.alarm(120)
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -49,6 +51,13 @@ def main():
         lst.listen(1)
         say("READY", lst.getsockname()[1])
         conn, _ = lst.accept()
+        if args.fork:
+            pid = os.fork()
+            if pid:
+                conn.close()  # the child's now
+                _, status = os.waitpid(pid, 0)
+                sys.exit(os.waitstatus_to_exitcode(status))
+            say("CHILD", os.getpid())
         total = 0
         for n in sizes:
             data = conn.recv(n, socket.MSG_WAITALL)  # one call: MSG_WAITALL
