@@ -244,6 +244,14 @@ std::string smcd_json(const Observed& o) {
                        o.peer ? std::to_string(o.peer->rec.fd) : "null");
 }
 
+// The columns after the fallback reason pad to their width; the line ends
+// without trailing blanks.
+void print_trimmed(std::string line) {
+    while (!line.empty() && line.back() == ' ')
+        line.pop_back();
+    fmt::print("{}\n", line);
+}
+
 int cmd_ss(const std::string& dir, const SsOptions& opt) {
     auto views = statseg::open_all(dir, true);
     bool want_records = opt.details || opt.smcd;
@@ -265,15 +273,17 @@ int cmd_ss(const std::string& dir, const SsOptions& opt) {
         if (!want_records)
             fmt::print("Fallback\n");
         else {
-            fmt::print("{:<24}", "Fallback");
+            std::string line;
+            line += fmt::format("{:<24}", "Fallback");
             if (opt.details)
-                fmt::print(" {:<5} {:<16} {:>8} {:>8} {:<13} {:<13} {:<7} {:<13} {:<13} {:<7}",
-                           "Shutd", "Token", "Rcvbuf", "Peerbuf", "rxprod-Cursor", "rxcons-Cursor",
-                           "rxFlags", "txprod-Cursor", "txcons-Cursor", "txFlags");
+                line += fmt::format(
+                    " {:<5} {:<16} {:>8} {:>8} {:<13} {:<13} {:<7} {:<13} {:<13} {:<7}", "Shutd",
+                    "Token", "Rcvbuf", "Peerbuf", "rxprod-Cursor", "rxcons-Cursor", "rxFlags",
+                    "txprod-Cursor", "txcons-Cursor", "txFlags");
             if (opt.smcd)
-                fmt::print(" {:<16} {:<16} {:<16} {:<16}", "GID", "Token", "Peer-GID",
-                           "Peer-Token");
-            fmt::print("\n");
+                line += fmt::format(" {:<16} {:<16} {:<16} {:<16}", "GID", "Token", "Peer-GID",
+                                    "Peer-Token");
+            print_trimmed(line);
         }
     } else {
         fmt::print("[");
@@ -327,24 +337,26 @@ int cmd_ss(const std::string& dir, const SsOptions& opt) {
                 fmt::print("{}\n", tail);
                 continue;
             }
-            fmt::print("{:<24}", tail);
+            std::string line;
+            line += fmt::format("{:<24}", tail);
             if (s.mode == SockMode::SmcD && o.mine) {
                 const auto& d = o.detail;
                 if (opt.details)
-                    fmt::print(
-                        " {:<5} {:<16} {:>8x} {:>8x} {:<13} {:<13} {:<7} {:<13} {:<13} {:<7}",
+                    line += fmt::format(
+                        " {:<5} {:<16} {:08x} {:08x} {:<13} {:<13} {:<7} {:<13} {:<13} {:<7}",
                         tools::shutdown_text(d), tools::hex64(o.mine->rec.token), d.rcvbuf,
                         d.peerbuf, tools::cursor_text(d.rx_prod), tools::cursor_text(d.rx_cons),
                         tools::flags_text(d.rx_pflags, d.rx_flags), tools::cursor_text(d.tx_prod),
                         tools::cursor_text(d.tx_cons), tools::flags_text(d.tx_pflags, d.tx_flags));
                 if (opt.smcd)
-                    fmt::print(" {:<16} {:<16} {:<16} {:<16}", tools::hex64(o.mine->rec.gid),
-                               tools::hex64(o.mine->rec.token), tools::hex64(o.mine->rec.peer_gid),
-                               tools::hex64(o.mine->rec.peer_token));
+                    line += fmt::format(
+                        " {:<16} {:<16} {:<16} {:<16}", tools::hex64(o.mine->rec.gid),
+                        tools::hex64(o.mine->rec.token), tools::hex64(o.mine->rec.peer_gid),
+                        tools::hex64(o.mine->rec.peer_token));
             } else if (s.mode == SockMode::SmcD) {
-                fmt::print(" (no record: see usmc ss --help)");
+                line += fmt::format(" (no record: see usmc ss --help)");
             }
-            fmt::print("\n");
+            print_trimmed(line);
         }
     }
     if (opt.json) fmt::print("]\n");
