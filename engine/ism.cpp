@@ -115,6 +115,7 @@ bool sealed_memfd_ok(int fd, size_t size, struct stat& st) {
 
 std::optional<Dmb> create_dmb(uint32_t size) {
     if (size < kMinDmb || size > kMaxDmb) return std::nullopt;
+    // (usmc ss -d looks for this name before it reads a control line.)
     int fd = make_sealed_memfd("usmc-dmb", size);
     if (fd < 0) return std::nullopt;
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

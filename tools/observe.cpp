@@ -32,11 +32,19 @@ std::optional<ControlWords> read_control(pid_t pid, const statseg::ConnRecord& r
     if (!record_plausible(rec)) return std::nullopt;
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(pid), rec.dmb_fd);
-    // O_NONBLOCK: should the descriptor now be a FIFO or a device, opening
-    // it must not wait (fstat below then rejects it).
+    // Before opening (opening a device may do something): it must name a
+    // usmc DMB memfd of the recorded inode and size. The descriptor can
+    // change meanwhile, so O_NONBLOCK (a FIFO must not make us wait) and the
+    // same checks again on what was opened.
+    char target[64] = {};
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    constexpr char kMemfd[] = "/memfd:usmc-dmb";
+    struct stat st;
+    if (n <= 0 || std::strncmp(target, kMemfd, sizeof kMemfd - 1) != 0 || stat(path, &st) != 0 ||
+        !S_ISREG(st.st_mode) || uint64_t(st.st_ino) != rec.dmb_ino)
+        return std::nullopt;
     int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return std::nullopt;
-    struct stat st;
     std::optional<ControlWords> out;
     uint8_t line[cdc::kControlBytes];
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_ino) == rec.dmb_ino &&
