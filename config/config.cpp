@@ -263,10 +263,17 @@ LoadResult load_config_file(const std::string& path) {
     return parse_config(buf.str(), path);
 }
 
+// CMake passes <sysconfdir>/usmc/usmc.toml of the configured prefix.
+#ifndef USMC_SYSTEM_CONFIG
+#define USMC_SYSTEM_CONFIG "/etc/usmc/usmc.toml"
+#endif
+
+const char* system_config_path() { return USMC_SYSTEM_CONFIG; }
+
 std::string default_config_path() {
     if (const char* env = std::getenv("USMC_CONFIG"); env && *env) return env;
     struct stat st;
-    if (::stat("/etc/usmc/usmc.toml", &st) == 0) return "/etc/usmc/usmc.toml";
+    if (::stat(system_config_path(), &st) == 0) return system_config_path();
     return {};
 }
 

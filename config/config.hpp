@@ -60,7 +60,10 @@ LoadResult parse_config(std::string_view text, std::string_view source_name);
 // Reads and parses a file.
 LoadResult load_config_file(const std::string& path);
 
-// Where the configuration comes from: $USMC_CONFIG, else /etc/usmc/usmc.toml
+// The system-wide file: <sysconfdir>/usmc/usmc.toml of the prefix usmc was
+// configured for (/etc/usmc/usmc.toml for /usr).
+const char* system_config_path();
+// Where the configuration comes from: $USMC_CONFIG, else system_config_path()
 // if it exists, else "" (built-in defaults).
 std::string default_config_path();
 // Loads default_config_path(), or returns the defaults when there is none.

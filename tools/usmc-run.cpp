@@ -19,8 +19,14 @@ namespace {
 
 constexpr const char* kPreloadName = "libusmc-preload.so";
 
-// The shim sits in ../lib beside this binary's bin/ (build tree and install
-// prefix alike); USMC_PRELOAD_LIB overrides.
+// Where the shim is installed relative to this binary's directory (CMake:
+// bin -> lib/x86_64-linux-gnu for prefix /usr), so any prefix works.
+#ifndef USMC_BIN_TO_LIB
+#define USMC_BIN_TO_LIB "../lib"
+#endif
+
+// The shim sits in the installed library directory relative to this binary,
+// or in ../lib (the build tree), or beside it; USMC_PRELOAD_LIB overrides.
 std::string find_preload_library() {
     if (const char* env = std::getenv("USMC_PRELOAD_LIB"); env && *env) return env;
     char exe[PATH_MAX];
@@ -30,7 +36,8 @@ std::string find_preload_library() {
     std::string dir(exe);
     dir.erase(dir.rfind('/'));
     for (const std::string& candidate :
-         {dir + "/../lib/" + kPreloadName, dir + "/" + kPreloadName}) {
+         {dir + "/" USMC_BIN_TO_LIB "/" + kPreloadName, dir + "/../lib/" + kPreloadName,
+          dir + "/" + kPreloadName}) {
         char resolved[PATH_MAX];
         if (realpath(candidate.c_str(), resolved)) return resolved;
     }
@@ -107,8 +114,10 @@ int main(int argc, char** argv) {
 
     std::string lib = find_preload_library();
     if (lib.empty()) {
-        fmt::print(stderr, "usmc-run: cannot find {} (looked beside {}; set USMC_PRELOAD_LIB)\n",
-                   kPreloadName, argv[0]);
+        fmt::print(stderr,
+                   "usmc-run: cannot find {} (looked in {}, ../lib and beside {}; set "
+                   "USMC_PRELOAD_LIB)\n",
+                   kPreloadName, USMC_BIN_TO_LIB, argv[0]);
         return 1;
     }
     setenv("LD_PRELOAD", merged_preload(std::getenv("LD_PRELOAD"), lib).c_str(), 1);

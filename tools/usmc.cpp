@@ -378,7 +378,7 @@ int cmd_config_check(const std::string& file) {
 // running programs re-read) and, where the kernel has SMC, the kernel's.
 int cmd_limit_hs(const std::string& action, std::string file) {
     if (file.empty()) file = config::default_config_path();
-    if (file.empty()) file = "/etc/usmc/usmc.toml";
+    if (file.empty()) file = config::system_config_path();
     int rc = 0;
     if (action != "show") {
         bool on = action == "enable";

@@ -1,0 +1,32 @@
+# Install rules: `cmake --install BUILD --prefix P` for any P, and what the
+# Debian package (cmake/package.cmake) is made of.
+#
+# bin, not sbin: users run usmc-run on their own programs and `usmc stats` /
+# `usmc ss` on their own processes, as smc-tools installs smc_run and smcss
+# into /usr/bin; the man pages are in section 8 because they describe system
+# administration (the system-wide configuration, the global knob), as
+# smc-tools' are.
+install(TARGETS usmc-run usmc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The shim is no library to link against (no SONAME, no headers): only
+# usmc-run finds it, at bin/${USMC_BIN_TO_LIB}, as smc-tools installs
+# libsmc-preload.so into the library directory.
+install(TARGETS usmc-preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES examples/usmc.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+
+# The configuration file goes where the programs look for it: the configured
+# sysconfdir (/etc for prefix /usr, <prefix>/etc otherwise). Installed to
+# another prefix than the configured one (`--prefix P`), it goes to P/etc
+# instead of overwriting the system's. DESTDIR is honoured (file(INSTALL)).
+install(CODE "
+  if(CMAKE_INSTALL_PREFIX STREQUAL \"${CMAKE_INSTALL_PREFIX}\")
+    set(_usmc_etc \"${CMAKE_INSTALL_FULL_SYSCONFDIR}\")
+  elseif(IS_ABSOLUTE \"${CMAKE_INSTALL_SYSCONFDIR}\")
+    set(_usmc_etc \"\${CMAKE_INSTALL_PREFIX}/etc\")
+  else()
+    set(_usmc_etc \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SYSCONFDIR}\")
+  endif()
+  file(INSTALL DESTINATION \"\${_usmc_etc}/usmc\" TYPE FILE
+       FILES \"${CMAKE_SOURCE_DIR}/examples/usmc.toml\")
+")
