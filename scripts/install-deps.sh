@@ -12,6 +12,11 @@ packages=(
   # libraries (README: why each one)
   libibverbs-dev libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   catch2 libfmt-dev libtomlplusplus-dev libcli11-dev libbenchmark-dev
+  # the Debian package (scripts/package.sh, test it_package): scdoc turns
+  # docs/man/*.scd into man pages; CPack's DEB generator takes the library
+  # dependencies from dpkg-shlibdeps (dpkg-dev), and finds the binaries to ask
+  # about with file; man-db renders the installed pages in the test
+  scdoc dpkg-dev file man-db
   # the real programs the tests, demo and benchmarks wrap
   nginx wrk curl redis-server redis-tools python3 iproute2 procps sockperf util-linux
 )
