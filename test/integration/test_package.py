@@ -198,6 +198,16 @@ def package_checks(deb):
                  "/usr/share/doc/usmc/README.md", "/usr/share/doc/usmc/examples/usmc.toml"):
         check(os.path.exists(path), f"installed {path}")
 
+    # Debian's flags fortify the engine inside the shim (-D_FORTIFY_SOURCE=2;
+    # the shim's own files undefine it). A fortified call to a function the
+    # shim interposes (__read_chk, __recv_chk, ...) would enter the shim from
+    # inside itself: the shim must import none of the names it exports.
+    lib = f"/usr/lib/{arch}/libusmc-preload.so"
+    nm = lambda *flags: set(line.split()[-1].split("@")[0]
+                            for line in run(["nm", "-D", *flags, lib]).stdout.splitlines() if line.strip())
+    both = nm("--undefined-only") & nm("--defined-only")
+    check(not both, f"the shim imports none of the names it interposes ({sorted(both)})")
+
     # The man pages: present, and man renders them without a warning.
     # Not a terminal, and MAN_KEEP_FORMATTING unset: plain text, no overstrikes.
     man_env = {k: v for k, v in os.environ.items() if k != "MAN_KEEP_FORMATTING"}
