@@ -7,8 +7,11 @@
 #include <vector>
 
 // glibc declares poll()'s array write-only (access attribute), though poll
-// reads fd and events from it; GCC then warns when we read them too.
+// reads fd and events from it; GCC then warns when we read them too (clang
+// has no such warning, and rejects the unknown name under -Werror).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 using namespace usmc;
 
