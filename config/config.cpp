@@ -268,7 +268,9 @@ LoadResult load_config_file(const std::string& path) {
 #define USMC_SYSTEM_CONFIG "/etc/usmc/usmc.toml"
 #endif
 
-const char* system_config_path() { return USMC_SYSTEM_CONFIG; }
+const char* system_config_path() {
+    return USMC_SYSTEM_CONFIG;
+}
 
 std::string default_config_path() {
     if (const char* env = std::getenv("USMC_CONFIG"); env && *env) return env;
