@@ -263,11 +263,6 @@ LoadResult load_config_file(const std::string& path) {
     return parse_config(buf.str(), path);
 }
 
-// CMake passes <sysconfdir>/usmc/usmc.toml of the configured prefix.
-#ifndef USMC_SYSTEM_CONFIG
-#define USMC_SYSTEM_CONFIG "/etc/usmc/usmc.toml"
-#endif
-
 const char* system_config_path() {
     return USMC_SYSTEM_CONFIG;
 }

@@ -63,6 +63,12 @@ LoadResult load_config_file(const std::string& path);
 // The system-wide file: <sysconfdir>/usmc/usmc.toml of the prefix usmc was
 // configured for (/etc/usmc/usmc.toml for /usr).
 const char* system_config_path();
+
+// CMake passes <sysconfdir>/usmc/usmc.toml of the configured prefix; help
+// texts name it as a literal.
+#ifndef USMC_SYSTEM_CONFIG
+#define USMC_SYSTEM_CONFIG "/etc/usmc/usmc.toml"
+#endif
 // Where the configuration comes from: $USMC_CONFIG, else system_config_path()
 // if it exists, else "" (built-in defaults).
 std::string default_config_path();

@@ -1,5 +1,7 @@
 #include "tools/launcher_args.hpp"
 
+#include "config/config.hpp"
+
 namespace usmc::tools {
 
 namespace {
@@ -158,7 +160,7 @@ std::string launcher_usage() {
            "   --tcp            plain TCP only: intercept, count, change nothing\n"
            "   --limit-hs       SMC_LIMIT_HS on for new sockets (overrides limit_smc_hs)\n"
            "   --no-limit-hs    SMC_LIMIT_HS off for new sockets\n"
-           "   --config FILE    usmc.toml to use (default: $USMC_CONFIG, /etc/usmc/usmc.toml)\n"
+           "   --config FILE    usmc.toml to use (default: $USMC_CONFIG, " USMC_SYSTEM_CONFIG ")\n"
            "   --verbose        say what usmc-run and usmc do on stderr\n"
            "   --help, --version\n"
            "SIZE is a number of bytes with an optional k/K or m/M suffix (x1024, x1048576);\n"

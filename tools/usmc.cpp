@@ -461,7 +461,8 @@ int main(int argc, char** argv) {
     auto* check =
         cfg->add_subcommand("check", "validate a usmc.toml and print the effective settings");
     std::string file;
-    check->add_option("FILE", file, "file to check (default: $USMC_CONFIG or /etc/usmc/usmc.toml)");
+    check->add_option("FILE", file,
+                      "file to check (default: $USMC_CONFIG or " USMC_SYSTEM_CONFIG ")");
 
     auto* limit = app.add_subcommand(
         "limit-hs",
@@ -470,7 +471,7 @@ int main(int argc, char** argv) {
     limit->add_option("ACTION", action, "enable | disable | show (default)")
         ->check(CLI::IsMember({"enable", "disable", "show"}));
     limit->add_option("-c,--config", knob_file,
-                      "configuration file (default: $USMC_CONFIG, else /etc/usmc/usmc.toml)");
+                      "configuration file (default: $USMC_CONFIG, else " USMC_SYSTEM_CONFIG ")");
 
     CLI11_PARSE(app, argc, argv);
     if (limit->parsed()) return cmd_limit_hs(action, knob_file);
