@@ -7,6 +7,8 @@
 #include "engine/statseg.hpp"
 #include "tools/observe.hpp"
 
+#include "test/unit/stats_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <climits>
@@ -19,20 +21,6 @@
 using namespace usmc;
 
 namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/usmc-observe-XXXXXX";
-        path = mkdtemp(tmpl);
-        setenv("USMC_STATS_DIR", path.c_str(), 1);
-    }
-    ~TempDir() {
-        unsetenv("USMC_STATS_DIR");
-        std::string cmd = "rm -rf " + path;
-        CHECK(std::system(cmd.c_str()) == 0);
-    }
-};
 
 statseg::ConnRecord record(uint64_t gid, uint64_t token, uint64_t peer_gid, uint64_t peer_token,
                            uint64_t ino, uint64_t peer_ino) {
@@ -174,7 +162,7 @@ TEST_CASE("the other end is the record with our GIDs and tokens swapped") {
 }
 
 TEST_CASE("connection records are published, read twice, and freed") {
-    TempDir dir;
+    test::StatsDir dir{"observe"};
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("observe-test", 1024, path, sizeof path);
     REQUIRE(h != nullptr);
@@ -247,7 +235,7 @@ TEST_CASE("connection records are published, read twice, and freed") {
 }
 
 TEST_CASE("RX/TX counters are added to the retired totals") {
-    TempDir dir;
+    test::StatsDir dir{"observe"};
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("observe-retire", 1024, path, sizeof path);
     REQUIRE(h != nullptr);

@@ -3,7 +3,9 @@
 #include "engine/registry.hpp"
 #include "engine/sys.hpp"
 
+#include "test/unit/stats_dir.hpp"
 #include <arpa/inet.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -18,20 +20,6 @@
 using namespace usmc;
 
 namespace {
-
-struct TempStats {
-    std::string path;
-    TempStats() {
-        char tmpl[] = "/tmp/usmc-reg-XXXXXX";
-        path = mkdtemp(tmpl);
-        chmod(path.c_str(), 01777);
-        setenv("USMC_STATS_DIR", path.c_str(), 1);
-    }
-    ~TempStats() {
-        unsetenv("USMC_STATS_DIR");
-        CHECK(std::system(("rm -rf " + path).c_str()) == 0);
-    }
-};
 
 sockaddr_in v4(const char* ip, uint16_t port) {
     sockaddr_in a{};
@@ -56,7 +44,7 @@ struct Publisher {
 } // namespace
 
 TEST_CASE("a published listener is found; withdrawn, it is gone") {
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     auto addr = v4("127.0.0.1", 4242);
     CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {}));
     {
@@ -86,7 +74,7 @@ TEST_CASE("a published listener is found; withdrawn, it is gone") {
 }
 
 TEST_CASE("a wildcard listener answers for every local address of its port") {
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     auto any = v4("0.0.0.0", 5000);
     auto l = registry::Listener::publish(sa(any), sizeof any, 1, registry::kSmcD);
     REQUIRE(l.published());
@@ -101,7 +89,7 @@ TEST_CASE("a wildcard listener answers for every local address of its port") {
 }
 
 TEST_CASE("entries are believed only from trusted owners and live processes") {
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     auto addr = v4("127.0.0.1", 6000);
     auto l = registry::Listener::publish(sa(addr), sizeof addr, 7, registry::kSmcD);
     REQUIRE(l.published());
@@ -143,7 +131,7 @@ TEST_CASE("entries are believed only from trusted owners and live processes") {
 TEST_CASE("a destination without an entry is remembered briefly, not for ever") {
     // (Published by this process right after a miss, an entry is found at
     // once: the first test of this file looks it up before publishing.)
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     auto addr = v4("127.0.0.1", 6100);
     CHECK_FALSE(registry::lookup(sa(addr), sizeof addr, {}));
     // Published by another process: found once the miss has expired (50 ms).
@@ -172,7 +160,7 @@ TEST_CASE("a destination without an entry is remembered briefly, not for ever") 
 }
 
 TEST_CASE("pending connects: announced by clients, expire, never below zero") {
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     Publisher pub;
     REQUIRE(pub.ep);
     auto addr = v4("127.0.0.1", 7000);
@@ -227,7 +215,7 @@ TEST_CASE("pending connects: announced by clients, expire, never below zero") {
 
 TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sealed; without "
           "it a client cannot announce") {
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     auto addr = v4("127.0.0.1", 7002);
     {
         // Published under a GID no endpoint serves: a client finds the entry
@@ -272,7 +260,7 @@ TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sea
 }
 
 TEST_CASE("a forked child does not withdraw its parent's entry") {
-    TempStats dir;
+    test::StatsDir dir{"reg", 01777};
     auto addr = v4("127.0.0.1", 8000);
     auto l = registry::Listener::publish(sa(addr), sizeof addr, 10, registry::kSmcD);
     REQUIRE(l.published());

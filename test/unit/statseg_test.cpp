@@ -2,6 +2,8 @@
 #include "engine/statseg.hpp"
 #include "tools/procnet.hpp"
 
+#include "test/unit/stats_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <climits>
@@ -14,26 +16,8 @@
 
 using namespace usmc;
 
-namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/usmc-statseg-XXXXXX";
-        path = mkdtemp(tmpl);
-        setenv("USMC_STATS_DIR", path.c_str(), 1);
-    }
-    ~TempDir() {
-        unsetenv("USMC_STATS_DIR");
-        std::string cmd = "rm -rf " + path;
-        CHECK(std::system(cmd.c_str()) == 0);
-    }
-};
-
-} // namespace
-
 TEST_CASE("a segment is created, found alive, and removed") {
-    TempDir dir;
+    test::StatsDir dir{"statseg"};
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("unit-test", 1024, path, sizeof path);
     REQUIRE(h != nullptr);
@@ -65,7 +49,7 @@ TEST_CASE("a segment is created, found alive, and removed") {
 }
 
 TEST_CASE("counters of dead processes move to the retired totals, once") {
-    TempDir dir;
+    test::StatsDir dir{"statseg"};
     pid_t child = fork();
     if (child == 0) {
         char p[PATH_MAX];
@@ -120,7 +104,7 @@ TEST_CASE("counters of dead processes move to the retired totals, once") {
 }
 
 TEST_CASE("a forked child gets its own segment with zeroed counters") {
-    TempDir dir;
+    test::StatsDir dir{"statseg"};
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("parent", 1024, path, sizeof path);
     REQUIRE(h != nullptr);
@@ -162,7 +146,7 @@ TEST_CASE("/proc/net/tcp addresses decode") {
 
 TEST_CASE("a reader copies segments: one shrunk under it cannot fault it, and another user's "
           "dead segment is not folded into the reader's totals") {
-    TempDir dir;
+    test::StatsDir dir{"statseg"};
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("shrinks", 1024, path, sizeof path);
     REQUIRE(h != nullptr);
