@@ -186,11 +186,11 @@ def main():
         print(run([*usmc, "stats"], env), end="")
 
         say("the figures, plain TCP beside usmc, measured above in this run")
-        print(f"{'workload':32} {'plain TCP':>12} {'usmc':>12} {'usmc / TCP':>11}")
+        print(f"{'workload':32} {'plain TCP':>17} {'usmc':>17} {'usmc / TCP':>11}")
         for workload, unit, tcp, ours, higher in figures:
             ratio = ours / tcp if tcp else float("nan")
             verdict = "faster" if (ratio > 1) == higher else "slower"
-            print(f"{workload:32} {tcp:>9,.2f} {unit:<2} {ours:>9,.2f} {unit:<2} {ratio:>9.2f}x  ({verdict})")
+            print(f"{workload:32} {tcp:>11,.2f} {unit:<5} {ours:>11,.2f} {unit:<5} {ratio:>10.2f}x  ({verdict})")
         print("\nOne short run each on whatever else this machine is doing: scripts/bench/ measures")
         print("the same workloads properly (several runs, medians, CPU use); README, Results.")
         print("Mode SMCD in `usmc ss`: the connection's bytes went through shared memory.")
