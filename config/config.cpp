@@ -192,6 +192,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
             cfg.clc_detect_timeout_ms = static_cast<uint32_t>(r.integer(node, key, 0, 10000));
         } else if (key == "busy_poll_us") {
             cfg.busy_poll_us = static_cast<uint32_t>(r.integer(node, key, 0, 100000));
+        } else if (key == "busy_poll_adaptive") {
+            cfg.busy_poll_adaptive = r.boolean(node, key);
         } else if (key == "max_dmb_memory") {
             cfg.max_dmb_memory = r.size(node, key, 16 << 10, uint64_t{64} << 30);
         } else if (key == "hs_workers") {
@@ -230,7 +232,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
         } else {
             r.fail(node, key,
                    "unknown key (known: limit_smc_hs, rmem, wmem, autocorking_size, mode, "
-                   "clc_detect_timeout_ms, busy_poll_us, max_dmb_memory, hs_workers, "
+                   "clc_detect_timeout_ms, busy_poll_us, busy_poll_adaptive, max_dmb_memory, "
+                   "hs_workers, "
                    "hs_congestion_hold_ms, log_level, trusted_uids, "
                    "testonly_server_handshake_delay_ms, [[policy]])");
         }
@@ -302,6 +305,7 @@ std::string describe(const Config& cfg) {
     out += fmt::format("mode = \"{}\"\n", mode_name(cfg.mode));
     out += fmt::format("clc_detect_timeout_ms = {}\n", cfg.clc_detect_timeout_ms);
     out += fmt::format("busy_poll_us = {}\n", cfg.busy_poll_us);
+    out += fmt::format("busy_poll_adaptive = {}\n", cfg.busy_poll_adaptive);
     out += fmt::format("max_dmb_memory = \"{}\"\n", format_size(cfg.max_dmb_memory));
     out += fmt::format("hs_workers = {}\n", cfg.hs_workers);
     out += fmt::format("hs_congestion_hold_ms = {}\n", cfg.hs_congestion_hold_ms);

@@ -5,6 +5,7 @@
 #include "engine/af_smc_internal.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
+#include "engine/spin.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 
@@ -126,34 +127,20 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     return 0;
 }
 
-// Spin backoff, per thread (an event loop is one thread): after a spin that
-// found nothing, the next 1, 2, 4 .. 64 waits do not spin; a spin that finds
-// an event starts over. A loop that always has events waiting (thousands of
-// short connections) found nothing in most spins, and 20 us each was ~6 % of
-// a short-lived server's CPU; a ping-pong finds its event in nearly every
-// spin and keeps spinning.
-thread_local uint32_t t_spin_skip = 0;    // waits left without a spin
-thread_local uint32_t t_spin_backoff = 0; // how many the next miss skips
-
-// Spins with zero-timeout calls of the real poll/epoll until `probe` finds
-// something or busy_poll_us (or the caller's timeout) has passed. Returns
-// what the last probe returned (0: nothing, go to sleep).
 template <typename Probe>
 int spin_probe(int timeout_ms, Probe probe) {
-    if (timeout_ms == 0 || g_busy_poll_us == 0) return 0;
-    if (t_spin_skip > 0) {
-        --t_spin_skip;
-        return 0;
-    }
-    uint64_t budget_ns = uint64_t{g_busy_poll_us} * 1000;
+    if (timeout_ms == 0) return 0;
+    // (A loop that always has events waiting, thousands of short
+    // connections, found nothing in most spins: spin.hpp's backoff.)
+    uint64_t budget_ns = spin::begin(g_busy_poll_us);
+    if (budget_ns == 0) return 0;
     if (timeout_ms > 0) budget_ns = std::min<uint64_t>(budget_ns, uint64_t(timeout_ms) * 1000000);
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     while (true) {
         int n = probe();
         if (n != 0) {
-            runtime::count(n > 0 ? counters::busy_poll_hits : counters::busy_poll_misses);
-            t_spin_backoff = 0;
+            spin::end(n > 0);
             return n;
         }
         timespec now;
@@ -164,9 +151,7 @@ int spin_probe(int timeout_ms, Probe probe) {
         for (int i = 0; i < 32; ++i)
             wait::cpu_relax();
     }
-    runtime::count(counters::busy_poll_misses);
-    t_spin_backoff = t_spin_backoff ? std::min<uint32_t>(t_spin_backoff * 2, 64) : 1;
-    t_spin_skip = t_spin_backoff;
+    spin::end(false);
     return 0;
 }
 

@@ -39,8 +39,9 @@ namespace usmc::counters {
     X(hs_client_bypassed, "connects that skipped SMC: own client handshakes congested (LIMIT_HS)") \
     X(hs_congested_declines, "Proposals declined at once: handshake queue congested")              \
     X(client_async_handshakes, "nonblocking connects handshaken on a worker")                      \
-    X(busy_poll_hits, "epoll_wait/poll spins that found an event (no sleep)")                      \
-    X(busy_poll_misses, "epoll_wait/poll spins that ended with nothing (then slept)")              \
+    X(busy_poll_hits, "spins (recv/send, epoll_wait, poll) that found their event (no sleep)")     \
+    X(busy_poll_misses, "spins that ended with nothing (then slept)")                              \
+    X(busy_poll_yields, "waits that slept at once: more runnable threads than CPUs")               \
     X(connects_watched, "nonblocking connects whose Proposal waited for the TCP connect")          \
     X(links_made, "Unix links made to a peer process's endpoint (kept; a few per pair at most)")
 

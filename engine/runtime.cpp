@@ -4,6 +4,7 @@
 #include "engine/af_smc.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/log.hpp"
+#include "engine/spin.hpp"
 #include "engine/sys.hpp"
 
 #include <algorithm>
@@ -131,6 +132,7 @@ void full_init() {
         g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, nullptr, nullptr);
     }
     af_smc::init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
+    spin::set_adaptive(!s.config_ok || s.cfg.busy_poll_adaptive);
     pthread_atfork(af_smc::before_fork, nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, rmem {}{}, wmem {}{}, config {})", program,
               config::mode_name(s.opts.modes), config::format_size(s.cfg.rmem),

@@ -1,6 +1,7 @@
 #include "engine/wait.hpp"
 
 #include "engine/log.hpp"
+#include "engine/spin.hpp"
 #include "engine/sys.hpp"
 
 #include <cerrno>
@@ -12,14 +13,20 @@ namespace usmc::wait {
 using sys::mono_ns;
 
 bool spin(uint32_t us, const std::function<bool()>& ready) {
-    if (us == 0) return ready();
-    uint64_t until = mono_ns() + uint64_t{us} * 1000;
+    uint64_t budget = spin::begin(us);
+    if (budget == 0) return ready();
+    uint64_t until = mono_ns() + budget;
     do {
-        if (ready()) return true;
+        if (ready()) {
+            spin::end(true);
+            return true;
+        }
         for (int i = 0; i < 64; ++i)
             cpu_relax();
     } while (mono_ns() < until);
-    return ready();
+    bool hit = ready();
+    spin::end(hit);
+    return hit;
 }
 
 int sleep(SmcConn& c, int fd, short events, int timeout_ms) {

@@ -16,7 +16,8 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins up to `us` microseconds while `ready()` is false. True if it became ready.
+// Spins up to `us` microseconds while `ready()` is false, when spinning pays
+// now (spin.hpp); otherwise looks once. True if it became ready.
 bool spin(uint32_t us, const std::function<bool()>& ready);
 
 // Sleeps until `fd` reports `events`, the TCP fd closes, or `timeout_ms`

@@ -4,7 +4,11 @@ SMC-D columns): ping-pong latency with 64-byte messages and streaming
 throughput with 64 KB messages. Same run, alternating, median of N runs;
 CPU use (both processes, % of one core) beside each figure so the cost of
 polling is visible. --hogs N runs N CPU-burning processes (unpinned) beside
-every run, TCP's included: the cores oversubscribed, as on a busy machine."""
+every run, TCP's included: the cores oversubscribed, as on a busy machine.
+--blockers N oversubscribes them with blocking work instead: N pairs of
+processes passing a byte back and forth over pipes, each doing --work-us of
+CPU work per message (as database backends and their clients do), so that
+threads keep waking up and waiting for a CPU."""
 import argparse
 import os
 import re
@@ -24,7 +28,34 @@ VARIANTS = [
     ("SMC-D default", ""),
     ("SMC-D rmem=1M", 'rmem = "1M"\n'),
     ("SMC-D busy_poll_us=0", "busy_poll_us = 0\n"),   # no spinning (the default spins 20 us)
+    ("SMC-D spin every wait", "busy_poll_adaptive = false\n"),  # before adaptive spinning
 ]
+
+
+# One pair of the blocking load: the two sides take turns, each burning
+# `work` microseconds per turn; the child ends when its parent does (EOF).
+BLOCKER = r"""
+import os, sys, time
+work = float(sys.argv[1]) / 1e6
+a_r, a_w = os.pipe()
+b_r, b_w = os.pipe()
+def burn():
+    until = time.perf_counter() + work
+    while time.perf_counter() < until:
+        pass
+if os.fork() == 0:
+    os.close(a_w); os.close(b_r)
+    while os.read(a_r, 1):
+        burn()
+        os.write(b_w, b"x")
+    os._exit(0)
+os.close(a_r); os.close(b_w)
+while True:
+    os.write(a_w, b"x")
+    if not os.read(b_r, 1):
+        break
+    burn()
+"""
 
 
 def cpu_children():
@@ -70,8 +101,11 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--seconds", type=int, default=3)
     p.add_argument("--hogs", type=int, default=0, help="CPU-burning processes beside every run")
+    p.add_argument("--blockers", type=int, default=0, help="pairs of blocking processes beside every run")
+    p.add_argument("--work-us", type=float, default=50, help="CPU work per message of a blocker")
     args = p.parse_args()
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    hogs += [subprocess.Popen([sys.executable, "-c", BLOCKER, str(args.work_us)]) for _ in range(args.blockers)]
     try:
         measure(args)
     finally:
@@ -96,7 +130,9 @@ def measure(args):
     st = subprocess.run([USMC, "--stats-dir", stats, "stats", "--json"], capture_output=True, text=True).stdout
     print("\nusmc counters over all runs:", st.strip())
     print(f"\nsockperf, server on CPU 0, client on CPU 1, {args.seconds} s per run, median of {args.runs}"
-          + (f", {args.hogs} CPU hogs beside every run" if args.hogs else ""))
+          + (f", {args.hogs} CPU hogs beside every run" if args.hogs else "")
+          + (f", {args.blockers} blocking pairs ({args.work_us:g} us per message) beside every run"
+             if args.blockers else ""))
     for mode, label, unit in (("pp", "ping-pong 64 B, p50 latency", "us"), ("tp", "throughput 64 KB messages", "MB/s")):
         base = statistics.median(v for v, _ in results[(mode, "TCP")])
         print(f"\n{label}")

@@ -1,0 +1,101 @@
+// When waits spin (spin.hpp): a thread's backoff after misses, the
+// /proc/loadavg parser, and the machine-wide contention signal.
+#include "engine/spin.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+using namespace usmc;
+
+TEST_CASE("spin: misses back off 1, 2, 4 .. 64 waits; a hit starts over") {
+    spin::Thread t;
+    CHECK(spin::take_turn(t));
+    uint32_t expect = 1;
+    for (int miss = 0; miss < 9; ++miss) {
+        spin::after(t, false);
+        CHECK(t.skip == expect);
+        for (uint32_t i = 0; i < expect; ++i)
+            CHECK_FALSE(spin::take_turn(t));
+        CHECK(spin::take_turn(t));
+        expect = std::min<uint32_t>(expect * 2, spin::kMaxBackoff);
+    }
+    spin::after(t, true);
+    CHECK(t.skip == 0);
+    CHECK(t.backoff == 0);
+    spin::after(t, false);
+    CHECK(t.skip == 1); // from the start again
+}
+
+TEST_CASE("spin: the runnable count of /proc/loadavg") {
+    struct Case {
+        const char* text;
+        bool ok;
+        uint32_t running;
+    };
+    const Case cases[] = {
+        {"0.00 0.01 0.05 3/456 789\n", true, 3},
+        {"12.50 8.00 4.25 17/1203 99999\n", true, 17},
+        {"0.00 0.01 0.05 0/1 1\n", true, 0},
+        {"0.00 0.01 0.05 /456 789\n", false, 0},  // no digits
+        {"0.00 0.01 0.05 3 456 789\n", false, 0}, // no slash
+        {"0.00 0.01\n", false, 0},                // too few fields
+        {"", false, 0},
+        {"0.00 0.01 0.05 99999999999/4 1\n", false, 0}, // past ten digits
+    };
+    for (const auto& c : cases) {
+        uint32_t running = 12345;
+        CAPTURE(c.text);
+        CHECK(spin::parse_running(c.text, std::strlen(c.text), &running) == c.ok);
+        if (c.ok) CHECK(running == c.running);
+    }
+    // Cut short anywhere: never read past the end.
+    const char* full = "0.00 0.01 0.05 3/456 789\n";
+    for (size_t n = 0; n < 16; ++n) {
+        uint32_t running;
+        CHECK_FALSE(spin::parse_running(full, n, &running));
+    }
+}
+
+namespace {
+uint32_t g_fake_running = 0;
+bool fake_source(uint32_t* running) {
+    *running = g_fake_running;
+    return true;
+}
+bool failing_source(uint32_t*) {
+    return false;
+}
+} // namespace
+
+TEST_CASE("spin: no spin while runnable threads outnumber the CPUs") {
+    g_fake_running = 2;
+    spin::testing::set_source(fake_source, 2);
+    CHECK(spin::cpu_spare()); // two runnable on two CPUs: nobody waits
+    CHECK(spin::begin(20) == 20'000);
+    spin::end(true);
+    CHECK(spin::begin(0) == 0); // busy_poll_us = 0: never
+
+    g_fake_running = 3;
+    spin::testing::set_source(fake_source, 2);
+    CHECK_FALSE(spin::cpu_spare());
+    CHECK(spin::begin(20) == 0);
+    // The contended sample holds for kHoldNs, whatever later samples say
+    // (they are taken at most once per kSampleNs).
+    g_fake_running = 1;
+    CHECK_FALSE(spin::cpu_spare());
+
+    // A source that cannot be read leaves spinning as configured.
+    spin::testing::set_source(failing_source, 2);
+    CHECK(spin::cpu_spare());
+    CHECK(spin::begin(20) == 20'000);
+    spin::end(false); // a miss: the next wait sleeps at once
+    CHECK(spin::begin(20) == 0);
+    CHECK(spin::begin(20) == 20'000);
+    spin::testing::set_source(nullptr, 0);
+}
+
+TEST_CASE("spin: the real /proc/loadavg is read") {
+    uint32_t running = 0;
+    REQUIRE(spin::read_running(&running));
+    CHECK(running >= 1); // this thread runs
+}
