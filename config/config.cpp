@@ -192,6 +192,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
             cfg.clc_detect_timeout_ms = static_cast<uint32_t>(r.integer(node, key, 0, 10000));
         } else if (key == "busy_poll_us") {
             cfg.busy_poll_us = static_cast<uint32_t>(r.integer(node, key, 0, 100000));
+        } else if (key == "autotune_dmb") {
+            cfg.autotune_dmb = r.boolean(node, key);
         } else if (key == "busy_poll_adaptive") {
             cfg.busy_poll_adaptive = r.boolean(node, key);
         } else if (key == "max_dmb_memory") {
@@ -231,7 +233,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
                 cfg.policies.push_back(read_policy(r, *entry.as_table()));
         } else {
             r.fail(node, key,
-                   "unknown key (known: limit_smc_hs, rmem, wmem, autocorking_size, mode, "
+                   "unknown key (known: limit_smc_hs, rmem, wmem, autotune_dmb, autocorking_size, "
+                   "mode, "
                    "clc_detect_timeout_ms, busy_poll_us, busy_poll_adaptive, max_dmb_memory, "
                    "hs_workers, "
                    "hs_congestion_hold_ms, log_level, trusted_uids, "
@@ -301,6 +304,7 @@ std::string describe(const Config& cfg) {
     out += fmt::format("limit_smc_hs = {}\n", cfg.limit_smc_hs);
     out += fmt::format("rmem = \"{}\"\n", format_size(cfg.rmem));
     out += fmt::format("wmem = \"{}\"\n", format_size(cfg.wmem));
+    out += fmt::format("autotune_dmb = {}\n", cfg.autotune_dmb);
     out += fmt::format("autocorking_size = \"{}\"\n", format_size(cfg.autocorking_size));
     out += fmt::format("mode = \"{}\"\n", mode_name(cfg.mode));
     out += fmt::format("clc_detect_timeout_ms = {}\n", cfg.clc_detect_timeout_ms);

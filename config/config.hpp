@@ -32,7 +32,8 @@ struct Config {
     // fds); 0 = never spin. 20 us catches a reply that comes within a
     // cross-core wake-up's time (~7 us one way here) at little CPU.
     uint32_t busy_poll_us = 20;
-    bool busy_poll_adaptive = true;         // false: every wait spins busy_poll_us (spin.hpp)
+    bool busy_poll_adaptive = true; // false: every wait spins busy_poll_us (spin.hpp)
+    bool autotune_dmb = true;       // 1 MiB DMBs while memory is plentiful (ism::Device::size_for)
     uint64_t max_dmb_memory = 256ull << 20; // per-process cap on DMB memory
     uint32_t hs_workers = 2;                // handshake workers per process and role
     // Handshake congestion (SMC_LIMIT_HS) lasts this long past the last time

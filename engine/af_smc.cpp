@@ -63,6 +63,11 @@ HandshakeConfig handshake_config() {
     // 16 KiB << n, so the size is a power of two.
     h.dmb_size = static_cast<uint32_t>(
         std::bit_floor(std::clamp<uint64_t>(cfg.rmem + cfg.wmem, 16 << 10, 1 << 20)));
+    // Sizes the user gave the program (SMC_RCVBUF / SMC_SNDBUF, smc_run's -r
+    // and -t) are kept, as a socket buffer set with SO_RCVBUF is not
+    // autotuned by TCP.
+    const auto& opts = runtime::get().opts;
+    if (cfg.autotune_dmb && !opts.rmem && !opts.wmem) h.dmb_roomy = 1 << 20;
     h.busy_poll_us = cfg.busy_poll_us;
     h.autocorking_size = static_cast<uint32_t>(std::min<uint64_t>(cfg.autocorking_size, 1u << 30));
     return h;

@@ -92,7 +92,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
     uint32_t no_dmb = 0; // why our DMB could not be had, if that ended the attach
     auto ours = [&](uid_t server_uid) -> std::optional<ism::Fds> {
         errno = 0;
-        auto own = dev.allocate(cfg.dmb_size, server_uid);
+        auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), server_uid);
         if (!own) {
             no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
             return std::nullopt;

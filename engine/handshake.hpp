@@ -23,6 +23,9 @@ namespace usmc {
 
 struct HandshakeConfig {
     uint32_t dmb_size = 64 * 1024;
+    // Autotuning: the DMB size to take instead while memory is plentiful
+    // (ism::Device::size_for); 0 = always dmb_size.
+    uint32_t dmb_roomy = 0;
     int clc_timeout_ms = 6000; // CLC_WAIT_TIME
     // Client: how long to wait for the Accept (-1: clc_timeout_ms). 0 when
     // the connect watch waited for it already and it did not come.

@@ -243,6 +243,12 @@ void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     unmap(dmb);
 }
 
+uint32_t Device::size_for(uint32_t base, uint32_t roomy) const {
+    if (roomy <= base) return base;
+    std::lock_guard lock(mu_);
+    return in_use_ - spare_bytes_ + roomy <= max_memory_ / 4 ? roomy : base;
+}
+
 bool Device::has_room(uint32_t size) const {
     std::lock_guard lock(mu_);
     return in_use_ - spare_bytes_ + size <= max_memory_;

@@ -92,6 +92,13 @@ class Device {
     uint64_t memory_in_use() const;
     // Whether a DMB of `size` fits under the cap now (spares count as room).
     bool has_room(uint32_t size) const;
+    // The size for a new connection's DMB: `roomy` while the DMBs of live
+    // connections, with it, stay within a quarter of the cap; `base`
+    // otherwise. The kernel's TCP grows a stream's buffers as it goes; a
+    // DMB's size is fixed at the handshake, so a stream gets room at the
+    // start, while there is room, and a crowd of connections the base size.
+    // (Unused pages of a DMB are never touched, so cost no memory.)
+    uint32_t size_for(uint32_t base, uint32_t roomy) const;
 
     // A peer's DMB (the descriptor as map_peer_dmb), from the mapping
     // cache when this file is mapped already; give it back with unmap_peer.

@@ -49,7 +49,8 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     // Our DMB is taken when the client attaches and its user is known (see
     // ism_endpoint.hpp); whether it would fit is asked now, while a Decline
     // still costs nothing.
-    if (!dev.has_room(cfg.dmb_size)) {
+    uint32_t dmb_size = dev.size_for(cfg.dmb_size, cfg.dmb_roomy);
+    if (!dev.has_room(dmb_size)) {
         clc::send_decline(fd, 0, fallback::MAX_DMB, cfg.clc_timeout_ms);
         return Fallback{fallback::MAX_DMB, 0};
     }
@@ -63,14 +64,14 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});
     }
-    ep.offer(token, {cfg.dmb_size, conn->sig_far});
+    ep.offer(token, {dmb_size, conn->sig_far});
 
     clc::AcceptConfirmD accept;
     accept.type = clc::Type::Accept;
     accept.first_contact = false;
     accept.gid = dev.gid();
     accept.token = token;
-    accept.dmbe_size_code = clc::size_to_code(cfg.dmb_size, clc::kMaxDmbeSizeCode);
+    accept.dmbe_size_code = clc::size_to_code(dmb_size, clc::kMaxDmbeSizeCode);
     accept.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
     *token_out = token;

@@ -119,11 +119,17 @@ with Env() as env:
           f"the same ({got}, {got_sizes})")
     check("rmem 256KiB from SMC_RCVBUF, wmem 64KiB from SMC_SNDBUF" in err, "the log says where sizes came from")
 
-    # Defaults (64 KiB + 64 KiB): a 128 KiB DMB, seen with --verbose too.
+    # Defaults: autotuned, 1 MiB DMBs while memory is plentiful, seen with --verbose too.
     _, sizes, _ = pair(env, via_run(env, "--verbose"))
-    check(sizes == [("128KiB", "128KiB")] * 2, f"--verbose, default sizes: 128KiB DMBs ({sizes})")
+    check(sizes == [("1MiB", "1MiB")] * 2, f"--verbose, default sizes: autotuned 1MiB DMBs ({sizes})")
     _, sizes, _ = pair(env, via_env(env, USMC_VERBOSE="1"))
-    check(sizes == [("128KiB", "128KiB")] * 2, "USMC_VERBOSE=1: the same")
+    check(sizes == [("1MiB", "1MiB")] * 2, "USMC_VERBOSE=1: the same")
+    # Without autotuning, rmem + wmem (64 KiB + 64 KiB): 128 KiB.
+    fixed = os.path.join(env.dir, "fixed.toml")
+    with open(fixed, "w") as f:
+        f.write("autotune_dmb = false\n")
+    _, sizes, _ = pair(env, via_run(env, "--verbose", "--config", fixed))
+    check(sizes == [("128KiB", "128KiB")] * 2, f"autotune_dmb = false: 128KiB DMBs ({sizes})")
 
     for name, mode in [("--tcp", "tcp"), ("--smcd", "smcd"), ("--smcr", "smcr")]:
         a, _, _ = pair(env, via_run(env, name))
@@ -133,7 +139,7 @@ with Env() as env:
 
     cfg = os.path.join(env.dir, "sizes.toml")
     with open(cfg, "w") as f:
-        f.write('rmem = "512K"\nwmem = "16K"\n')
+        f.write('rmem = "512K"\nwmem = "16K"\nautotune_dmb = false\n')
     a, a_sizes, _ = pair(env, via_run(env, "--config", cfg, "-d"))
     b, b_sizes, _ = pair(env, via_env(env, USMC_CONFIG=cfg, SMC_DEBUG="1"))
     check(a == b and a["conn_smcd"] == 2 and a_sizes == b_sizes == [("512KiB", "512KiB")] * 2,
@@ -152,7 +158,7 @@ with Env() as env:
     check("SMC_SNDBUF='1' is outside 16KiB..1MiB; using 16KiB" in err, "too small: the lower bound")
     check(sizes == [("64KiB", "64KiB")] * 2, f"64 KiB + 16 KiB -> 64KiB DMBs ({sizes})")
     # Malformed (only the environment can say it): the configuration's value.
-    d, sizes, err = pair(env, via_env(env, SMC_DEBUG="1", SMC_RCVBUF="lots"))
+    d, sizes, err = pair(env, via_env(env, SMC_DEBUG="1", SMC_RCVBUF="lots", USMC_CONFIG=fixed))
     check("SMC_RCVBUF='lots' is not a size" in err and "using the configuration's rmem" in err,
           "malformed: named, with the bounds")
     check(d["conn_smcd"] == 2 and sizes == [("128KiB", "128KiB")] * 2, f"and the config's 64 KiB stays ({sizes})")

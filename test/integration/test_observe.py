@@ -17,7 +17,7 @@ from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready
 APP = os.path.join(APPS, "lockstep_app.py")
 SIZES = [100, 10000, 40000, 100000]
 BIG = 300000
-RING = (128 << 10) - 64  # default DMB (rmem + wmem) minus its control line
+RING = (128 << 10) - 64  # the DMB of rmem + wmem minus its control line (autotune_dmb off)
 OLD_HEADER = ("PID      Program             Fd State        Local Address            "
               "Peer Address             Role    Mode  Fallback")
 
@@ -60,9 +60,14 @@ def bucket(n):
 
 
 with Env() as env:
-    server = env.start(env.wrap([PYTHON, APP, "server", "--big", str(BIG)]), stdin=subprocess.PIPE)
+    # The ring size the cursors below wrap at: rmem + wmem, not autotuned.
+    fixed = os.path.join(env.dir, "fixed.toml")
+    with open(fixed, "w") as f:
+        f.write("autotune_dmb = false\n")
+    server = env.start(env.wrap([PYTHON, APP, "server", "--big", str(BIG)], "--config", fixed),
+                       stdin=subprocess.PIPE)
     port = read_ready(server)
-    client = env.start(env.wrap([PYTHON, APP, "client", "--port", str(port), "--big", str(BIG)]),
+    client = env.start(env.wrap([PYTHON, APP, "client", "--port", str(port), "--big", str(BIG)], "--config", fixed),
                        stdin=subprocess.PIPE)
     total = sum(SIZES)
     check(int(read_until(client, "SENT")[1]) == total, f"client sent {total} bytes in {len(SIZES)} calls")
