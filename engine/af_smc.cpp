@@ -127,16 +127,23 @@ void fold_counters(SmcConn* c) {
 }
 
 // Our copies of the descriptors and mappings, without touching the peer or
-// the DMB pool (another process may still use them). The peer's DMB may be
-// a mapping our device caches: it goes back there.
+// the DMB pool (another process may still use them). Our DMB leaves our
+// device's count if the device made it (else every connection a forked
+// child closes last would keep its bytes counted here until MAX_DMB); the
+// peer's DMB may be a mapping our device caches: it goes back there.
 void drop_local(SmcConn* c) {
     for (int* fd : {&c->sig, &c->sig_far, &c->peer_sig}) {
         if (*fd >= 0) sys::real().close(*fd);
         *fd = -1;
     }
+    {
+        std::lock_guard lock(g_engine_mu);
+        if (g_engine.dev) {
+            g_engine.dev->disown(c->rx);
+            g_engine.dev->unmap_peer(c->tx);
+        }
+    }
     ism::unmap(c->rx);
-    std::lock_guard lock(g_engine_mu);
-    if (g_engine.dev) g_engine.dev->unmap_peer(c->tx);
     ism::unmap(c->tx);
 }
 

@@ -16,7 +16,8 @@ constexpr const char* kTexts[] = {
 } // namespace
 
 bool is_gauge(Id id) {
-    return id == handshakes_inflight || id == accept_queue;
+    return id == handshakes_inflight || id == accept_queue || id == dmb_bytes ||
+           id == dmb_spare_bytes;
 }
 
 const char* name_of(Id id) {

@@ -43,7 +43,9 @@ namespace usmc::counters {
     X(busy_poll_misses, "spins that ended with nothing (then slept)")                              \
     X(busy_poll_yields, "waits that slept at once: more runnable threads than CPUs")               \
     X(connects_watched, "nonblocking connects whose Proposal waited for the TCP connect")          \
-    X(links_made, "Unix links made to a peer process's endpoint (kept; a few per pair at most)")
+    X(links_made, "Unix links made to a peer process's endpoint (kept; a few per pair at most)")   \
+    X(dmb_bytes, "gauge: bytes of this process's DMBs held by connections")                        \
+    X(dmb_spare_bytes, "gauge: bytes of this process's DMBs kept for reuse")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -5,6 +5,7 @@
 
 #include "engine/sys.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fcntl.h>
@@ -170,8 +171,7 @@ void Device::sweep_waiting() {
         if (free_.size() < kMaxSpareDmbs) {
             free_.push_back(waiting_[sweep_pos_]);
         } else {
-            spare_bytes_ -= d.size;
-            in_use_ -= d.size;
+            uncount_spare(d.size);
             unmap(d);
         }
         waiting_[sweep_pos_] = waiting_.back(); // (looked at next)
@@ -193,7 +193,8 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
         if (free_[i].dmb.size == size && free_[i].last_peer == peer_uid) {
             Dmb d = free_[i].dmb;
             free_.erase(free_.begin() + static_cast<long>(i));
-            spare_bytes_ -= d.size;
+            spare_bytes_ -= std::min<uint64_t>(spare_bytes_, d.size); // now a connection's
+            publish();
             // Zero it: the new peer must not see the old connection's bytes.
             // Its old peer wrote only up to the producer cursor it published
             // (held bytes are published at close); a short-lived connection
@@ -210,16 +211,18 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     // Free DMBs of other sizes/peers count against the cap: drop them first.
     for (auto* spare : {&free_, &waiting_}) {
         while (in_use_ + size > max_memory_ && !spare->empty()) {
-            in_use_ -= spare->back().dmb.size;
-            spare_bytes_ -= spare->back().dmb.size;
+            uncount_spare(spare->back().dmb.size);
             unmap(spare->back().dmb);
             spare->pop_back();
         }
     }
+    publish();
     if (in_use_ + size > max_memory_) return std::nullopt;
     auto d = create_dmb(size);
     if (d) {
         in_use_ += size;
+        d->owner = gid_;
+        publish();
         runtime::count(counters::dmb_created);
     }
     return d;
@@ -227,19 +230,25 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
 
 void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     if (!dmb.valid()) return;
-    std::lock_guard lock(mu_);
-    bool known = peer_uid != kUnknownPeer;
-    if (known && reusable && free_.size() < kMaxSpareDmbs) {
-        free_.push_back({dmb, peer_uid});
-        spare_bytes_ += dmb.size;
+    if (dmb.owner != gid_) { // never counted here
+        unmap(dmb);
         return;
     }
-    if (known && !reusable && waiting_.size() < kMaxSpareDmbs) {
-        waiting_.push_back({dmb, peer_uid});
-        spare_bytes_ += dmb.size;
-        return;
+    {
+        std::lock_guard lock(mu_);
+        bool known = peer_uid != kUnknownPeer;
+        auto* list = !known ? nullptr : reusable ? &free_ : &waiting_;
+        // (Only bytes this device counts as a connection's become spare:
+        // the spares never exceed the count.)
+        if (list && list->size() < kMaxSpareDmbs && in_use_ - spare_bytes_ >= dmb.size) {
+            list->push_back({dmb, peer_uid});
+            spare_bytes_ += dmb.size;
+            publish();
+            return;
+        }
+        uncount_live(dmb.size);
+        publish();
     }
-    in_use_ -= dmb.size;
     unmap(dmb);
 }
 
@@ -247,6 +256,31 @@ uint32_t Device::size_for(uint32_t base, uint32_t roomy) const {
     if (roomy <= base) return base;
     std::lock_guard lock(mu_);
     return in_use_ - spare_bytes_ + roomy <= max_memory_ / 4 ? roomy : base;
+}
+
+void Device::disown(Dmb& dmb) {
+    if (!dmb.valid()) return;
+    if (dmb.owner == gid_) {
+        std::lock_guard lock(mu_);
+        uncount_live(dmb.size);
+        publish();
+    }
+    unmap(dmb);
+}
+
+void Device::uncount_spare(uint32_t size) {
+    uint64_t n = std::min<uint64_t>(size, spare_bytes_);
+    spare_bytes_ -= n;
+    in_use_ -= std::min(n, in_use_);
+}
+
+void Device::uncount_live(uint32_t size) {
+    in_use_ -= std::min<uint64_t>(size, in_use_ - spare_bytes_);
+}
+
+void Device::publish() const {
+    runtime::set_gauge(counters::dmb_bytes, in_use_ - spare_bytes_);
+    runtime::set_gauge(counters::dmb_spare_bytes, spare_bytes_);
 }
 
 bool Device::has_room(uint32_t size) const {
@@ -317,6 +351,20 @@ size_t Device::idle_peer_maps() const {
 uint64_t Device::memory_in_use() const {
     std::lock_guard lock(mu_);
     return in_use_;
+}
+
+uint64_t Device::spare_bytes() const {
+    std::lock_guard lock(mu_);
+    return spare_bytes_;
+}
+
+bool Device::accounting_consistent() const {
+    std::lock_guard lock(mu_);
+    uint64_t listed = 0;
+    for (const auto* list : {&free_, &waiting_})
+        for (const auto& f : *list)
+            listed += f.dmb.size;
+    return listed == spare_bytes_ && spare_bytes_ <= in_use_ && in_use_ <= max_memory_;
 }
 
 } // namespace usmc::ism

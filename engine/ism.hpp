@@ -38,6 +38,10 @@ struct Dmb {
     uint32_t size = 0; // control line + ring
     uint64_t token = 0;
     uint64_t ino = 0; // the file's inode: a peer's DMB's mapping-cache key; ours, for observers
+    // The GID of the device that counts it against its memory cap (0: none,
+    // as a peer's). After fork two processes hold the same DMB, and only the
+    // one whose device made it may give its bytes back.
+    uint64_t owner = 0;
 
     bool valid() const { return base != nullptr; }
     cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }
@@ -86,10 +90,24 @@ class Device {
     // every `Connection: close` — would else make a new DMB per connection);
     // past the cap it is dropped (the peer's mapping keeps the memory until
     // it unmaps).
+    //
+    // A DMB another device made (a forked child's inherited one, released
+    // by the last owner) is unmapped without touching the count: this
+    // device never counted it, and a child of an accept-then-fork server
+    // rarely makes connections of its own to reuse it for.
     void release(Dmb dmb, uid_t peer_uid, bool reusable = true);
+    // This process gives up its copy while another process (fork) still
+    // holds the connection: unmapped, and if this device counts it, its
+    // bytes are no longer counted here. Never filed as a spare: the other
+    // process keeps using it.
+    void disown(Dmb& dmb);
     // DMBs held for reuse: ready, and waiting for their old peer's close.
     size_t spare_count() const;
-    uint64_t memory_in_use() const;
+    uint64_t memory_in_use() const; // connections' DMBs and spares
+    uint64_t spare_bytes() const;
+    // spare bytes <= memory in use <= the cap (for tests: the counts never
+    // went below zero nor past the cap).
+    bool accounting_consistent() const;
     // Whether a DMB of `size` fits under the cap now (spares count as room).
     bool has_room(uint32_t size) const;
     // The size for a new connection's DMB: `roomy` while the DMBs of live
@@ -135,6 +153,10 @@ class Device {
     uint64_t idle_peer_bytes_ = 0;
     mutable std::mutex mu_;
     void sweep_waiting(); // under mu_: those whose peer has closed become free
+    // Under mu_: bytes leave the count; never more than it holds (no wrap).
+    void uncount_spare(uint32_t size);
+    void uncount_live(uint32_t size);
+    void publish() const; // under mu_: the gauges dmb_bytes, dmb_spare_bytes
 };
 
 } // namespace usmc::ism

@@ -247,6 +247,10 @@ void count(counters::Id id, uint64_t n) {
     if (auto* seg = storage().seg) seg->counters[id].fetch_add(n, std::memory_order_relaxed);
 }
 
+void set_gauge(counters::Id id, uint64_t value) {
+    if (auto* seg = storage().seg) seg->counters[id].store(value, std::memory_order_relaxed);
+}
+
 void count_traffic(counters::Dir dir, unsigned slot, uint64_t n) {
     if (auto* seg = storage().seg) seg->traffic[dir][slot].fetch_add(n, std::memory_order_relaxed);
 }

@@ -56,6 +56,8 @@ State& get();
 bool initialised();
 
 void count(counters::Id id, uint64_t n = 1);
+// A gauge (counters::is_gauge) whose owner knows its value: stored, not added.
+void set_gauge(counters::Id id, uint64_t value);
 void count_fallback(uint32_t reason);
 // RX/TX counters (counters::Traffic), one relaxed increment.
 void count_traffic(counters::Dir dir, unsigned slot, uint64_t n = 1);
