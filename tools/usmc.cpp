@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <variant>
 
@@ -35,8 +36,11 @@ Totals sum(const std::vector<statseg::View>& views, bool live_only) {
     for (const auto& v : views) {
         if (live_only && !v.alive) continue;
         if (v.alive) ++t.processes;
+        // A gauge is what a live process holds now: a dead one's (not yet
+        // retired: another user's) holds nothing any more.
         for (unsigned i = 0; i < counters::kCount; ++i)
-            t.counters[i] += v.header->counters[i].load(std::memory_order_relaxed);
+            if (v.alive || !counters::is_gauge(counters::Id(i)))
+                t.counters[i] += v.header->counters[i].load(std::memory_order_relaxed);
         for (unsigned i = 0; i < fallback::kCount; ++i)
             t.fallbacks[i] += v.header->fallbacks[i].load(std::memory_order_relaxed);
         for (unsigned d = 0; d < 2; ++d)
@@ -135,14 +139,30 @@ void print_dir(const DirStats& d, counters::Dir dir) {
 int cmd_stats(const std::string& dir, bool json, bool live_only) {
     auto views = statseg::open_all(dir, true);
     Totals t = sum(views, live_only);
-    statseg::close_all(views);
     using namespace counters;
+    // The gauges of each live process: the sums above do not say which
+    // process holds what (a forking server's parent and its children).
+    std::string gauges;
+    for (const auto& v : views) {
+        if (!v.alive) continue;
+        gauges += fmt::format(
+            "{}{{\"pid\":{},\"program\":{}", gauges.empty() ? "" : ",", v.header->pid,
+            tools::json_string(std::string_view(
+                v.header->program, strnlen(v.header->program, sizeof v.header->program))));
+        for (unsigned i = 0; i < kCount; ++i)
+            if (is_gauge(static_cast<Id>(i)))
+                gauges += fmt::format(",\"{}\":{}", name_of(static_cast<Id>(i)),
+                                      v.header->counters[i].load(std::memory_order_relaxed));
+        gauges += "}";
+    }
+    statseg::close_all(views);
     uint64_t smc = t.counters[conn_smcd] + t.counters[conn_smcr];
     uint64_t total = smc + t.counters[conn_tcp] + t.counters[handshake_errors];
     if (json) {
         fmt::print("{{\"processes\":{},\"total_connections\":{}", t.processes, total);
         for (unsigned i = 0; i < kCount; ++i)
             fmt::print(",\"{}\":{}", name_of(static_cast<Id>(i)), t.counters[i]);
+        fmt::print(",\"gauges_by_process\":[{}]", gauges);
         fmt::print(",\"fallback_reasons\":{{");
         bool first = true;
         for (unsigned i = 0; i < fallback::kCount; ++i) {
