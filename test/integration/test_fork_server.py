@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Accept-then-fork servers (PostgreSQL's postmaster) keep SMC-D: the parent
+accepts, forks, and one of the two closes first. Whichever closes last, the
+parent's DMB accounting must come back to zero: with a leak its small
+max_dmb_memory (4M: 32 DMBs of 128K) would turn every connection after the
+32nd into TCP (MAX_DMB). Every echo is checked byte for byte, every child
+is reaped by the server, and both programs are stopped by PID."""
+import json
+import os
+import select
+import subprocess
+import time
+
+from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready
+
+APP = os.path.join(APPS, "fork_server_app.py")
+# The parent closing first is PostgreSQL's order: 5000 connections. The
+# other order needs only well past the 32 DMBs the cap holds.
+CONNS = {"parent-first": 5000, "child-first": 1000}
+CAP = 4 << 20
+
+
+def stats_of(env, stats_dir, live=False):
+    r = env.run([USMC, "--stats-dir", stats_dir, "stats", "--json", *(["--live"] if live else [])],
+                timeout=30)
+    return json.loads(r.stdout)
+
+
+def run(order):
+    n = CONNS[order]
+    with Env() as env:
+        config = os.path.join(env.dir, "usmc.toml")
+        with open(config, "w") as f:
+            f.write('max_dmb_memory = "4M"\n')
+        env.env["USMC_CONFIG"] = config
+
+        t0 = time.monotonic()
+        server = env.start(env.wrap([PYTHON, APP, "server", "--order", order, "--conns", str(n)]),
+                           stdin=subprocess.PIPE)
+        port = read_ready(server)
+        r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", str(n)]),
+                    timeout=240)
+        done = [l for l in r.stdout.splitlines() if l.startswith("DONE")]
+        check(r.returncode == 0 and done and done[0] == f"DONE ok={n} bad=0",
+              f"{order}: all {n} echoes byte for byte ({done} {r.stderr[-300:]})")
+
+        # The server has reaped its last child and waits for its stdin to
+        # close: its gauges are read while it lives.
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        line = server.stdout.readline() if ready else "(no line within 30 s)"
+        check(line.startswith(f"SERVED {n} reaped={n} failed=0"),
+              f"{order}: the server reaped every child, none failed ({line.strip()})")
+        st = stats_of(env, env.stats_dir, live=True)
+        mine = [p for p in st["gauges_by_process"] if p["pid"] == server.pid]  # usmc-run execs
+        check(len(st["gauges_by_process"]) == 1 and len(mine) == 1,
+              f"{order}: only the server's parent is alive ({st['gauges_by_process']})")
+        g = mine[0] if mine else {"dmb_bytes": -1, "dmb_spare_bytes": -1}
+        check(g["dmb_bytes"] == 0,
+              f"{order}: the parent's dmb_bytes is back to 0 after the last connection ({g})")
+        check(0 <= g["dmb_spare_bytes"] <= CAP,
+              f"{order}: the parent's spare DMBs stay within max_dmb_memory ({g['dmb_spare_bytes']})")
+        server.stdin.close()
+        env.stop(server)
+        elapsed = time.monotonic() - t0
+
+        # One stats directory (the client finds the listener there): each
+        # connection counts once on each side, and a fallback would show as
+        # TCP on both.
+        st = stats_of(env, env.stats_dir)
+        check(st["conn_smcd"] == 2 * n and st["conn_tcp"] == 0,
+              f"{order}: all {n} connections were SMC-D on both ends "
+              f"(smcd {st['conn_smcd']}, tcp {st['conn_tcp']})")
+        check(st["fallbacks"] == 0 and not st["fallback_reasons"],
+              f"{order}: no fallback, in particular no MAX_DMB ({st['fallback_reasons']})")
+        # The client exited holding spare DMBs: an exited process's gauges
+        # are not summed.
+        check(st["dmb_bytes"] == 0 and st["dmb_spare_bytes"] == 0,
+              f"{order}: gauges of exited processes are not summed "
+              f"({st['dmb_bytes']}, {st['dmb_spare_bytes']})")
+        print(f"  ({order}: {n} connections in {elapsed:.1f} s)", flush=True)
+
+
+run("parent-first")
+run("child-first")
+finish()
