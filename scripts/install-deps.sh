@@ -19,6 +19,10 @@ packages=(
   scdoc dpkg-dev file man-db
   # the real programs the tests, demo and benchmarks wrap
   nginx wrk curl redis-server redis-tools python3 iproute2 procps sockperf util-linux
+  # it_postgres, it_proxy_chain and scripts/bench/{pgbench,proxy,iperf3}.py:
+  # postgresql (Debian's supported major version: server, initdb, pgbench,
+  # psql), haproxy in front of nginx, iperf3
+  postgresql haproxy iperf3
 )
 
 missing=()
@@ -32,8 +36,9 @@ echo "install-deps: installing ${missing[*]}" >&2
 sudo=""
 [[ $(id -u) -eq 0 ]] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-# Services (nginx, redis) must not start on install: the tests start their
-# own instances on loopback ports of their choosing.
+# Services (nginx, redis, postgresql, haproxy) must not start on install: the
+# tests start their own instances on loopback ports of their choosing
+# (postgresql-common still creates its default cluster; nothing uses it).
 created_policy=0
 if [[ ! -e /usr/sbin/policy-rc.d ]]; then
   printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null

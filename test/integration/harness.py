@@ -64,6 +64,20 @@ def run_dir(parent, name):
     return d, stats_dir, env
 
 
+def slow_machine_config(env):
+    """A config for tests that assert SMC-D on every connection: on a loaded
+    machine a client may send its Proposal after the server's 50 ms
+    clc_detect_timeout_ms, and the connection then runs as TCP (PEERNOSMC /
+    PEERDECL), correctly, but not what such a test checks. World-readable:
+    programs run as other users too. Returns its path."""
+    path = os.path.join(env.dir, "usmc.toml")
+    with open(path, "w") as f:
+        f.write("clc_detect_timeout_ms = 2000\n")
+    os.chmod(path, 0o644)
+    env.env["USMC_CONFIG"] = path
+    return path
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,6 +137,10 @@ class Env:
 
     def ss(self, *flags):
         return self.run([USMC, "--stats-dir", self.stats_dir, "ss", *flags], timeout=30).stdout
+
+    def ss_json(self, *flags):
+        r = self.run([USMC, "--stats-dir", self.stats_dir, "ss", "--json", *flags], timeout=30)
+        return json.loads(r.stdout or "[]")
 
     def close(self):
         for p in self.procs:
