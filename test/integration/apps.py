@@ -45,6 +45,7 @@ NGINX_PROXY_LOCATION = 'proxy_pass http://origin; proxy_http_version 1.1; proxy_
 HAPROXY_CONF = """
 global
     maxconn {maxconn}
+    {threads}
 defaults
     mode {mode}
     timeout connect 10s
@@ -80,13 +81,15 @@ def make_nginx(dir, port, workers=2, connections=4096, backlog=511, nofile=8192,
     return ["/usr/sbin/nginx", "-c", conf, "-p", dir, "-e", os.path.join(dir, "error.log")]
 
 
-def make_haproxy(dir, port, origin, mode, maxconn=4096):
+def make_haproxy(dir, port, origin, mode, maxconn=4096, threads=None):
     """Writes a haproxy config (`mode` tcp or http) forwarding 127.0.0.1:port
     to 127.0.0.1:origin; returns the command that runs it in the foreground
-    (-db: no daemon, one process; its threads are one per CPU)."""
+    (-db: no daemon, one process; `threads` threads, default one per CPU).
+    It stops gracefully (exit 0) on SIGUSR1; SIGTERM kills it by the signal."""
     conf = os.path.join(dir, f"haproxy-{mode}.cfg")
     with open(conf, "w") as f:
-        f.write(HAPROXY_CONF.format(port=port, origin=origin, mode=mode, maxconn=maxconn))
+        f.write(HAPROXY_CONF.format(port=port, origin=origin, mode=mode, maxconn=maxconn,
+                                    threads=f"nbthread {threads}" if threads else ""))
     os.chmod(conf, 0o644)
     return ["/usr/sbin/haproxy", "-db", "-f", conf]
 

@@ -49,6 +49,28 @@ def stop_process(p, timeout=15):
     return p.returncode
 
 
+def tree_cpu(pid):
+    """CPU seconds (user + system, /proc/PID/stat) of process `pid`, the
+    children it has reaped, and its live descendants with theirs: a
+    server's whole cost (postmaster and backends, nginx master and
+    workers). Read before the process is stopped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                pass
+    tree, grew = {pid}, True
+    while grew:  # bounded: each pass adds a process or ends
+        more = {p for p, fields in stats.items() if int(fields[1]) in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(sum(int(x) for x in stats[p][11:15]) for p in tree if p in stats) / tick
+
+
 def run_dir(parent, name):
     """A directory for one benchmark run (nginx workers run as nobody: 0755)
     with its own world-writable stats directory, and the environment that

@@ -81,7 +81,8 @@ def client(env, port, manifest, n, keepalive, watch=None, need=(4, 1)):
         line = p.stdout.readline()  # PAUSED, or EOF if it failed
         out = "" if line.startswith("PAUSED") else line
         deadline = time.monotonic() + 10
-        while line.startswith("PAUSED") and time.monotonic() < deadline and (seen[0] < need[0] or seen[1] < need[1]):
+        while line.startswith("PAUSED") and time.monotonic() < deadline and (seen[0] < need[0]
+                                                                           or seen[1] < need[1]):
             socks = env.ss_json()
             seen = [max(seen[i], smcd_pairs(socks, watch[i])) for i in range(2)]
             time.sleep(0.05)
@@ -123,7 +124,8 @@ def chain(kind):
         n = 300
         before = env.stats()
         rc, out, _ = client(env, pport, manifest, n, keepalive=False)
-        check(rc == 0 and f"DONE ok={n} bad=0" in out, f"{name}, Connection: close: {n} responses byte for byte ({out})")
+        check(rc == 0 and f"DONE ok={n} bad=0" in out,
+              f"{name}, Connection: close: {n} responses byte for byte ({out})")
         d = delta(env, before)
         # The client connected n times; more connects are the proxy's to the
         # origin, each accepted there (nginx's upstream pool reuses its own).
