@@ -6,6 +6,7 @@ persistent connections ran SMC-D on both ends (pgbench and the backends the
 postmaster forked after accept), and every -C connection is accounted."""
 import os
 import re
+import subprocess
 import time
 
 from apps import PG_BIN, as_postgres, postgres_cmd, prepare_cluster, stop_postgres, wait_postgres
@@ -54,14 +55,21 @@ with Env() as env:
     # pgbench_history and so break sum(delta) = sum(abalance) across runs.
     # While it runs, usmc ss must show each of pgbench's connections as
     # SMC-D with a backend (not the postmaster, which closed its copy) as
-    # the SMC-D peer.
+    # the SMC-D peer. A session of ours holds pgbench_branches locked, so
+    # every client's first transaction waits there, connected, until usmc
+    # ss has seen them all (or the deadline): no race with a fast run.
     clients, per_client = 4, 500
+    gate = env.start([f"{PG_BIN}/psql", "-h", pgdir, "-p", str(port), "-U", "postgres", "-AtX", "-q", "postgres"],
+                     stdin=subprocess.PIPE)
+    gate.stdin.write("BEGIN; LOCK TABLE pgbench_branches IN EXCLUSIVE MODE; SELECT 'locked';\n")
+    gate.stdin.flush()
+    check(gate.stdout.readline().strip() == "locked", "a session of ours holds pgbench_branches locked")
     before = env.stats()
     bench = env.start(as_postgres([USMC_RUN, "--", f"{PG_BIN}/pgbench", "-h", "127.0.0.1", "-p", str(port), "-n",
                                    "-c", str(clients), "-j", "2", "-t", str(per_client), "postgres"]))
-    seen, pairs, best = [], 0, 0
-    deadline = time.monotonic() + 60
-    while bench.poll() is None and time.monotonic() < deadline and pairs < clients:
+    seen, best = [], 0
+    deadline = time.monotonic() + 45
+    while bench.poll() is None and time.monotonic() < deadline and best < clients:
         socks = env.ss_json()
         mine = [s for s in socks if s["program"] == "pgbench" and s["state"] == "ESTABLISHED"]
         backends = {(s["local"], s["peer"]): s for s in socks if s["program"] == "postgres"
@@ -71,6 +79,11 @@ with Env() as env:
         if pairs >= best:
             best, seen = pairs, [(c["local"], c["mode"], b and (b["pid"], b["mode"])) for c, b in ends]
         time.sleep(0.05)
+    gate.stdin.write("COMMIT;\n")
+    gate.stdin.close()
+    gate.wait(timeout=30)
+    check(best == clients, f"usmc ss: {clients} pgbench connections, SMC-D at both ends, a backend at the "
+                           f"server end ({seen})")
     out, err = bench.communicate(timeout=60)
     check(best == clients, f"usmc ss: {clients} pgbench connections, SMC-D at both ends, a backend at the "
                             f"server end ({seen})")
@@ -113,6 +126,8 @@ with Env() as env:
           f"the postmaster's children are gone ({len(children)} were running)")
     log.close()
     with open(os.path.join(pgdir, "postgres.log")) as f:
-        bad = [l for l in f if re.search(r"\b(PANIC|FATAL|terminated by signal)\b", l)]
+        # (pg_isready, asking before the server was up, leaves "starting up")
+        bad = [l for l in f if re.search(r"\b(PANIC|FATAL|terminated by signal)\b", l)
+               and "the database system is starting up" not in l]
     check(not bad, "postgres logged no FATAL/PANIC/crash " + "".join(bad[:3]))
 finish()
