@@ -175,9 +175,13 @@ def chain(kind):
             # and hop.
             accounted(d, f"{name}, wrk {label}", cut_off=2 * 20)
             if not extra:
+                # A connection wrk abandons mid-handshake ends INTERR at wrk,
+                # PEERNOSMC at the proxy (no Proposal came): cut off, not
+                # declined. Failures the application sees are wrk's errors.
                 cut = d["reasons"].get("INTERR", 0)
-                hop2(d["conn_tcp"] == cut <= 4, f"{name}, wrk keep-alive: every end SMC-D but handshakes cut off "
-                                                f"when wrk stopped ({d})")
+                cut_peer = min(d["reasons"].get("PEERNOSMC", 0), cut)
+                hop2(d["conn_tcp"] == cut + cut_peer <= 4,
+                     f"{name}, wrk keep-alive: every end SMC-D but handshakes cut off by wrk ({d})")
 
         # haproxy ends by SIGTERM (its hard stop kills it by the signal);
         # SIGUSR1 is its graceful stop, exit 0.
