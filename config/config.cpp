@@ -178,6 +178,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
         std::string key(k.str());
         if (key == "limit_smc_hs") {
             cfg.limit_smc_hs = r.boolean(node, key);
+        } else if (key == "learn_smc") {
+            cfg.learn_smc = r.boolean(node, key);
         } else if (key == "rmem") {
             cfg.rmem = r.size(node, key, kBufMin, kBufMax);
         } else if (key == "wmem") {
@@ -205,6 +207,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
         } else if (key == "testonly_server_handshake_delay_ms") {
             cfg.testonly_server_handshake_delay_ms =
                 static_cast<uint32_t>(r.integer(node, key, 0, 5000));
+        } else if (key == "testonly_learn_hold_ms") {
+            cfg.testonly_learn_hold_ms = static_cast<uint32_t>(r.integer(node, key, 0, 3'600'000));
         } else if (key == "log_level") {
             auto s = r.string(node, key);
             if (s == "error")
@@ -236,9 +240,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
                    "unknown key (known: limit_smc_hs, rmem, wmem, autotune_dmb, autocorking_size, "
                    "mode, "
                    "clc_detect_timeout_ms, busy_poll_us, busy_poll_adaptive, max_dmb_memory, "
-                   "hs_workers, "
-                   "hs_congestion_hold_ms, log_level, trusted_uids, "
-                   "testonly_server_handshake_delay_ms, [[policy]])");
+                   "hs_workers, hs_congestion_hold_ms, learn_smc, log_level, trusted_uids, "
+                   "testonly_server_handshake_delay_ms, testonly_learn_hold_ms, [[policy]])");
         }
     }
     return cfg;
@@ -313,11 +316,16 @@ std::string describe(const Config& cfg) {
     out += fmt::format("max_dmb_memory = \"{}\"\n", format_size(cfg.max_dmb_memory));
     out += fmt::format("hs_workers = {}\n", cfg.hs_workers);
     out += fmt::format("hs_congestion_hold_ms = {}\n", cfg.hs_congestion_hold_ms);
+    out += fmt::format("learn_smc = {}\n", cfg.learn_smc);
     out += fmt::format("log_level = \"{}\"\n", log_level_name(cfg.log_level));
     if (cfg.testonly_server_handshake_delay_ms)
         out += fmt::format("testonly_server_handshake_delay_ms = {} # TESTING ONLY: slows every "
                            "server handshake\n",
                            cfg.testonly_server_handshake_delay_ms);
+    if (cfg.testonly_learn_hold_ms)
+        out += fmt::format("testonly_learn_hold_ms = {} # TESTING ONLY: how long a learned TCP "
+                           "decision holds\n",
+                           cfg.testonly_learn_hold_ms);
     out += "trusted_uids = [";
     for (size_t i = 0; i < cfg.trusted_uids.size(); ++i)
         out += fmt::format("{}{}", i ? ", " : "", cfg.trusted_uids[i]);

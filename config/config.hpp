@@ -44,6 +44,15 @@ struct Config {
     // congestion on demand for tests and the short-lived benchmark. Never a
     // tuning knob (the name says so; `usmc config check` flags it).
     uint32_t testonly_server_handshake_delay_ms = 0;
+    // Learn per listener and per destination whether SMC-D pays for the
+    // connections seen, and run those that would not as plain TCP
+    // (engine/learn.hpp). Only where the mode is "auto": an explicit smcd
+    // (policy, global mode, launcher) always tries SMC-D. false: every
+    // connection tries SMC-D, as the kernel does.
+    bool learn_smc = true;
+    // How long a learned TCP decision holds unrenewed (0: learn::kHoldNs,
+    // 2 s). For tests that must not race that clock; never a tuning knob.
+    uint32_t testonly_learn_hold_ms = 0;
     LogLevel log_level = LogLevel::Warn;
     std::vector<uint32_t> trusted_uids; // registry entries of these users are believed too
     std::vector<PolicyRule> policies;

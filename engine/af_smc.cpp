@@ -8,6 +8,7 @@
 #include "engine/diag.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
+#include "engine/learn.hpp"
 #include "engine/lgr.hpp"
 #include "engine/log.hpp"
 #include "engine/peer_watch.hpp"
@@ -93,6 +94,7 @@ void count_result(uint32_t reason, bool smc) {
 void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
     c->nonblock.store(nonblock);
     c->start_owner_refs();
+    learn::begin(*c);
     SmcConn* conn = c.get();
     slot(fd).store(c.release(), std::memory_order_release);
     set_mode(fd, SockMode::SmcD, 0);
@@ -168,6 +170,7 @@ void release(SmcConn* c) {
     diag::withdraw(runtime::get().seg, *c);
     if (c->owner_refs->fetch_sub(1, std::memory_order_acq_rel) == 1) {
         forkref::free(c->owner_refs);
+        learn::end(*c); // unpaid, unless some process of ours saw it pay
         // The last process holding this side: tell the peer. Unread data
         // means an abort, as TCP answers with a reset.
         if (c->fork_gen) c->adopt_published();
@@ -187,6 +190,7 @@ void release(SmcConn* c) {
 
 void discard(SmcConn* c) {
     diag::withdraw(runtime::get().seg, *c);
+    if (c->learn_word) forkref::free(c->learn_word); // never handed out: nothing learned
     peer_watch::remove(c);
     smc_cork_forget(*c);
     for (auto& r : c->connecting_regs) // closed while its handshake ran
@@ -427,7 +431,10 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
                          c->rcvtimeo_ms.load());
     if (!(flags & MSG_PEEK)) count_request(counters::kRx, iov, iovcnt, r);
     if (r < 0) return fail(int(-r));
-    if (!(flags & MSG_PEEK)) runtime::count(counters::smcd_bytes_rx, uint64_t(r));
+    if (!(flags & MSG_PEEK)) {
+        runtime::count(counters::smcd_bytes_rx, uint64_t(r));
+        if (r > 0) learn::note_io(*c, SmcConn::kLearnIn, uint64_t(r));
+    }
     return r;
 }
 
@@ -451,6 +458,7 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
     runtime::count(counters::smcd_bytes_tx, uint64_t(r));
+    if (r > 0) learn::note_io(*c, SmcConn::kLearnOut, uint64_t(r));
     return r;
 }
 

@@ -13,6 +13,7 @@
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/handshake.hpp"
+#include "engine/learn.hpp"
 #include "engine/log.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
@@ -116,6 +117,7 @@ void set_outcome(Accepted& a, HandshakeResult& result) {
 // The handshake is over: the connection goes to the listener's queue.
 void server_done(SmcListener* l, Accepted a) {
     runtime::count(counters::handshakes_inflight, uint64_t(-1));
+    if (a.conn) a.conn->learn_ticket = l->learn_ticket;
     // Counted before it is visible: accept() may take it at once.
     runtime::count(counters::accept_queue);
     if (auto back = l->push_done(std::move(a))) {
@@ -316,6 +318,9 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
     // behind a handshake. Nor is one from another host: SMC-D peers share
     // this kernel.
     in.reason = fallback::PEERNOSMC;
+    // What the learner (fed by this process and its forked children) says
+    // goes to the registry entry, where clients look before connecting.
+    if (l->learn_ticket) l->reg().set_learned_tcp_until(learn::listener_tcp_until(l->learn_ticket));
     if (l->reg().pending_connects() == 0) return in;
     bool unknown_ports = l->reg().unported_connects() > 0; // before the port table
     sockaddr_storage peer{};
@@ -562,6 +567,9 @@ void on_listen(int fd, int backlog) {
         delete l;
         return;
     }
+    // Learning only where the policy leaves the choice to usmc (auto).
+    if (runtime::get().cfg.learn_smc && s.has(kFlagAllowD) && s.has(kFlagAllowR))
+        l->learn_ticket = learn::listener_ticket(reinterpret_cast<sockaddr*>(&local), len);
     g_listeners[fd].store(l, std::memory_order_release);
 }
 

@@ -11,6 +11,7 @@
 #include "engine/connect_watch.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
+#include "engine/learn.hpp"
 #include "engine/log.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
@@ -46,6 +47,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
     uint32_t reason = 0;
     if (std::holds_alternative<std::monostate>(result)) {
         c->start_owner_refs();
+        learn::begin(*c);
         // `sig` is in the application's sets already, as epoll_ctl puts it
         // for an Active connection.
         short want = POLLOUT; // connected: writable now (the peer's ring is empty)
@@ -204,9 +206,11 @@ void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len,
 }
 
 // Nonblocking connect of a candidate: EINPROGRESS, handshake on a worker.
-int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason) {
+int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
+                  learn::Ticket learner) {
     HandshakeQueue* q = client_queue();
     auto* c = new SmcConn;
+    c->learn_ticket = learner;
     if (!q || !smc_conn_init_wakeups(*c)) {
         discard(c);
         *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
@@ -265,7 +269,8 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason)
 }
 
 // Blocking connect of a candidate: the real connect, then the handshake here.
-int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason) {
+int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
+                     learn::Ticket learner) {
     if (!registry::announce_pending(addr, len, true)) {
         *reason = fallback::NOLISTENER; // its announcements cannot be reached
         return 1;
@@ -280,6 +285,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     uint16_t port = local_port(fd);
     registry::announce_pending(addr, len, true, port);
     auto conn = std::make_unique<SmcConn>();
+    conn->learn_ticket = learner;
     ConnectResult result = Fallback{fallback::MEM, 0};
     errno = 0;
     if (!smc_conn_init_wakeups(*conn) && errno == EMFILE)
@@ -303,6 +309,26 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     runtime::count(counters::handshake_errors);
     set_mode(fd, SockMode::Tcp, fallback::INTERR);
     return fail(-std::get<int>(result));
+}
+
+// Whether this connect runs as plain TCP because SMC-D was learned not to
+// pay here: the listener says so (its registry entry) or our own learner
+// of the destination does; then every kProbeEvery-th such connect goes
+// SMC-D all the same, to measure again. Only in mode "auto": an explicit
+// smcd always tries. `learner` receives the destination's learner (0 if
+// not learning) for the connection to report to.
+bool learned_tcp(config::ModeSet modes, uint32_t flags, const sockaddr* addr, socklen_t len,
+                 learn::Ticket* learner) {
+    if (!runtime::get().cfg.learn_smc || modes != config::kModeAuto) return false;
+    *learner = learn::destination_ticket(addr, len);
+    bool tcp =
+        (flags & registry::kLearnedTcp) || sys::mono_ns() < learn::destination_tcp_until(*learner);
+    if (!tcp) return false;
+    if (learn::destination_probe(*learner)) {
+        runtime::count(counters::learn_probes);
+        return false;
+    }
+    return true;
 }
 
 } // namespace
@@ -335,6 +361,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
     config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);
     bool nonblock = false;
     bool candidate = false;
+    learn::Ticket learner = 0;
     if (modes & config::kModeSmcD) {
         auto found = registry::lookup(addr, len, runtime::get().cfg.trusted_uids);
         if (!found || !(found->flags & registry::kSmcD)) {
@@ -342,6 +369,8 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
         } else if (found->flags & registry::kCongested) {
             reason = fallback::HSLIMIT; // the kernel's listener would withhold the SYN option
             runtime::count(counters::hs_limit_bypassed);
+        } else if (learned_tcp(modes, found->flags, addr, len, &learner)) {
+            reason = fallback::LEARNED;
         } else {
             // Asked only here: a connect that goes plain TCP (no listener of
             // ours there, or a bypass) pays no system call of ours.
@@ -375,8 +404,8 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
 
     int rc = 1; // 1: not (or no longer) a candidate, connect as plain TCP
     if (candidate)
-        rc = nonblock ? connect_async(fd, addr, len, &reason)
-                      : connect_blocking(fd, addr, len, &reason);
+        rc = nonblock ? connect_async(fd, addr, len, &reason, learner)
+                      : connect_blocking(fd, addr, len, &reason, learner);
     if (rc == 1) {
         rc = sys::real().connect(fd, addr, len);
         int err = errno;

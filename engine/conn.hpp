@@ -100,6 +100,16 @@ struct SmcConn {
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;
     forkref::Count own_refs{1};
+    // Learning whether SMC-D pays (learn.hpp). The learner this connection
+    // reports to (0: none), and this process's count of its turns and bytes
+    // until it pays (data path: relaxed loads and stores). `learn_word` is
+    // shared with forked children: the ticket, and whether it was reported paid.
+    static constexpr uint8_t kLearnDone = 0, kLearnIn = 1, kLearnOut = 2, kLearnNone = 3;
+    uint64_t learn_ticket = 0;
+    std::atomic<uint8_t> learn_dir{kLearnDone};
+    std::atomic<uint32_t> learn_turns{0};
+    std::atomic<uint64_t> learn_bytes{0};
+    forkref::Count* learn_word = nullptr;
     std::mutex epoll_mu;
     // The epoll sets `sig` is in. Event loops (ae, libevent) add, modify
     // and delete a descriptor around every request; each application call

@@ -45,7 +45,10 @@ namespace usmc::counters {
     X(connects_watched, "nonblocking connects whose Proposal waited for the TCP connect")          \
     X(links_made, "Unix links made to a peer process's endpoint (kept; a few per pair at most)")   \
     X(dmb_bytes, "gauge: bytes of this process's DMBs held by connections")                        \
-    X(dmb_spare_bytes, "gauge: bytes of this process's DMBs kept for reuse")
+    X(dmb_spare_bytes, "gauge: bytes of this process's DMBs kept for reuse")                       \
+    X(learn_paid, "SMC-D connections that paid for their set-up (learn_smc)")                      \
+    X(learn_unpaid, "SMC-D connections that ended without paying for their set-up")                \
+    X(learn_probes, "connects run SMC-D to re-measure while learned TCP (probes)")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -34,7 +34,9 @@ namespace usmc::fallback {
     X(SAMEPROC, 0x0a060000, "usmc: blocking connect to a listener in the same process")            \
     X(HSLIMIT, 0x0a070000, "usmc: listener's handshakes congested (SMC_LIMIT_HS)")                 \
     X(FDLIMIT, 0x0a080000, "usmc: too close to the descriptor limit (RLIMIT_NOFILE)")              \
-    X(CLCWAIT, 0x0a090000, "usmc: no CLC Accept in time (server not accepting): gave up, TCP")
+    X(CLCWAIT, 0x0a090000, "usmc: no CLC Accept in time (server not accepting): gave up, TCP")     \
+    X(LEARNED, 0x0a0a0000,                                                                         \
+      "usmc: learned that SMC does not pay for these connections (short-lived): TCP")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -94,6 +94,10 @@ class SmcListener {
     // eventfd stay the parent's; this copy starts empty with its own.
     void after_fork_child();
 
+    // Its learner (learn.hpp; 0: not learning: learn_smc off, or an
+    // explicit mode). Set at listen(), before any fork shares it.
+    uint64_t learn_ticket = 0;
+
     // close(): no more accepts; returns what was queued, for the caller to release.
     std::deque<Accepted> close();
 

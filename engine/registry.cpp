@@ -27,7 +27,8 @@ namespace usmc::registry {
 namespace {
 
 constexpr uint32_t kMagic = 0x55534d4c; // "USML"
-constexpr uint32_t kVersion = 3;        // 2: congested_until_ns; 3: Pending shared by the endpoint
+// 2: congested_until_ns; 3: Pending shared by the endpoint; 4: learned_tcp_until_ns
+constexpr uint32_t kVersion = 4;
 constexpr uint64_t kPendingTtlNs = 6'000'000'000ull; // CLC_WAIT_TIME
 
 uint64_t now_ns() {
@@ -254,9 +255,10 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     Found f;
     f.pid = e->pid;
     f.gid = e->gid;
-    f.flags = e->flags.load(std::memory_order_acquire) & ~uint32_t{kCongested};
+    f.flags = e->flags.load(std::memory_order_acquire) & ~uint32_t{kCongested | kLearnedTcp};
     if ((f.flags & kLimitHs) && now_ns() < e->congested_until_ns.load(std::memory_order_acquire))
         f.flags |= kCongested;
+    if (now_ns() < e->learned_tcp_until_ns.load(std::memory_order_acquire)) f.flags |= kLearnedTcp;
     f.owner = c->owner;
     if (!fresh && c->pid != e->pid) { // published again by another process: believe anew
         if (c->pidfd >= 0) sys::real().close(c->pidfd);
@@ -408,6 +410,13 @@ void Listener::set_flag(uint32_t flag, bool on) {
 
 void Listener::set_congested_until(uint64_t mono_ns) {
     if (entry_) entry_->congested_until_ns.store(mono_ns, std::memory_order_release);
+}
+
+void Listener::set_learned_tcp_until(uint64_t mono_ns) {
+    // Read first: every accept publishes, and the entry's line should not
+    // bounce between the processes of a pre-fork server for nothing.
+    if (entry_ && entry_->learned_tcp_until_ns.load(std::memory_order_relaxed) != mono_ns)
+        entry_->learned_tcp_until_ns.store(mono_ns, std::memory_order_release);
 }
 
 bool Listener::expects_port(uint16_t port) const {

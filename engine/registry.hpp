@@ -35,6 +35,10 @@ enum Flags : uint32_t {
     // Not stored: lookup() adds it while the entry's congested_until_ns lies
     // ahead and kLimitHs is set (handshakes congested: connect as plain TCP).
     kCongested = 8,
+    // Not stored: lookup() adds it while the entry's learned_tcp_until_ns
+    // lies ahead (the listener learned that SMC-D does not pay for its
+    // connections: connect as plain TCP, learn.hpp).
+    kLearnedTcp = 16,
 };
 
 struct Entry {
@@ -56,6 +60,10 @@ struct Entry {
     std::atomic<uint64_t> congested_until_ns;
     // Under which the endpoint of `gid` shares the Pending announcements.
     uint64_t pending_token;
+    // CLOCK_MONOTONIC: the listener's learner says TCP until then. A time,
+    // as congested_until_ns, so a listener that stops renewing it (nobody
+    // probes, or it died) is tried with SMC-D again.
+    std::atomic<uint64_t> learned_tcp_until_ns;
 };
 
 struct Pending {
@@ -107,6 +115,8 @@ class Listener {
     void socket_closed(uint64_t inode);
     void set_flag(uint32_t flag, bool on);
     void set_congested_until(uint64_t mono_ns);
+    // Publishes the listener's learned decision (written only when it changed).
+    void set_learned_tcp_until(uint64_t mono_ns);
     // Clients that announced an SMC connect and have not finished it.
     uint64_t pending_connects() const;
     // Of those, the ones whose client port is not known: a connection from
