@@ -119,9 +119,13 @@ def wait_port(port, timeout=10.0, host="127.0.0.1"):
 
 class Env:
     """A private stats directory (so counters are this test's alone) and the
-    environment to run programs with."""
+    environment to run programs with. `smcd_mechanics`: the test is about
+    how SMC-D connections behave and needs every connection SMC-D, however
+    short: a configuration with learn_smc = false (short connections would
+    otherwise learn TCP). Its `config_lines` go into every configuration
+    file the test writes with config()."""
 
-    def __init__(self):
+    def __init__(self, smcd_mechanics=False):
         self.dir = tempfile.mkdtemp(prefix="usmc-it-")
         self.stats_dir = os.path.join(self.dir, "stats")
         os.mkdir(self.stats_dir)
@@ -130,6 +134,19 @@ class Env:
         self.env.pop("LD_PRELOAD", None)
         self.env.pop("USMC_CONFIG", None)
         self.procs = []
+        self.config_lines = "learn_smc = false\n" if smcd_mechanics else ""
+        if smcd_mechanics:
+            self.config("")
+
+    def config(self, text, name="usmc.toml", use=True):
+        """Writes a configuration file (with config_lines first); `use`:
+        the default for programs run here (USMC_CONFIG). Returns its path."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(self.config_lines + text)
+        if use:
+            self.env["USMC_CONFIG"] = path
+        return path
 
     def wrap(self, cmd, *opts):
         return [USMC_RUN, *opts, "--", *cmd]

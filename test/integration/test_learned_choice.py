@@ -22,13 +22,6 @@ KWINDOW = 16  # learn::kWindow
 LONG_HOLD = "testonly_learn_hold_ms = 600000\n"
 
 
-def write_config(env, text):
-    path = os.path.join(env.dir, "usmc.toml")
-    with open(path, "w") as f:
-        f.write(text)
-    env.env["USMC_CONFIG"] = path
-
-
 def start_server(env, *extra):
     p = env.start(env.wrap([PYTHON, APP, "server", *extra]), stdin=subprocess.PIPE)
     return p, read_ready(p)
@@ -86,7 +79,7 @@ def start_client(env, port):
 
 # (a) + (b): one client process, one server.
 with Env() as env:
-    write_config(env, LONG_HOLD)
+    env.config(LONG_HOLD)
     server, port = start_server(env)
     client = start_client(env, port)
     c0 = counts(env)
@@ -136,7 +129,7 @@ with Env() as env:
 for name, cfg in (("learn_smc = false", "learn_smc = false\n"),
                   ("policy mode smcd", '[[policy]]\nmode = "smcd"\n')):
     with Env() as env:
-        write_config(env, LONG_HOLD + cfg)
+        env.config(LONG_HOLD + cfg)
         server, port = start_server(env)
         client = start_client(env, port)
         done = ask(client, "100 1", "PHASE")
@@ -151,7 +144,7 @@ for name, cfg in (("learn_smc = false", "learn_smc = false\n"),
 # (one report is no window): what turns them to TCP is the listener's
 # learner, fed by the forked children.
 with Env() as env:
-    write_config(env, LONG_HOLD)
+    env.config(LONG_HOLD)
     server, port = start_server(env, "--fork")
     n = 40
     good = 0
@@ -173,7 +166,7 @@ with Env() as env:
 # itself and new connections are SMC-D again, which re-learns. One client
 # at a time, its mode read from the counters after it; bounded.
 with Env() as env:
-    write_config(env, "testonly_learn_hold_ms = 1500\n")
+    env.config("testonly_learn_hold_ms = 3000\n")
     server, port = start_server(env)
     modes = []
     before = counts(env)

@@ -57,7 +57,7 @@ def smc_case(env, name, s_args, c_args, conns, wrap_server=True, wrap_client=Tru
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys}, after
 
 
-with Env() as env:
+with Env(smcd_mechanics=True) as env:
     for name, s_args, c_args, conns in CASES:
         d, _ = smc_case(env, name, s_args, c_args, conns)
         if conns == MANY:
@@ -78,10 +78,8 @@ with Env() as env:
 
     # Busy polling (busy_poll_us): epoll_wait and poll spin before sleeping;
     # the same echoes, and the spins found events.
-    busy = os.path.join(env.dir, "busy.toml")
-    with open(busy, "w") as f:
-        # (Not adaptive: a busy machine must not make the spins this checks skip.)
-        f.write("busy_poll_us = 200\nbusy_poll_adaptive = false\n")
+    # (Not adaptive: a busy machine must not make the spins this checks skip.)
+    busy = env.config("busy_poll_us = 200\nbusy_poll_adaptive = false\n", "busy.toml", use=False)
     for name, s_args in (("busy-poll epoll server", ["--mode", "selectors"]),
                          ("busy-poll poll server", ["--mode", "poll"])):
         d, _ = smc_case(env, name, s_args, ["--io", "nonblocking"], 6, opts=("--config", busy))
@@ -273,9 +271,8 @@ except BlockingIOError:
     after = "EAGAIN"
 print(f"poll {mask:#x} after {took:.2f} send {after}", flush=True)
 """
-    spin = os.path.join(env.dir, "spin.toml")
-    with open(spin, "w") as f:
-        f.write("busy_poll_us = 100000\n")  # the shutdown lands while the writer spins
+    # The shutdown lands while the writer spins.
+    spin = env.config("busy_poll_us = 100000\n", "spin.toml", use=False)
     peers = {
         # shut down writing (a wake-up, no space), then read everything
         "shutdown then read": ("c.recv(1, socket.MSG_PEEK); time.sleep(0.05); c.shutdown(socket.SHUT_WR)\n"

@@ -56,7 +56,7 @@ class Lines:
 #    connect and close at once, their handshakes broken half way: every
 #    accept() after a readable select returns at once (it used to sleep
 #    until the next connection when the broken one was dropped).
-with Env() as env:
+with Env(smcd_mechanics=True) as env:
     server = env.start(env.wrap([PYTHON, APP, "select-accept", "--n", "7"]))
     port = read_ready(server)
     r = env.run(env.wrap([PYTHON, BURST, "client", "--port", str(port), "-n", "6", "--abandon"]), timeout=30)
@@ -82,7 +82,7 @@ with Env() as env:
     print(f"    (handshake errors {st['handshake_errors']}, fallbacks {st['fallback_reasons']})")
 
 # 2. The first send after the peer closed is taken, the second fails.
-with Env() as env:
+with Env(smcd_mechanics=True) as env:
     server = env.start(env.wrap([PYTHON, APP, "late-answer", "--wait", "20"]))
     port = read_ready(server)
     client = env.run(env.wrap([PYTHON, "-c", f"""
@@ -111,7 +111,7 @@ s.close()
 #    and a descriptor that gets its number is that descriptor (a pipe's read
 #    went to the dead connection).
 N = 20
-with Env() as env:
+with Env(smcd_mechanics=True) as env:
     server = env.start(env.wrap([PYTHON, RAWCLOSE, "server", "--n", str(N)]))
     port = read_ready(server)
     client = env.run(env.wrap([PYTHON, RAWCLOSE, "client", "--n", str(N), "--port", str(port)]),
@@ -141,7 +141,7 @@ with Env() as env:
 #    SMC-D to it before, and so holds the listener's entry and announcement
 #    memory, must now send plain bytes: the new program reads every byte of
 #    its connection as data.
-with Env() as env:
+with Env(smcd_mechanics=True) as env:
     server = env.start(env.wrap([PYTHON, EXEC, "server"]), stdin=subprocess.PIPE)
     port = read_ready(server)
     server_lines = Lines(server)
@@ -234,7 +234,7 @@ def oob_run(env, wrapped):
 
 for wrapped in (False, True):
     label = "wrapped (SMC-D)" if wrapped else "plain TCP"
-    with Env() as env:
+    with Env(smcd_mechanics=True) as env:
         obs, sent, rc_r, rc_s, err = oob_run(env, wrapped)
         check(rc_r == 0 and rc_s == 0, f"{label}: urgent-data receiver and sender ran ({rc_r}, {rc_s}, {err})")
         short = [s for s in sent if s[-1] != str(len(s[2]))]
