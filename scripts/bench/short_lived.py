@@ -4,11 +4,18 @@ at c=1000 and c=10000, the workload of the kernel's short-lived-connection
 series. Columns, in the same run, order rotated each round, median of N:
 
   tcp            neither side wrapped
-  off            both under usmc-run, limit_smc_hs = false
+  off            both under usmc-run, the default configuration
+                 (limit_smc_hs = false, learn_smc = true: these one-request
+                 connections learn plain TCP after the first few)
+  always         off with learn_smc = false: every connection tries SMC-D
+                 (not run by default: --variants ...,always)
   on             both under usmc-run, limit_smc_hs = true
   on+delay       limit_smc_hs = true and every server handshake delayed
                  (testonly_server_handshake_delay_ms): the congested regime
   off+delay      the same delay without the bypass: what the series fixed
+  (on, on+delay and off+delay measure the handshake path and its
+  SMC_LIMIT_HS bypass, so they run with learn_smc = false: every
+  connection tries SMC-D, as the kernel's series measured it)
   shim           both under usmc-run with mode = "tcp" (intercept, never SMC):
                  what interposition alone costs, the floor of every bypass
                  (not run by default: --variants ...,shim)
@@ -35,9 +42,10 @@ from harness import USMC, USMC_RUN, free_port, run_dir, stop_process, wait_port 
 VARIANTS = {
     "tcp": None,
     "off": "limit_smc_hs = false\n",
-    "on": "limit_smc_hs = true\n",
-    "on+delay": "limit_smc_hs = true\ntestonly_server_handshake_delay_ms = {delay}\n",
-    "off+delay": "limit_smc_hs = false\ntestonly_server_handshake_delay_ms = {delay}\n",
+    "always": "limit_smc_hs = false\nlearn_smc = false\n",
+    "on": "limit_smc_hs = true\nlearn_smc = false\n",
+    "on+delay": "limit_smc_hs = true\nlearn_smc = false\ntestonly_server_handshake_delay_ms = {delay}\n",
+    "off+delay": "limit_smc_hs = false\nlearn_smc = false\ntestonly_server_handshake_delay_ms = {delay}\n",
     "shim": 'mode = "tcp"\n',
 }
 DEFAULT_VARIANTS = ["tcp", "off", "on", "on+delay", "off+delay"]
