@@ -31,6 +31,11 @@ void init(uint32_t capacity, uint32_t busy_poll_us);
 void on_listen(int fd, int backlog);
 void on_listen_again(int fd, int backlog);
 bool is_listener(int fd);
+// A socket put into an epoll set before its connect(): the kernel's set then
+// holds the TCP socket, where an SMC connection's readiness would never
+// show (nginx registers its upstream sockets before connecting), so its
+// connect stays TCP (EPOLLEARLY).
+void note_epoll_add(int fd);
 // SMC_LIMIT_HS of fd as it applies now. A listener whose option was never
 // set follows the global knob (limit_smc_hs in usmc.toml) while it runs;
 // other sockets keep the value they were created with, as in the kernel.

@@ -352,6 +352,13 @@ HandshakeQueue* client_queue() {
 }
 } // namespace detail
 
+void note_epoll_add(int fd) {
+    SockInfo s = g_fds.get(fd);
+    if (!s.tracked() || s.has(kFlagDecided) || s.role != SockRole::None) return;
+    s.flags = static_cast<uint8_t>(s.flags | kFlagEpollEarly);
+    g_fds.set(fd, s);
+}
+
 int connect(int fd, const sockaddr* addr, socklen_t len) {
     SockInfo s = g_fds.get(fd);
     bool inet = addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6);
@@ -382,6 +389,10 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
                 // asked for it with SMC_LIMIT_HS.
                 reason = fallback::HSLIMIT;
                 runtime::count(counters::hs_client_bypassed);
+            } else if (s.has(kFlagEpollEarly)) {
+                // (A socket in no set before connect() is registered as an SMC
+                // connection by epoll_ctl: connecting_ctl, active_ctl.)
+                reason = fallback::EPOLLEARLY;
             } else if (!nonblock && found->pid == getpid()) {
                 reason = fallback::SAMEPROC; // we would wait for our own accept()
             } else if (!in_table(fd) || !fd_budget_ok(fd)) {

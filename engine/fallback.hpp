@@ -36,7 +36,9 @@ namespace usmc::fallback {
     X(FDLIMIT, 0x0a080000, "usmc: too close to the descriptor limit (RLIMIT_NOFILE)")              \
     X(CLCWAIT, 0x0a090000, "usmc: no CLC Accept in time (server not accepting): gave up, TCP")     \
     X(LEARNED, 0x0a0a0000,                                                                         \
-      "usmc: learned that SMC does not pay for these connections (short-lived): TCP")
+      "usmc: learned that SMC does not pay for these connections (short-lived): TCP")              \
+    X(EPOLLEARLY, 0x0a0b0000,                                                                      \
+      "usmc: in an epoll set before connect(): readiness is the TCP socket's")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -19,13 +19,14 @@ enum class SockRole : uint8_t { None = 0, Client = 1, Server = 2, Listener = 3 }
 enum class SockMode : uint8_t { Tcp = 0, SmcD = 1, SmcR = 2 };
 
 enum SockFlags : uint8_t {
-    kFlagLimitHs = 1,     // SMC_LIMIT_HS is on for this socket
-    kFlagAfSmc = 2,       // created as socket(AF_SMC, ...)
-    kFlagAllowD = 4,      // policy allows SMC-D
-    kFlagAllowR = 8,      // policy allows SMC-R
-    kFlagDecided = 16,    // policy has been evaluated (listen/connect/accept)
-    kFlagIpprotoSmc = 32, // created as socket(AF_INET[6], SOCK_STREAM, IPPROTO_SMC)
-    kFlagLimitHsSet = 64, // SMC_LIMIT_HS set explicitly (a listener then stops following the knob)
+    kFlagLimitHs = 1,      // SMC_LIMIT_HS is on for this socket
+    kFlagAfSmc = 2,        // created as socket(AF_SMC, ...)
+    kFlagAllowD = 4,       // policy allows SMC-D
+    kFlagAllowR = 8,       // policy allows SMC-R
+    kFlagDecided = 16,     // policy has been evaluated (listen/connect/accept)
+    kFlagIpprotoSmc = 32,  // created as socket(AF_INET[6], SOCK_STREAM, IPPROTO_SMC)
+    kFlagLimitHsSet = 64,  // SMC_LIMIT_HS set explicitly (a listener then stops following the knob)
+    kFlagEpollEarly = 128, // put in an epoll set before connect() (stays TCP: EPOLLEARLY)
 };
 
 struct SockInfo {

@@ -205,6 +205,7 @@ Options parse_options(const char* modes, const char* limit_hs, const char* verbo
 
 void early_init(int argc, char** argv) {
     State& s = storage();
+    statseg::remember_stats_dir();
     if (argc > 0 && argv && argv[0]) copy_basename(s.argv0_name, sizeof s.argv0_name, argv[0]);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

@@ -3,7 +3,9 @@
 #include "engine/sys.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +18,26 @@
 
 namespace usmc::statseg {
 
+namespace {
+// The directory as the environment named it when the library loaded:
+// programs replace their environment later (nginx workers keep only TZ), and
+// a worker that then looked for listeners in /dev/shm found none of those
+// in the directory its master published in.
+char g_dir[PATH_MAX];
+std::atomic<bool> g_dir_known{false};
+} // namespace
+
+void remember_stats_dir() {
+    const char* env = std::getenv("USMC_STATS_DIR");
+    size_t n = env ? std::strlen(env) : 0;
+    if (n >= sizeof g_dir) n = 0; // (too long to be a path: the default)
+    if (n) std::memcpy(g_dir, env, n);
+    g_dir[n] = 0;
+    g_dir_known.store(true, std::memory_order_release);
+}
+
 std::string stats_dir() {
+    if (g_dir_known.load(std::memory_order_acquire)) return g_dir[0] ? g_dir : "/dev/shm";
     const char* env = std::getenv("USMC_STATS_DIR");
     return env && *env ? env : "/dev/shm";
 }

@@ -94,8 +94,10 @@ inline ConnRecord* records_of(Header* h) {
     return reinterpret_cast<ConnRecord*>(reinterpret_cast<char*>(h) + table_bytes(h->fd_capacity));
 }
 
-// $USMC_STATS_DIR, else /dev/shm.
+// $USMC_STATS_DIR, else /dev/shm: as it was when remember_stats_dir() ran
+// (the library's constructor), else as it is now (the tools).
 std::string stats_dir();
+void remember_stats_dir();
 
 // Reads field 22 of /proc/<pid>/stat without allocating; 0 if unknown.
 uint64_t process_start_time(pid_t pid);

@@ -110,7 +110,9 @@ USMC_EXPORT int epoll_create1(int flags) noexcept {
 USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
     if ((shim::smc(fd) || af_smc::is_listener(fd)) && !shim::vfork_child())
         return af_smc::epoll_ctl(epfd, op, fd, ev);
-    return sys::real().epoll_ctl(epfd, op, fd, ev);
+    int rc = sys::real().epoll_ctl(epfd, op, fd, ev);
+    if (rc == 0 && op == EPOLL_CTL_ADD && !shim::vfork_child()) af_smc::note_epoll_add(fd);
+    return rc;
 }
 
 USMC_EXPORT int epoll_wait(int epfd, epoll_event* evs, int max, int timeout) {

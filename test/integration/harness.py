@@ -94,7 +94,7 @@ def slow_machine_config(env):
     programs run as other users too. Returns its path."""
     path = os.path.join(env.dir, "usmc.toml")
     with open(path, "w") as f:
-        f.write("clc_detect_timeout_ms = 2000\n")
+        f.write(env.config_lines + "clc_detect_timeout_ms = 2000\n")
     os.chmod(path, 0o644)
     env.env["USMC_CONFIG"] = path
     return path

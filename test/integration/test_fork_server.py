@@ -31,7 +31,9 @@ def run(order):
     with Env() as env:
         config = os.path.join(env.dir, "usmc.toml")
         with open(config, "w") as f:
-            f.write('max_dmb_memory = "4M"\n')
+            # (Every connection SMC-D: one-request connections would else
+            # learn TCP, learn_smc. Fixed sizes: 32 DMBs of 128K under the cap.)
+            f.write('max_dmb_memory = "4M"\nlearn_smc = false\nautotune_dmb = false\n')
         env.env["USMC_CONFIG"] = config
 
         t0 = time.monotonic()
