@@ -389,6 +389,17 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     if (timeout_ms >= 0) clock_gettime(CLOCK_MONOTONIC, &start);
     size_t got = 0;
     bool found_full = false;
+    // This call drained `sig` (arming) and no wake-up has come since. Data
+    // found by the look after arming may then be read only in part: `sig`
+    // must be readable again while data is left, or a level-triggered
+    // watcher that reads less than is there and then waits (haproxy) sleeps
+    // on data whose wake-up this call took. Only epoll watchers rely on it
+    // (poll and select look at the ring themselves, in smc_arm).
+    bool drained = false;
+    auto data_left = [&] {
+        if (drained && c.epoll_watched.load(std::memory_order_relaxed)) smc_self_wake(c);
+        drained = false;
+    };
     while (true) {
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
@@ -415,12 +426,18 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed))
             [[unlikely]] {
             urg = urg_before_read(c, prod_word, total > 0, got > 0, peek);
-            if (urg.what == UrgRead::Stop) return ssize_t(got);
+            if (urg.what == UrgRead::Stop) {
+                data_left(); // (the urgent byte)
+                return ssize_t(got);
+            }
             if (urg.what == UrgRead::Again) continue;
         }
         if (urg.limit > 0 && total > 0) {
             uint32_t n = copy_out(c, iov, iovcnt, got, urg.from,
                                   static_cast<uint32_t>(std::min<size_t>(urg.limit, total - got)));
+            // (Emptied by this read, the ring is armed for below, as EAGAIN.)
+            if (peek || n < *avail) data_left();
+            drained = false;
             if (peek) return n;
             c.rx_cons.store(cdc::advance(c.rx_cons.load(), n, c.rx.ring_size()));
             if (urg.passes) urg_clear(c);
@@ -448,6 +465,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             continue;
         // Arm: drain `sig`, ask the peer to wake us, look once more.
         smc_arm_for_data(c);
+        drained = true;
         avail = available(c);
         if (!avail || *avail > hidden || peer_conn_flags(c)) continue;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;

@@ -769,6 +769,77 @@ TEST_CASE("wake-up pair: no call blocks when the peer clears O_NONBLOCK on its e
     close(far_end);
 }
 
+namespace {
+
+// The peer publishes (and wakes us) between a read's first look at the ring
+// and its arm: at the read's look at the TCP socket (smc_check_peer's peek,
+// the one system call in between), the writer sends `slip_bytes`.
+Pair* g_slip_pair = nullptr;
+size_t g_slip_bytes = 0;
+ssize_t (*g_real_recv)(int, void*, size_t, int) = nullptr;
+
+ssize_t slip_in_recv(int fd, void* buf, size_t n, int flags) {
+    if (g_slip_pair && fd == g_slip_pair->b.tcp_fd && g_slip_bytes > 0) {
+        auto data = pattern(g_slip_bytes, 9);
+        g_slip_bytes = 0;
+        CHECK(send_buf(g_slip_pair->a, data.data(), data.size()) == ssize_t(data.size()));
+    }
+    return g_real_recv(fd, buf, n, flags);
+}
+
+// One nonblocking recv of `want` bytes (MSG_PEEK: `flags`) during which
+// 1000 bytes slip in as above; returns what it read.
+ssize_t recv_with_slip(Pair& p, size_t want, int flags) {
+    sys::resolve();
+    g_real_recv = sys::g_table.recv;
+    g_slip_pair = &p;
+    g_slip_bytes = 1000;
+    sys::g_table.recv = slip_in_recv;
+    std::vector<uint8_t> buf(want);
+    ssize_t n = recv_buf(p.b, buf.data(), want, flags, true);
+    sys::g_table.recv = g_real_recv;
+    g_slip_pair = nullptr;
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("a read that finds data only after arming leaves sig readable while data is left") {
+    // haproxy (level-triggered epoll) reads at most a buffer's worth and
+    // waits for epoll while data is left. The writer's wake-up came after
+    // the read's first look, the read's arm drained it, and the read took
+    // part of the data: `sig` must still say so, or nothing wakes it again
+    // (the writer's request is pending and it has nothing more to send).
+    Pair p;
+    p.b.epoll_watched.store(true);
+    char buf[64];
+    REQUIRE(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN); // b waits for data
+    REQUIRE_FALSE(readable(p.b.sig));
+    SECTION("a partial read") {
+        CHECK(recv_with_slip(p, 100, 0) == 100);
+        CHECK(p.a.notifications.load() == 1); // the writer's wake-up, drained by the arm
+        CHECK(smc_rx_available(p.b) == 900);
+        CHECK(readable(p.b.sig));
+        // Read to the end: `sig` is quiet again, and the next write wakes it.
+        std::vector<uint8_t> rest(2000);
+        CHECK(recv_buf(p.b, rest.data(), rest.size(), 0, true) == 900);
+        CHECK_FALSE(readable(p.b.sig));
+        CHECK(send_buf(p.a, "x", 1) == 1);
+        CHECK(readable(p.b.sig));
+    }
+    SECTION("MSG_PEEK") {
+        CHECK(recv_with_slip(p, 100, MSG_PEEK) == 100);
+        CHECK(smc_rx_available(p.b) == 1000);
+        CHECK(readable(p.b.sig));
+    }
+    SECTION("a read of everything: quiet, armed") {
+        CHECK(recv_with_slip(p, 4096, 0) == 1000);
+        CHECK_FALSE(readable(p.b.sig));
+        CHECK(send_buf(p.a, "x", 1) == 1);
+        CHECK(readable(p.b.sig));
+    }
+}
+
 TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, then only a spin") {
     Pair p;
     // b's peer (a) "is writing a wake-up" and never finishes.
