@@ -13,9 +13,12 @@ APP = os.path.join(APPS, "burst_app.py")
 
 
 def write_config(env, text):
+    # The handshake path is what this file checks: every connection must try
+    # SMC-D, however short (learn_smc would run a burst of one-echo
+    # connections as TCP after the first 16).
     path = os.path.join(env.dir, "usmc.toml")
     with open(path, "w") as f:
-        f.write(text)
+        f.write("learn_smc = false\n" + text)
     env.env["USMC_CONFIG"] = path
     return path
 
@@ -111,7 +114,7 @@ with Env() as env:
     write_config(env, "hs_workers = 1\n")  # the client: 8 handshake workers
     server_cfg = os.path.join(env.dir, "server.toml")
     with open(server_cfg, "w") as f:
-        f.write("limit_smc_hs = true\nhs_workers = 64\ntestonly_server_handshake_delay_ms = 100\n")
+        f.write("learn_smc = false\nlimit_smc_hs = true\nhs_workers = 64\ntestonly_server_handshake_delay_ms = 100\n")
     server = env.start(env.wrap([PYTHON, APP, "server", "--seconds", "60"], "--config", server_cfg))
     port = read_ready(server)
     r, done = burst(env, port, 300)
