@@ -255,7 +255,7 @@ void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
 uint32_t Device::size_for(uint32_t base, uint32_t roomy) const {
     if (roomy <= base) return base;
     std::lock_guard lock(mu_);
-    return in_use_ - spare_bytes_ + roomy <= max_memory_ / 4 ? roomy : base;
+    return in_use_ - spare_bytes_ + roomy <= max_memory_ / 16 ? roomy : base;
 }
 
 void Device::disown(Dmb& dmb) {

@@ -111,8 +111,9 @@ class Device {
     // Whether a DMB of `size` fits under the cap now (spares count as room).
     bool has_room(uint32_t size) const;
     // The size for a new connection's DMB: `roomy` while the DMBs of live
-    // connections, with it, stay within a quarter of the cap; `base`
-    // otherwise. The kernel's TCP grows a stream's buffers as it goes; a
+    // connections, with it, stay within a sixteenth of the cap; `base`
+    // otherwise (streams are few, crowds many: a crowd of large rings only
+    // spreads its bytes over more cache). The kernel's TCP grows a stream's buffers as it goes; a
     // DMB's size is fixed at the handshake, so a stream gets room at the
     // start, while there is room, and a crowd of connections the base size.
     // (Unused pages of a DMB are never touched, so cost no memory.)

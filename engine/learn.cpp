@@ -114,8 +114,19 @@ void Table::report(Ticket t, bool paid, uint64_t now_ns) {
         }
         next = uint64_t{gen} << 32 | uint64_t{u} << 16 | p;
     } while (!s->counts.compare_exchange_weak(cur, next, std::memory_order_acq_rel));
-    if (decided || restart)
+    if (decided || restart) {
         s->tcp_until_ns.store(decided && tcp ? now_ns + hold_ns_ : 0, std::memory_order_release);
+    } else if (!paid) {
+        // A connection that did not pay while the hold lasts (a probe): the
+        // hold goes on from now. Renewed only per window, a slow stream of
+        // connections (pgbench -C, ~150 a second, probes every 64th: 16
+        // reports take longer than the hold) ran a window of SMC-D
+        // connections at every expiry.
+        uint64_t until = s->tcp_until_ns.load(std::memory_order_acquire);
+        if (until > now_ns)
+            s->tcp_until_ns.compare_exchange_strong(until, now_ns + hold_ns_,
+                                                    std::memory_order_acq_rel);
+    }
 }
 
 uint64_t Table::tcp_until(Ticket t) const {
