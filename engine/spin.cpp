@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 
@@ -62,6 +63,37 @@ std::atomic<uint64_t> g_next_sample_ns{0};
 std::atomic<uint64_t> g_busy_until_ns{0};
 thread_local Thread t_thread;
 
+// This thread's involuntary context switches at its last sample.
+struct Preempted {
+    uint64_t next_ns = 0;
+    uint64_t count = 0;
+    uint64_t busy_until_ns = 0;
+    bool known = false;
+};
+thread_local Preempted t_preempted;
+
+bool read_preemptions(uint64_t* n) {
+    rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) return false;
+    *n = static_cast<uint64_t>(ru.ru_nivcsw);
+    return true;
+}
+std::atomic<bool (*)(uint64_t*)> g_preempt_source{read_preemptions};
+
+bool own_cpu_spare(uint64_t now) {
+    Preempted& p = t_preempted;
+    if (now >= p.next_ns) {
+        p.next_ns = now + kSampleNs;
+        uint64_t n = 0;
+        if (g_preempt_source.load(std::memory_order_relaxed)(&n)) {
+            if (p.known && n != p.count) p.busy_until_ns = now + kPreemptHoldNs;
+            p.count = n;
+            p.known = true;
+        }
+    }
+    return now >= p.busy_until_ns;
+}
+
 uint64_t coarse_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -100,7 +132,7 @@ uint64_t begin(uint32_t busy_poll_us) {
     if (busy_poll_us == 0) return 0;
     if (!g_adaptive.load(std::memory_order_relaxed)) return uint64_t{busy_poll_us} * 1000;
     if (!take_turn(t_thread)) return 0;
-    if (!cpu_spare()) {
+    if (!cpu_spare() || !own_cpu_spare(coarse_ns())) {
         runtime::count(counters::busy_poll_yields);
         return 0;
     }
@@ -113,6 +145,10 @@ void end(bool hit) {
 }
 
 namespace testing {
+void set_preempt_source(bool (*preemptions)(uint64_t*)) {
+    g_preempt_source.store(preemptions ? preemptions : read_preemptions);
+    t_preempted = Preempted{};
+}
 void set_source(bool (*running)(uint32_t*), uint32_t n) {
     g_source.store(running ? running : read_running);
     g_cpus.store(n);
@@ -123,6 +159,7 @@ void reset() {
     g_next_sample_ns.store(0);
     g_busy_until_ns.store(0);
     t_thread = Thread{};
+    t_preempted = Preempted{};
 }
 } // namespace testing
 

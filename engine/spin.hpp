@@ -15,6 +15,12 @@
 //   CPUs, sampled at most once a millisecond by whichever thread is about
 //   to wait. While a sample showed more runnable threads than CPUs, and for
 //   kHoldNs after, no thread of this process spins.
+// - this thread's own CPU: involuntary context switches (getrusage
+//   RUSAGE_THREAD), sampled at most once a millisecond per thread. A thread
+//   preempted since its last sample shares its CPU with someone runnable,
+//   though the machine as a whole may not look full: a server pinned to
+//   one CPU, all its backends queued behind each other there while the
+//   other CPU idles. No spin for kPreemptHoldNs after.
 // /proc/pressure/cpu was the other candidate: its averages span 10 s and
 // more, far slower than the loads that come and go here, and its total
 // would need two reads to give a rate.
@@ -24,8 +30,9 @@
 
 namespace usmc::spin {
 
-constexpr uint64_t kSampleNs = 1'000'000; // one /proc/loadavg read per ms at most
-constexpr uint64_t kHoldNs = 10'000'000;  // a contended sample stops spins this long
+constexpr uint64_t kSampleNs = 1'000'000;       // one /proc/loadavg read per ms at most
+constexpr uint64_t kHoldNs = 10'000'000;        // a contended sample stops spins this long
+constexpr uint64_t kPreemptHoldNs = 50'000'000; // a preempted thread stops spinning this long
 constexpr uint32_t kMaxBackoff = 64;
 
 // One thread's spin history.
@@ -61,6 +68,9 @@ bool cpu_spare();
 // count to compare with (0: online CPUs), and forgetting past samples.
 namespace testing {
 void set_source(bool (*running)(uint32_t*), uint32_t cpus);
+// Where this thread's involuntary context switches come from (nullptr:
+// getrusage).
+void set_preempt_source(bool (*preemptions)(uint64_t*));
 void reset();
 } // namespace testing
 

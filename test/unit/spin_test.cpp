@@ -3,6 +3,7 @@
 #include "engine/spin.hpp"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 
 using namespace usmc;
@@ -68,6 +69,11 @@ bool failing_source(uint32_t*) {
 } // namespace
 
 TEST_CASE("spin: no spin while runnable threads outnumber the CPUs") {
+    // (This thread's own preemptions, real ones under load, stay out of it.)
+    spin::testing::set_preempt_source(+[](uint64_t* n) {
+        *n = 0;
+        return true;
+    });
     g_fake_running = 2;
     spin::testing::set_source(fake_source, 2);
     CHECK(spin::cpu_spare()); // two runnable on two CPUs: nobody waits
@@ -91,6 +97,37 @@ TEST_CASE("spin: no spin while runnable threads outnumber the CPUs") {
     spin::end(false); // a miss: the next wait sleeps at once
     CHECK(spin::begin(20) == 0);
     CHECK(spin::begin(20) == 20'000);
+    spin::testing::set_source(nullptr, 0);
+    spin::testing::set_preempt_source(nullptr);
+}
+
+namespace {
+uint64_t g_fake_preemptions = 0;
+bool fake_preemptions(uint64_t* n) {
+    *n = g_fake_preemptions;
+    return true;
+}
+} // namespace
+
+TEST_CASE("spin: a thread preempted since its last sample stops spinning") {
+    g_fake_running = 1;
+    spin::testing::set_source(fake_source, 2); // the machine has CPUs to spare
+    g_fake_preemptions = 7;
+    spin::testing::set_preempt_source(fake_preemptions);
+    CHECK(spin::begin(20) == 20'000); // the first sample: 7, nothing to compare with
+    spin::end(true);
+    // Preempted since: the next sample, taken once kSampleNs has passed,
+    // stops the spins (a bounded wait for the clock to move on).
+    g_fake_preemptions = 8;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    bool stopped = false;
+    while (!stopped && std::chrono::steady_clock::now() < deadline) {
+        stopped = spin::begin(20) == 0;
+        if (!stopped) spin::end(true);
+    }
+    CHECK(stopped);
+    CHECK(spin::begin(20) == 0); // and stays so (kPreemptHoldNs)
+    spin::testing::set_preempt_source(nullptr);
     spin::testing::set_source(nullptr, 0);
 }
 
