@@ -18,19 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, run_dir, stop_process, wait_port  # noqa: E402
-
-
-def cpu_children():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def smcd_share(stats_dir):
-    st = json.loads(subprocess.run([USMC, "--stats-dir", stats_dir, "stats", "--json"],
-                                   capture_output=True, text=True).stdout)
-    total = st["conn_smcd"] + st["conn_tcp"]
-    return f"{st['conn_smcd']}/{total} ends SMC-D"
+from harness import USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, wait_port  # noqa: E402
 
 
 def run(server_cmd, client_cmd, port, wrap, env, parse, timeout):

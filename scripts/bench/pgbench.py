@@ -30,25 +30,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import PG_BIN, as_postgres, postgres_cmd, prepare_cluster, stop_postgres, wait_postgres  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, tree_cpu  # noqa: E402
+from harness import USMC, USMC_RUN, cpu_children, free_port, smcd_share, tree_cpu  # noqa: E402
 
 WORKLOADS = [
     ("TPC-B c=8", []),
     ("TPC-B -C c=8", ["-C"]),
     ("select-only c=8", ["-S"]),
 ]
-
-
-def cpu_children():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def smcd_share(stats_dir):
-    st = json.loads(subprocess.run([USMC, "--stats-dir", stats_dir, "stats", "--json"],
-                                   capture_output=True, text=True).stdout)
-    total = st["conn_smcd"] + st["conn_tcp"]
-    return f"{st['conn_smcd']}/{total} ends SMC-D {st['fallback_reasons'] or ''}"
 
 
 def parse_pgbench(r):

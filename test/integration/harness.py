@@ -100,6 +100,22 @@ def slow_machine_config(env):
     return path
 
 
+def cpu_children():
+    """CPU seconds of this process's children that have ended (benchmarks)."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def smcd_share(stats_dir):
+    """How many connection ends usmc counted SMC-D in `stats_dir`, and the
+    reasons of the others (benchmarks print it beside each usmc run)."""
+    st = json.loads(subprocess.run([USMC, "--stats-dir", stats_dir, "stats", "--json"],
+                                   capture_output=True, text=True).stdout)
+    total = st["conn_smcd"] + st["conn_tcp"]
+    return f"{st['conn_smcd']}/{total} ends SMC-D {st['fallback_reasons'] or ''}"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
