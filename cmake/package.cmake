@@ -19,8 +19,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # usmc_0.1.0_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Library dependencies from the binaries themselves (dpkg-shlibdeps: libc6,
-# libstdc++6, libgcc-s1, libfmt9, libtomlplusplus3, libnl-3-200,
-# libnl-genl-3-200 with their versions).
+# libstdc++6 and libgcc-s1 for the tools, libnl-3-200, libnl-genl-3-200 with
+# their versions; fmt and toml++ are compiled in).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # /etc/usmc/usmc.toml is a conffile: an upgrade keeps the administrator's
 # edits, and only a purge removes it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PostgreSQL + pgbench over plain TCP and over SMC-D (both ends under
-usmc-run), in the same run, order alternating, median of N runs: TPC-B with
+usmc-run), in the same run, order rotated each round, median of N runs: TPC-B with
 persistent connections (-c 8 -j 2), TPC-B with a connection per transaction
 (-C) and select-only (-S, persistent). The server (postmaster and its
 backends) on CPU 0, pgbench on CPU 1, TCP on 127.0.0.1 (-h), durability
@@ -15,7 +15,15 @@ rusage. usmc's counters confirm the SMC-D runs used SMC-D.
 of the same server, unpinned: the backends of both compete for CPU 0,
 both clients for the cores, so a process that waits is often not
 running when its peer wakes it. The server CPU then includes the load's
-backends."""
+backends.
+
+Columns (--variants, comma-separated; default tcp,smcd):
+  tcp     neither side wrapped
+  smcd    both under usmc-run, the default configuration
+  shim    both under usmc-run with mode = "tcp": interposition alone
+  always  both under usmc-run with learn_smc = false: every connection
+          tries SMC-D
+--workloads picks among tpcb, tpcb-C, select (default: all three)."""
 import argparse
 import json
 import os
@@ -32,11 +40,18 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import PG_BIN, as_postgres, postgres_cmd, prepare_cluster, stop_postgres, wait_postgres  # noqa: E402
 from harness import USMC, USMC_RUN, cpu_children, free_port, smcd_share, tree_cpu  # noqa: E402
 
-WORKLOADS = [
-    ("TPC-B c=8", []),
-    ("TPC-B -C c=8", ["-C"]),
-    ("select-only c=8", ["-S"]),
-]
+WORKLOADS = {
+    "tpcb": ("TPC-B c=8", []),
+    "tpcb-C": ("TPC-B -C c=8", ["-C"]),
+    "select": ("select-only c=8", ["-S"]),
+}
+# Column name -> the usmc configuration it runs with (None: not wrapped).
+VARIANTS = {
+    "tcp": ("TCP", None),
+    "smcd": ("SMC-D", ""),
+    "shim": ("shim", 'mode = "tcp"\n'),
+    "always": ("always", "learn_smc = false\n"),
+}
 
 
 def parse_pgbench(r):
@@ -49,7 +64,7 @@ def parse_pgbench(r):
 
 def pgbench_cmd(port, db, args, wrap):
     cmd = [f"{PG_BIN}/pgbench", "-h", "127.0.0.1", "-p", str(port), *args, db]
-    return as_postgres([USMC_RUN, "--", *cmd] if wrap else cmd)
+    return as_postgres([USMC_RUN, "--", *cmd] if wrap is not None else cmd)
 
 
 def busy_started(pgdir, port, clients, proc, timeout=30):
@@ -68,14 +83,14 @@ def busy_started(pgdir, port, clients, proc, timeout=30):
 def run(pgdir, env, wrap, args, results, name, rnd, stats_dir):
     port = free_port()
     server = postgres_cmd(pgdir, port, max_connections=50)
-    if wrap:
+    if wrap is not None:
         server = [USMC_RUN, "--", *server]
     log = open(os.path.join(pgdir, "postgres.log"), "a")
     srv = subprocess.Popen(["taskset", "-c", "0", *as_postgres(server)], env=env, stdout=log, stderr=log)
     try:
         if not wait_postgres(pgdir, port, srv):
             raise SystemExit(f"postgres ({name}) did not start; see {pgdir}/postgres.log")
-        for workload, extra in WORKLOADS:
+        for workload, extra in args.workload_list:
             busy = None
             if args.busy:
                 busy = subprocess.Popen(pgbench_cmd(port, "busy", ["-n", "-c", "4", "-j", "1", "-T",
@@ -99,7 +114,7 @@ def run(pgdir, env, wrap, args, results, name, rnd, stats_dir):
             tps = parse_pgbench(r)
             results.setdefault((workload, name), []).append((tps, srv_cpu, cli_cpu))
             print(f"  run {rnd + 1} {name:6} {workload:16} {tps:10.0f} tps  cpu server {srv_cpu:4.0f}% "
-                  f"pgbench {cli_cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap else ""), flush=True)
+                  f"pgbench {cli_cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap is not None else ""), flush=True)
     finally:
         stop_postgres(srv)
         log.close()
@@ -111,10 +126,15 @@ def main():
     p.add_argument("--duration", type=int, default=10, help="seconds per pgbench run (-T)")
     p.add_argument("--scale", type=int, default=10, help="pgbench -i scale (10: 1M accounts)")
     p.add_argument("--busy", action="store_true", help="a second pgbench on another database meanwhile")
+    p.add_argument("--variants", default="tcp,smcd")
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
     args = p.parse_args()
+    args.workload_list = [WORKLOADS[w] for w in args.workloads.split(",")]
+    variants = [VARIANTS[v] for v in args.variants.split(",")]
+    if variants[0][1] is not None:
+        raise SystemExit("--variants must start with tcp: every ratio is against it")
     tmp = tempfile.mkdtemp(prefix="usmc-bench-")
     os.chmod(tmp, 0o755)  # postgres (not root) runs in it
-    variants = [("TCP", False), ("SMC-D", True)]
     names = [n for n, _ in variants]
     results = {}
     try:
@@ -134,7 +154,7 @@ def main():
         finally:
             stop_postgres(srv)
         for rnd in range(args.runs):
-            for name, wrap in (variants if rnd % 2 == 0 else variants[::-1]):
+            for name, wrap in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
                 d = os.path.join(tmp, f"{name}-{rnd}")
                 os.mkdir(d)
                 stats_dir = os.path.join(d, "stats")
@@ -143,6 +163,13 @@ def main():
                 os.chmod(stats_dir, 0o1777)  # postgres writes its stats segments there
                 env = dict(os.environ, USMC_STATS_DIR=stats_dir)
                 env.pop("LD_PRELOAD", None)
+                env.pop("USMC_CONFIG", None)
+                if wrap:
+                    cfg = os.path.join(d, "usmc.toml")
+                    with open(cfg, "w") as f:
+                        f.write(wrap)
+                    os.chmod(cfg, 0o644)
+                    env["USMC_CONFIG"] = cfg
                 run(pgdir, env, wrap, args, results, name, rnd, stats_dir)
         print()
         print(f"postgres on CPU 0, pgbench (-j 2, -T {args.duration}) on CPU 1, scale {args.scale}, "
@@ -151,7 +178,7 @@ def main():
         head = "".join(f" {n + ' tps':>11} {'srv':>5} {'cli':>5}" for n in names)
         ratios = "".join(f" {n + '/TCP':>10}" for n in names[1:])
         print(f"  {'workload':18}{head}{ratios}")
-        for workload, _ in WORKLOADS:
+        for workload, _ in args.workload_list:
             med = {n: [statistics.median(v[i] for v in results[(workload, n)]) for i in range(3)] for n in names}
             cols = "".join(f" {med[n][0]:11.0f} {med[n][1]:4.0f}% {med[n][2]:4.0f}%" for n in names)
             rat = "".join(f" {med[n][0] / med['TCP'][0]:10.2f}" for n in names[1:])
