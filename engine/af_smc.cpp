@@ -343,6 +343,7 @@ Closed on_close(int fd) {
         struct stat st;
         closed.listener = l;
         closed.inode = fstat(fd, &st) == 0 ? st.st_ino : 0;
+        closed.fd = fd;
     }
     SmcConn* c = slot(fd).exchange(nullptr, std::memory_order_acq_rel);
     if (!c || is_late(c)) return closed;
@@ -378,7 +379,7 @@ Closed on_close(int fd) {
 void after_close(const Closed& closed) {
     auto* l = static_cast<SmcListener*>(closed.listener);
     if (!l) return;
-    l->reg().socket_closed(closed.inode);
+    l->reg().socket_closed(closed.inode, closed.fd);
     for (auto& a : l->close())
         discard_accepted(a);
     std::lock_guard lock(g_listen_mu); // congestion updates walk the listeners under it
@@ -595,6 +596,15 @@ void before_fork() {
 }
 void fork_failed() {
     adjust_owner_refs(-1);
+}
+
+bool holds_smc_connections() {
+    auto* conns = g_conns.load();
+    for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
+        SmcConn* c = conns[fd].load();
+        if (c && !is_late(c) && c->phase.load() == Phase::Active) return true;
+    }
+    return false;
 }
 
 void on_fork_child() {

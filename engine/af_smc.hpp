@@ -56,6 +56,7 @@ int accept(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4)
 struct Closed {
     void* listener = nullptr;
     uint64_t inode = 0;
+    int fd = -1;
 };
 Closed on_close(int fd);
 void after_close(const Closed& closed);
@@ -103,6 +104,9 @@ int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const s
 void before_fork();
 void fork_failed();
 void on_fork_child();
+// Whether this process holds SMC-D connections (a forked child, before
+// on_fork_child: whether it inherited any).
+bool holds_smc_connections();
 // Around an exec of this process (not a vfork child's): the listeners this
 // process published are marked withdrawn first, because the new program
 // inherits their sockets but not usmc's state (its endpoint closes), and a

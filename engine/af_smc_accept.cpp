@@ -70,6 +70,7 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
         if (in_table(nfd)) slot(nfd).store(nullptr);
         return false;
     }
+    runtime::publish_own_stats();
     SockInfo s;
     s.kind = SockKind::Stream;
     s.family = l.family;
@@ -538,6 +539,7 @@ HandshakeQueue* server_queue() {
 } // namespace detail
 
 void on_listen(int fd, int backlog) {
+    runtime::publish_own_stats();
     SockInfo s = g_fds.get(fd);
     if (!in_table(fd) || !s.has(kFlagAllowD) || g_listeners[fd].load()) return;
     sockaddr_storage local{};

@@ -363,6 +363,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
     SockInfo s = g_fds.get(fd);
     bool inet = addr && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6);
     if (!s.tracked() || !inet || s.has(kFlagDecided)) return sys::real().connect(fd, addr, len);
+    runtime::publish_own_stats();
 
     uint32_t reason = 0;
     config::ModeSet modes = runtime::decide(config::Role::Client, addr, len, &reason);

@@ -21,7 +21,7 @@ namespace usmc::counters {
     X(sol_smc_set, "setsockopt(SOL_SMC) calls")                                                    \
     X(sol_smc_get, "getsockopt(SOL_SMC) calls")                                                    \
     X(fd_untracked, "TCP sockets beyond the fd table")                                             \
-    X(forks, "fork children that re-created their stats")                                          \
+    X(forks, "fork children that made stats files of their own")                                   \
     X(smcd_bytes_tx, "bytes sent over SMC-D")                                                      \
     X(smcd_bytes_rx, "bytes received over SMC-D")                                                  \
     X(notifications, "wake-ups sent to a waiting peer (system calls)")                             \

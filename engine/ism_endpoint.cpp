@@ -226,10 +226,11 @@ void Endpoint::abandon_after_fork() {
     for (int fd : {listen_fd_, epfd_, wake_[0], wake_[1]})
         if (fd >= 0) sys::real().close(fd);
     listen_fd_ = epfd_ = wake_[0] = wake_[1] = -1;
-    for (auto& l : links_) {
-        if (l.fd >= 0) sys::real().close(l.fd);
-        l.fd = -1;
-    }
+    for (auto& l : links_) // written only where open: each write is a copy-on-write fault
+        if (l.fd >= 0) {
+            sys::real().close(l.fd);
+            l.fd = -1;
+        }
 }
 
 void Endpoint::accept_links() {

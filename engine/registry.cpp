@@ -467,8 +467,27 @@ void Listener::drop_pending() {
     pending_token_ = 0;
 }
 
-void Listener::socket_closed(uint64_t inode) {
-    bool stays = entry_ && still_listening(inode);
+namespace {
+// Whether process `pid` holds the socket `inode` under descriptor `fd`: a
+// forked child closing the listener it inherited (every PostgreSQL backend
+// does) asks its parent's descriptor of the same number, one readlink,
+// before it walks every TCP socket of the namespace.
+bool holds_socket(pid_t pid, int fd, uint64_t inode) {
+    char path[64];
+    char want[64];
+    std::snprintf(path, sizeof path, "/proc/%d/fd/%d", int(pid), fd);
+    int len =
+        std::snprintf(want, sizeof want, "socket:[%llu]", static_cast<unsigned long long>(inode));
+    char link[64];
+    ssize_t n = readlink(path, link, sizeof link);
+    return n == len && std::memcmp(link, want, size_t(n)) == 0;
+}
+} // namespace
+
+void Listener::socket_closed(uint64_t inode, int fd) {
+    bool stays =
+        entry_ && ((entry_->pid != getpid() && fd >= 0 && holds_socket(entry_->pid, fd, inode)) ||
+                   still_listening(inode));
     if (entry_ && !stays) {
         entry_->withdrawn.store(1, std::memory_order_release);
         unlink(path_.c_str());

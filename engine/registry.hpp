@@ -112,7 +112,7 @@ class Listener {
     // The listening socket was closed here. If the kernel still lists it as
     // listening (other processes hold it: pre-fork servers), the entry stays
     // for them; otherwise it is removed, by whichever process gets here last.
-    void socket_closed(uint64_t inode);
+    void socket_closed(uint64_t inode, int fd);
     void set_flag(uint32_t flag, bool on);
     void set_congested_until(uint64_t mono_ns);
     // Publishes the listener's learned decision (written only when it changed).

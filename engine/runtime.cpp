@@ -24,6 +24,10 @@
 
 namespace usmc::runtime {
 
+// A forked child's segment: 0 its own (or none to be had), 1 private until
+// the child is to be seen (publish_own_stats), 2 being published.
+std::atomic<int> g_seg_deferred{0};
+
 namespace {
 
 // A function-local static: the library constructor uses the state before
@@ -56,12 +60,33 @@ uint32_t table_capacity() {
     return static_cast<uint32_t>(want);
 }
 
+void publish_child_segment(State& s) {
+    if (statseg::publish_in_child(s.seg, s.seg_path, sizeof s.seg_path))
+        g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high);
+    s.seg->counters[counters::forks].fetch_add(1, std::memory_order_relaxed);
+}
+
+// A forked child makes no file of its own until it is to be seen: a
+// fork-per-connection server's child (PostgreSQL's backends) that only
+// reads and writes the plain TCP socket it inherited would otherwise create,
+// fill, retire and unlink a segment per connection, with a page fault on
+// every page of our code and of libc that it touches on the way.
 void on_fork_child() {
     State& s = storage();
     if (!s.seg) return;
-    if (!statseg::recreate_in_child(s.seg, s.seg_path, sizeof s.seg_path)) return;
-    g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high);
-    s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
+    bool file = s.seg_path[0] || g_seg_deferred.load(std::memory_order_relaxed) != 0;
+    s.seg_path[0] = 0; // the parent's: never this child's to unlink
+    if (!statseg::privatise_in_child(s.seg)) return;
+    g_seg_deferred.store(0, std::memory_order_relaxed);
+    if (!file) {
+        g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high); // private, as before
+        s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
+    } else if (af_smc::holds_smc_connections()) {
+        publish_child_segment(s); // their records (af_smc::on_fork_child) go there
+    } else {
+        g_fds.remirror(nullptr, nullptr);
+        g_seg_deferred.store(1, std::memory_order_relaxed);
+    }
     af_smc::on_fork_child();
 }
 
@@ -336,10 +361,26 @@ config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, u
     return modes;
 }
 
+void publish_own_stats_slow() {
+    int expected = 1;
+    if (!g_seg_deferred.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) {
+        while (g_seg_deferred.load(std::memory_order_acquire) == 2)
+            sched_yield(); // another thread is publishing: a few system calls
+        return;
+    }
+    publish_child_segment(storage());
+    g_seg_deferred.store(0, std::memory_order_release);
+}
+
 void shutdown() {
     State& s = storage();
     if (initialised()) af_smc::on_exit();
     if (!s.seg || s.seg->pid != getpid()) return;
+    if (g_seg_deferred.load(std::memory_order_acquire) != 0) {
+        // Never published: what it counted (if anything) still goes to the totals.
+        if (statseg::counted_anything(s.seg)) statseg::retire(s.seg);
+        return;
+    }
     if (s.seg_path[0]) {
         statseg::retire(s.seg);
         unlink(s.seg_path);

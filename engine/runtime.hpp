@@ -6,6 +6,7 @@
 #include "engine/counters.hpp"
 #include "engine/fallback.hpp"
 #include "engine/statseg.hpp"
+#include <atomic>
 
 #include <climits>
 #include <sys/socket.h>
@@ -54,6 +55,16 @@ Options parse_options(const char* modes, const char* limit_hs, const char* verbo
 // first call. Safe to call from several threads.
 State& get();
 bool initialised();
+
+// A forked child's stats stay private until it makes a socket call of its
+// own (runtime.cpp, on_fork_child): the engine's socket, connect, listen and
+// accept paths call this first.
+extern std::atomic<int> g_seg_deferred;
+void publish_own_stats_slow();
+inline void publish_own_stats() {
+    if (__builtin_expect(g_seg_deferred.load(std::memory_order_relaxed) == 1, 0))
+        publish_own_stats_slow();
+}
 
 void count(counters::Id id, uint64_t n = 1);
 // A gauge (counters::is_gauge) whose owner knows its value: stored, not added.

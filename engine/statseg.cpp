@@ -130,38 +130,54 @@ static void zero_counters(Header* h) {
             c.store(0, std::memory_order_relaxed);
 }
 
-bool recreate_in_child(Header* h, char* path, size_t path_len) {
+bool privatise_in_child(Header* h) {
     size_t bytes = segment_bytes(h->fd_capacity);
-    if (path[0]) {
-        // Copy the header page to a file of our own and map it over the
-        // parent's segment at the same address; the fd-table mirror starts as
-        // holes and is rebuilt by FdTable::remirror from the private table.
-        int fd = open_fresh(path, path_len);
-        bool ok = fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
-                  pwrite(fd, h, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
-        void* p = MAP_FAILED;
-        if (ok) p = mmap(h, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-        if (fd >= 0) sys::real().close(fd);
-        if (p == MAP_FAILED) {
-            // Stop sharing with the parent at least: private zeroed memory
-            // with a copy of the header.
-            if (path[0]) unlink(path);
-            path[0] = 0;
-            char header[kHeaderBytes];
-            std::memcpy(header, static_cast<void*>(h), kHeaderBytes);
-            if (mmap(h, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
-                return false;
-            std::memcpy(static_cast<void*>(h), header, kHeaderBytes);
-        }
-    }
+    char header[kHeaderBytes];
+    std::memcpy(header, static_cast<void*>(h), kHeaderBytes);
+    if (mmap(h, bytes, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+        return false;
+    std::memcpy(static_cast<void*>(h), header, kHeaderBytes);
     zero_counters(h);
     h->retired.store(0, std::memory_order_relaxed);
     h->fd_high.store(0, std::memory_order_relaxed);
     h->pid = getpid();
     h->uid = getuid();
+    h->start_time = 0; // read when published: /proc costs a child that never is
+    return true;
+}
+
+bool publish_in_child(Header* h, char* path, size_t path_len) {
+    size_t bytes = segment_bytes(h->fd_capacity);
+    // The header page goes to the file as it is now; what another thread
+    // counts between this copy and the mapping below is lost (a child's first
+    // moments, never a connection's outcome: those come after the call that
+    // publishes).
+    int fd = open_fresh(path, path_len);
+    bool ok = fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
+              pwrite(fd, h, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
+    void* p = MAP_FAILED;
+    if (ok) p = mmap(h, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (fd >= 0) sys::real().close(fd);
+    if (p == MAP_FAILED) {
+        if (path[0]) unlink(path);
+        path[0] = 0;
+        return false;
+    }
     h->start_time = process_start_time(h->pid);
     return true;
+}
+
+bool counted_anything(const Header* h) {
+    for (unsigned i = 0; i < counters::kCount; ++i)
+        if (!counters::is_gauge(counters::Id(i)) && h->counters[i].load(std::memory_order_relaxed))
+            return true;
+    for (const auto& c : h->fallbacks)
+        if (c.load(std::memory_order_relaxed)) return true;
+    for (const auto& dir : h->traffic)
+        for (const auto& c : dir)
+            if (c.load(std::memory_order_relaxed)) return true;
+    return false;
 }
 
 static bool header_valid(const Header* h, size_t bytes) {

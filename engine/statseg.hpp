@@ -107,10 +107,20 @@ uint64_t process_start_time(pid_t pid);
 // `path_out` receives the file name (must hold PATH_MAX bytes).
 Header* create(const char* program, uint32_t capacity, char* path_out, size_t path_len);
 
-// A forked child: re-create the segment under the child's pid at the same
-// address with zeroed counters and an empty fd-table mirror (the caller
-// rebuilds it). Uses only system calls (runs in the atfork child handler).
-bool recreate_in_child(Header* h, char* path_inout, size_t path_len);
+// A forked child, in two steps. First (the atfork child handler, system
+// calls only): the parent's segment is replaced at the same address by
+// private memory holding a copy of its header, with zeroed counters and the
+// child's pid, so nothing the child counts reaches the parent's. No file yet,
+// no fd-table mirror (the caller detaches it).
+bool privatise_in_child(Header* h);
+// Then, when the child is to be seen (its first socket call of its own, or
+// SMC-D connections it inherits): its own file, with what it has counted so
+// far, mapped at the same address; `path` receives the file's name. False
+// (and the segment stays private) if no file can be made.
+bool publish_in_child(Header* h, char* path, size_t path_len);
+// Whether the segment counted anything (gauges aside): a child that never
+// published and counted nothing has nothing to retire.
+bool counted_anything(const Header* h);
 
 // Anonymous private storage with the same layout, for when no file can be made.
 Header* create_anonymous(const char* program, uint32_t capacity);

@@ -70,6 +70,14 @@ namespace usmc::sys {
     X(execvpe, int, (const char*, char* const*, char* const*))                                     \
     X(fexecve, int, (int, char* const*, char* const*))                                             \
     X(execveat, int, (int, const char*, char* const*, char* const*, int))                          \
+    X(setuid, int, (uid_t))                                                                        \
+    X(seteuid, int, (uid_t))                                                                       \
+    X(setreuid, int, (uid_t, uid_t))                                                               \
+    X(setresuid, int, (uid_t, uid_t, uid_t))                                                       \
+    X(setgid, int, (gid_t))                                                                        \
+    X(setegid, int, (gid_t))                                                                       \
+    X(setregid, int, (gid_t, gid_t))                                                               \
+    X(setresgid, int, (gid_t, gid_t, gid_t))                                                       \
     X(syscall, long, (long, ...))
 
 struct Table {

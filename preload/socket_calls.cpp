@@ -32,6 +32,7 @@ namespace usmc::shim {
 void track_new_socket(int fd, int family, uint8_t flags) {
     ErrnoGuard keep;
     runtime::get();
+    runtime::publish_own_stats();
     SockInfo s;
     s.kind = SockKind::Stream;
     s.family = static_cast<uint8_t>(family);

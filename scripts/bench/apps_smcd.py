@@ -12,13 +12,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
-from harness import USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, wait_port  # noqa: E402
+from harness import bench_dir, USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, wait_port  # noqa: E402
 
 
 def run(server_cmd, client_cmd, port, wrap, env, parse, timeout):
@@ -58,7 +57,7 @@ def main():
                    help="a third column with busy_poll_us set to this (default 0: no spinning, "
                         "against the default's 20 us; -1: no third column)")
     args = p.parse_args()
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     os.chmod(tmp, 0o755)
     busy_cfg = os.path.join(tmp, "busy.toml")
     with open(busy_cfg, "w") as f:

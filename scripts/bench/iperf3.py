@@ -16,12 +16,11 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
-from harness import USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, tree_cpu  # noqa: E402
+from harness import bench_dir, USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, tree_cpu  # noqa: E402
 
 
 def wait_listening(port, proc, timeout=10.0):
@@ -71,7 +70,7 @@ def main():
     p.add_argument("--lengths", default="128K", help="iperf3 -l, comma-separated (e.g. 64K,128K,1M)")
     args = p.parse_args()
     rows = [(int(s), l) for s in args.streams.split(",") for l in args.lengths.split(",")]
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     variants = [("TCP", False), ("SMC-D", True)]
     names = [n for n, _ in variants]
     results = {}

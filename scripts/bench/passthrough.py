@@ -10,13 +10,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk  # noqa: E402
-from harness import USMC_RUN, free_port, wait_port  # noqa: E402
+from harness import bench_dir, USMC_RUN, free_port, wait_port  # noqa: E402
 
 
 
@@ -28,7 +27,7 @@ def main():
     p.add_argument("--connections", type=int, default=50)
     args = p.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     os.chmod(tmp, 0o755)  # nginx workers run as nobody
     stats_dir = os.path.join(tmp, "stats")
     os.mkdir(stats_dir)

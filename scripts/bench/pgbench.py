@@ -32,13 +32,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import PG_BIN, as_postgres, postgres_cmd, prepare_cluster, stop_postgres, wait_postgres  # noqa: E402
-from harness import USMC, USMC_RUN, cpu_children, free_port, smcd_share, tree_cpu  # noqa: E402
+from harness import bench_dir, USMC, USMC_RUN, cpu_children, free_port, smcd_share, tree_cpu  # noqa: E402
 
 WORKLOADS = {
     "tpcb": ("TPC-B c=8", []),
@@ -133,7 +132,7 @@ def main():
     variants = [VARIANTS[v] for v in args.variants.split(",")]
     if variants[0][1] is not None:
         raise SystemExit("--variants must start with tcp: every ratio is against it")
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     os.chmod(tmp, 0o755)  # postgres (not root) runs in it
     names = [n for n, _ in variants]
     results = {}

@@ -20,13 +20,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_haproxy, make_nginx, parse_wrk  # noqa: E402
-from harness import USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, tree_cpu, wait_port  # noqa: E402
+from harness import bench_dir, USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, tree_cpu, wait_port  # noqa: E402
 
 PROXIES = {"haproxy-tcp": "tcp", "haproxy-http": "http", "nginx": None}
 
@@ -86,7 +85,7 @@ def main():
     # wrk -c 1000 through a proxy: two descriptors per connection there.
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     os.chmod(tmp, 0o755)  # nginx workers run as nobody
     variants = [("TCP", False), ("SMC-D", True)]
     names = [n for n, _ in variants]

@@ -32,12 +32,11 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk  # noqa: E402
-from harness import USMC, USMC_RUN, free_port, run_dir, stop_process, wait_port  # noqa: E402
+from harness import bench_dir, USMC, USMC_RUN, free_port, run_dir, stop_process, wait_port  # noqa: E402
 
 VARIANTS = {
     "tcp": None,
@@ -100,7 +99,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     print(f"RLIMIT_NOFILE {hard}", flush=True)
 
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     os.chmod(tmp, 0o755)  # nginx workers run as nobody
     results, notes = {}, {}
     try:

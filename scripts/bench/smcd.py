@@ -16,12 +16,11 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
-from harness import USMC, USMC_RUN, free_port, wait_port  # noqa: E402
+from harness import bench_dir, USMC, USMC_RUN, free_port, wait_port  # noqa: E402
 
 VARIANTS = [
     ("TCP", None),
@@ -115,7 +114,7 @@ def main():
 
 
 def measure(args):
-    tmp = tempfile.mkdtemp(prefix="usmc-bench-")
+    tmp = bench_dir()
     stats = os.path.join(tmp, "stats")
     os.mkdir(stats)
     env = dict(os.environ, USMC_STATS_DIR=stats)

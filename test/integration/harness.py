@@ -71,6 +71,17 @@ def tree_cpu(pid):
     return sum(sum(int(x) for x in stats[p][11:15]) for p in tree if p in stats) / tick
 
 
+def bench_dir():
+    """A new directory for a benchmark's files, in /dev/shm (tmpfs): usmc's
+    stats segments then live where they do by default. In /tmp, on the disk's
+    file system, every wrapped process (a PostgreSQL backend per connection)
+    would pay an inode allocation that users do not. The caller removes it."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="usmc-bench-", dir="/dev/shm")
+    os.chmod(d, 0o755)
+    return d
+
+
 def run_dir(parent, name):
     """A directory for one benchmark run (nginx workers run as nobody: 0755)
     with its own world-writable stats directory, and the environment that

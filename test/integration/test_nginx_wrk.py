@@ -28,7 +28,7 @@ with Env() as env:
     check(st["conn_smcd"] >= 100 and st["client_async_handshakes"] >= 50,
           f"wrk's nonblocking connects used SMC-D ({st['conn_smcd']} ends, {st['fallback_reasons']})")
     check(st["client_connects"] >= 100, f"wrk's connects counted ({st['client_connects']})")
-    check(st["forks"] >= 2, f"nginx workers re-created their stats after fork ({st['forks']})")
+    check(st["forks"] >= 2, f"nginx workers made stats of their own after fork ({st['forks']})")
 
     env.stop(nginx, timeout=15)
     check(nginx.returncode == 0, f"nginx stopped cleanly by SIGTERM (rc {nginx.returncode})")

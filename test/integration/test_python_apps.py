@@ -48,7 +48,7 @@ with Env() as env:
     st = env.stats()
     check(st["client_connects"] == total, f"every client connection went through the shim ({st['client_connects']}/{total})")
     check(st["server_accepts"] == total, f"every accepted connection went through the shim ({st['server_accepts']}/{total})")
-    check(st["forks"] >= 2, f"forked children re-created their stats ({st['forks']})")
+    check(st["forks"] >= 2, f"forked children made stats of their own ({st['forks']})")
 
     before = env.stats()
     run_case(env, "wrapped client -> plain server", ["--mode", "selectors"], [], 3, wrap_server=False)

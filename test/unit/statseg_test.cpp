@@ -103,7 +103,7 @@ TEST_CASE("counters of dead processes move to the retired totals, once") {
     CHECK(views.empty());
 }
 
-TEST_CASE("a forked child gets its own segment with zeroed counters") {
+TEST_CASE("a forked child's segment is private, then its own file with what it counted") {
     test::StatsDir dir{"statseg"};
     char path[PATH_MAX];
     statseg::Header* h = statseg::create("parent", 1024, path, sizeof path);
@@ -116,13 +116,28 @@ TEST_CASE("a forked child gets its own segment with zeroed counters") {
     pid_t child = fork();
     if (child == 0) {
         int bad = 0;
-        if (!statseg::recreate_in_child(h, path, sizeof path)) _exit(10);
-        if (parent_path == path) bad |= 1;
+        if (!statseg::privatise_in_child(h)) _exit(10);
         if (h->pid != getpid()) bad |= 2;
         if (h->counters[counters::conn_tcp].load() != 0) bad |= 4;
         if (statseg::slots_of(h)[7].load() != 0)
             bad |= 8;                          // mirror starts empty, rebuilt by FdTable
         statseg::slots_of(h)[9].store(0x0201); // must not reach the parent
+        if (statseg::counted_anything(h)) bad |= 16;
+        h->counters[counters::conn_tcp].store(5); // counted before it is published
+        if (!statseg::counted_anything(h)) bad |= 32;
+        path[0] = 0;
+        if (!statseg::publish_in_child(h, path, sizeof path)) _exit(11);
+        if (parent_path == path || !path[0]) bad |= 1;
+        if (h->counters[counters::conn_tcp].load() != 5 || h->start_time == 0) bad |= 64;
+        // The file is what readers see: the count is there.
+        auto views = statseg::open_all(dir.path, false);
+        bool seen = false;
+        for (auto& v : views)
+            if (v.header->pid == getpid())
+                seen = v.header->counters[counters::conn_tcp].load() == 5;
+        statseg::close_all(views);
+        if (!seen) bad |= 128;
+        statseg::slots_of(h)[9].store(0x0201); // nor this
         unlink(path);
         _exit(bad);
     }
