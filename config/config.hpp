@@ -53,6 +53,9 @@ struct Config {
     // How long a learned TCP decision holds unrenewed (0: learn::kHoldNs,
     // 2 s). For tests that must not race that clock; never a tuning knob.
     uint32_t testonly_learn_hold_ms = 0;
+    // The least time between two probes of a learner (0: learn::kProbeGapNs,
+    // 250 ms). For tests that count connections to the next probe.
+    uint32_t testonly_learn_probe_gap_ms = 0;
     LogLevel log_level = LogLevel::Warn;
     std::vector<uint32_t> trusted_uids; // registry entries of these users are believed too
     std::vector<PolicyRule> policies;

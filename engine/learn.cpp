@@ -135,11 +135,18 @@ uint64_t Table::tcp_until(Ticket t) const {
     return s->tcp_until_ns.load(std::memory_order_acquire);
 }
 
-bool Table::probe(Ticket t) {
+bool Table::probe(Ticket t, uint64_t now_ns) {
     Slot* s = slot_of(t);
     if (!s || gen_of(s->counts.load(std::memory_order_acquire)) != uint32_t(t)) return false;
     uint64_t n = s->held.fetch_add(1, std::memory_order_relaxed) + 1;
-    return n % kProbeEvery == 0;
+    if (n < kProbeEvery) return false;
+    uint64_t last = s->probed_ns.load(std::memory_order_relaxed);
+    if (last && now_ns - last < probe_gap_ns_) return false;
+    // One winner among the processes and threads connecting now.
+    if (!s->probed_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed))
+        return false;
+    s->held.store(0, std::memory_order_relaxed);
+    return true;
 }
 
 bool Table::counts(Ticket t, uint32_t* paid, uint32_t* unpaid) const {
@@ -185,11 +192,16 @@ uint64_t hold_ns() {
     return ms ? uint64_t{ms} * 1'000'000 : kHoldNs;
 }
 
+uint64_t probe_gap_ns() {
+    uint32_t ms = runtime::get().cfg.testonly_learn_probe_gap_ms;
+    return ms ? uint64_t{ms} * 1'000'000 : kProbeGapNs;
+}
+
 Table listeners(Region* r) {
-    return Table(r->listeners, kListenerSlots, hold_ns());
+    return Table(r->listeners, kListenerSlots, hold_ns(), probe_gap_ns());
 }
 Table destinations(Region* r) {
-    return Table(r->destinations, kDestinationSlots, hold_ns());
+    return Table(r->destinations, kDestinationSlots, hold_ns(), probe_gap_ns());
 }
 
 // Family, port and address folded into a key (never 0).
@@ -241,7 +253,7 @@ uint64_t destination_tcp_until(Ticket t) {
 
 bool destination_probe(Ticket t) {
     Region* r = g_region.load(std::memory_order_acquire);
-    return r && t && destinations(r).probe(t & kTicketMask);
+    return r && t && destinations(r).probe(t & kTicketMask, sys::mono_ns());
 }
 
 void begin(SmcConn& c) {

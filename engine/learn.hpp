@@ -11,9 +11,10 @@
 // last process holding it releases it without having crossed it. Every
 // kWindow reports a learner decides: TCP for kHoldNs if fewer than
 // 1/kPaidShare of them paid, else SMC-D; then both counts are halved, so
-// older windows weigh less. While a learner says TCP, every kProbeEvery-th
-// connect it turns to TCP runs SMC-D instead (a probe), and a probe that
-// pays ends the hold: the next connections re-measure.
+// older windows weigh less. While a learner says TCP, a connect it turns to
+// TCP runs SMC-D instead (a probe) once kProbeEvery were turned since the
+// last probe and kProbeGapNs have passed, and a probe that pays ends the
+// hold: the next connections re-measure.
 //
 // The learners live in one shared anonymous mapping made by this process at
 // first need: forked children inherit it (a pre-fork server's child closing
@@ -41,8 +42,13 @@ inline constexpr uint32_t kWindow = 16;
 // SMC-D stays if at least a quarter of a window paid: a paying connection
 // saves more than a non-paying one costs once it runs a few hundred turns.
 inline constexpr uint32_t kPaidShare = 4;
-// While a learner says TCP, one connect in this many is an SMC-D probe.
+// While a learner says TCP, at most one connect in this many is an SMC-D
+// probe, and at most one in kProbeGapNs: a proxy's 10 000 one-request
+// connections a second would otherwise probe 150 times a second, each at
+// several times a TCP connection's cost. Four a second still renew the hold
+// (kHoldNs) many times over, and notice a change within a second.
 inline constexpr uint32_t kProbeEvery = 64;
+inline constexpr uint64_t kProbeGapNs = 250'000'000;
 // How long a TCP decision holds without being renewed by another window:
 // when nobody probes (many one-connection clients) new connections become
 // SMC-D again after it and re-learn.
@@ -55,7 +61,8 @@ struct Slot {
     // older generation (the slot was given to another key) never lands.
     std::atomic<uint64_t> counts{0};
     std::atomic<uint64_t> tcp_until_ns{0}; // CLOCK_MONOTONIC; TCP while it lies ahead
-    std::atomic<uint64_t> held{0};         // connects turned to TCP (probe cadence)
+    std::atomic<uint64_t> held{0};         // connects turned to TCP since the last probe
+    std::atomic<uint64_t> probed_ns{0};    // the last probe
     std::atomic<uint64_t> used_ns{0};      // last looked up: the oldest is given away first
 };
 
@@ -67,8 +74,8 @@ using Ticket = uint64_t;
 class Table {
   public:
     // `hold_ns`: how long a TCP decision holds (kHoldNs but in tests).
-    Table(Slot* slots, uint32_t n, uint64_t hold_ns = kHoldNs)
-        : slots_(slots), n_(n), hold_ns_(hold_ns) {}
+    Table(Slot* slots, uint32_t n, uint64_t hold_ns = kHoldNs, uint64_t probe_gap_ns = kProbeGapNs)
+        : slots_(slots), n_(n), hold_ns_(hold_ns), probe_gap_ns_(probe_gap_ns) {}
     // The learner of `key` (never 0), claiming a slot for it if it has none:
     // a free one near its hash, else the least recently used there (whose
     // connections' reports are then ignored). 0 if key is 0.
@@ -78,8 +85,9 @@ class Table {
     // When the TCP decision of `t` ends (0: SMC-D, or a stale ticket).
     uint64_t tcp_until(Ticket t) const;
     // A connect that `t` (or the listener's flag) turns to TCP: true when it
-    // should run SMC-D instead, as a probe (every kProbeEvery-th, not the first).
-    bool probe(Ticket t);
+    // should run SMC-D instead, as a probe (not the first; kProbeEvery and
+    // kProbeGapNs after the last).
+    bool probe(Ticket t, uint64_t now_ns);
     // Counts as they stand (tests, diagnostics): paid, unpaid; false if stale.
     bool counts(Ticket t, uint32_t* paid, uint32_t* unpaid) const;
 
@@ -88,6 +96,7 @@ class Table {
     Slot* slots_;
     uint32_t n_;
     uint64_t hold_ns_;
+    uint64_t probe_gap_ns_;
 };
 
 // The process's learners (the shared mapping, made at first need).

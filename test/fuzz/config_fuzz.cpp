@@ -40,6 +40,8 @@ bool same(const Config& a, const Config& b) {
            a.max_dmb_memory == b.max_dmb_memory && a.hs_workers == b.hs_workers &&
            a.hs_congestion_hold_ms == b.hs_congestion_hold_ms &&
            a.testonly_server_handshake_delay_ms == b.testonly_server_handshake_delay_ms &&
+           a.testonly_learn_hold_ms == b.testonly_learn_hold_ms &&
+           a.testonly_learn_probe_gap_ms == b.testonly_learn_probe_gap_ms &&
            a.log_level == b.log_level && a.trusted_uids == b.trusted_uids;
 }
 

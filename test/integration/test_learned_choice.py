@@ -19,7 +19,9 @@ KPROBE = 64  # learn::kProbeEvery
 KWINDOW = 16  # learn::kWindow
 # Learned TCP holds this long in (a), (b) and (d), so the 2 s default
 # cannot run out in the middle of a phase on a slow machine.
-LONG_HOLD = "testonly_learn_hold_ms = 600000\n"
+# Probes every kProbeEvery-th connect however fast they come (the built-in
+# 250 ms between probes would make the counts below depend on the speed).
+LONG_HOLD = "testonly_learn_hold_ms = 600000\ntestonly_learn_probe_gap_ms = 1\n"
 
 
 def start_server(env, *extra):

@@ -102,6 +102,25 @@ TEST_CASE("errors name the file, the line and the key") {
         CHECK(m.rfind("test.toml:1:", 0) == 0);
         CHECK(m.find("syntax error") != std::string::npos);
     }
+    SECTION("characters toml++ 3.3 cannot take, outside comments") {
+        // toml++ 3.3 reaches __builtin_unreachable on these (the fuzzer's finds).
+        for (const char* text :
+             {"\xEF\xBB\xBB", "rmem = 2\"5 \xCA\xB4 = \"smcr\"\n", "\"\"\"\\\\\\\xE3\x80\x94\\U0",
+              "555lm = 1=\"-=5%\xEF\xBB\xB1\x02\n", "rmem = \"64K\"\n\xC3\xA9 = 1\n",
+              "[[policy]]\nprogram = \"caf\xC3\xA9\"\nmode = 'tcp'\n"}) {
+            auto m = parse_err(text);
+            CHECK(m.rfind("test.toml:", 0) == 0);
+            CHECK(m.find("does not take outside a comment") != std::string::npos);
+        }
+        CHECK(parse_err("rmem = \"64K\"\n\xC3\xA9 = 1\n").rfind("test.toml:2:1:", 0) == 0);
+        // In comments they are blanked; other characters beyond ASCII pass.
+        auto ok = parse_config("# caf\xC3\xA9 \xEF\xBB\xBB\n[[policy]] # \xC3\xA9 '\"\n"
+                               "program = \"\xE4\xB8\xAD # \\\" \"\nmode = 'tcp' # \xD0\x96\n",
+                               "test.toml");
+        REQUIRE(std::holds_alternative<Config>(ok));
+        CHECK(std::get<Config>(ok).policies.at(0).program == "\xE4\xB8\xAD # \" ");
+        CHECK(std::holds_alternative<Config>(parse_config("\xEF\xBB\xBFrmem = \"64K\"\n", "t")));
+    }
     SECTION("unknown key") {
         auto m = parse_err("\n\nrmme = 5\n");
         CHECK(m.rfind("test.toml:3:", 0) == 0);

@@ -119,13 +119,30 @@ TEST_CASE("learn: a connection that pays while TCP holds ends the hold") {
     CHECK(g.table.tcp_until(m) == kNow + kHoldNs);
 }
 
-TEST_CASE("learn: every kProbeEvery-th held connect is a probe, not the first") {
+TEST_CASE("learn: a slow stream probes every kProbeEvery-th held connect, not the first") {
     Fixture f;
     Ticket k = f.table.ticket(7, kNow);
     std::vector<uint32_t> probes;
+    // One connect per 10 ms: kProbeEvery of them take longer than kProbeGapNs.
     for (uint32_t i = 1; i <= 3 * kProbeEvery; ++i)
-        if (f.table.probe(k)) probes.push_back(i);
+        if (f.table.probe(k, kNow + uint64_t{i} * 10'000'000)) probes.push_back(i);
     CHECK(probes == std::vector<uint32_t>{kProbeEvery, 2 * kProbeEvery, 3 * kProbeEvery});
+}
+
+TEST_CASE("learn: a fast stream probes at most once per kProbeGapNs") {
+    Fixture f;
+    Ticket k = f.table.ticket(7, kNow);
+    std::vector<uint64_t> at;
+    // 10 000 connects a second for two seconds.
+    for (uint64_t i = 1; i <= 20'000; ++i) {
+        uint64_t now = kNow + i * 100'000;
+        if (f.table.probe(k, now)) at.push_back(now);
+    }
+    REQUIRE(at.size() >= 7);
+    CHECK(at.size() <= 2'000'000'000 / kProbeGapNs + 1);
+    CHECK(at.front() == kNow + kProbeEvery * 100'000); // the first after kProbeEvery
+    for (size_t i = 1; i < at.size(); ++i)
+        CHECK(at[i] - at[i - 1] >= kProbeGapNs);
 }
 
 TEST_CASE("learn: a key keeps its slot; different keys get different slots") {
@@ -155,7 +172,7 @@ TEST_CASE("learn: a slot given to another key ignores the old key's reports") {
     CHECK_FALSE(t.counts(old, &p, &u));
     REQUIRE(t.counts(fresh, &p, &u));
     CHECK(p + u == 0);
-    CHECK_FALSE(t.probe(old));
+    CHECK_FALSE(t.probe(old, kNow + 2));
     // The new key learns on its own.
     feed(t, fresh, 0, kWindow);
     CHECK(t.tcp_until(fresh) == kNow + kHoldNs);
