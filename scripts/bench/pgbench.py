@@ -79,6 +79,15 @@ def busy_started(pgdir, port, clients, proc, timeout=30):
     return False
 
 
+def history_rows(pgdir, port, db):
+    """Transactions TPC-B has committed in `db` so far (asked over the Unix
+    socket: no TCP connection is counted)."""
+    r = subprocess.run(as_postgres([f"{PG_BIN}/psql", "-h", pgdir, "-p", str(port), "-U", "postgres", "-AtX",
+                                    "-c", "SELECT count(*) FROM pgbench_history", db]),
+                       capture_output=True, text=True, timeout=60)
+    return int(r.stdout.strip()) if r.stdout.strip().isdigit() else 0
+
+
 def run(pgdir, env, wrap, args, results, name, rnd, stats_dir):
     port = free_port()
     server = postgres_cmd(pgdir, port, max_connections=50)
@@ -100,20 +109,23 @@ def run(pgdir, env, wrap, args, results, name, rnd, stats_dir):
             try:
                 cmd = pgbench_cmd(port, "postgres", ["-n", "-c", "8", "-j", "2", "-T", str(args.duration), *extra],
                                   wrap)
+                busy0 = history_rows(pgdir, port, "busy") if busy else 0
                 srv0, cli0, t0 = tree_cpu(srv.pid), cpu_children(), time.monotonic()
                 r = subprocess.run(["taskset", "-c", "1", *cmd], env=env, capture_output=True, text=True,
                                    timeout=args.duration + 120)
                 wall = time.monotonic() - t0
                 srv_cpu = 100 * (tree_cpu(srv.pid) - srv0) / wall
                 cli_cpu = 100 * (cpu_children() - cli0) / wall
+                busy_tps = (history_rows(pgdir, port, "busy") - busy0) / wall if busy else 0
             finally:
                 if busy:
                     busy.terminate()
                     busy.wait(timeout=30)
             tps = parse_pgbench(r)
-            results.setdefault((workload, name), []).append((tps, srv_cpu, cli_cpu))
+            results.setdefault((workload, name), []).append((tps, srv_cpu, cli_cpu, busy_tps))
             print(f"  run {rnd + 1} {name:6} {workload:16} {tps:10.0f} tps  cpu server {srv_cpu:4.0f}% "
-                  f"pgbench {cli_cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap is not None else ""), flush=True)
+                  f"pgbench {cli_cpu:4.0f}%" + (f"  busy load {busy_tps:6.0f} tps" if busy else "")
+                  + (f"  ({smcd_share(stats_dir)})" if wrap is not None else ""), flush=True)
     finally:
         stop_postgres(srv)
         log.close()
@@ -173,13 +185,16 @@ def main():
         print()
         print(f"postgres on CPU 0, pgbench (-j 2, -T {args.duration}) on CPU 1, scale {args.scale}, "
               f"median of {args.runs} runs{', busy (a second pgbench meanwhile)' if args.busy else ''}")
-        print("(cpu: % of one core, server = postmaster + backends, client = pgbench)")
-        head = "".join(f" {n + ' tps':>11} {'srv':>5} {'cli':>5}" for n in names)
+        print("(cpu: % of one core, server = postmaster + backends, client = pgbench"
+              + ("; load: the busy pgbench's own tps meanwhile)" if args.busy else ")"))
+        load = lambda n: f" {'load':>6}" if args.busy else ""  # noqa: E731
+        head = "".join(f" {n + ' tps':>11} {'srv':>5} {'cli':>5}{load(n)}" for n in names)
         ratios = "".join(f" {n + '/TCP':>10}" for n in names[1:])
         print(f"  {'workload':18}{head}{ratios}")
         for workload, _ in args.workload_list:
-            med = {n: [statistics.median(v[i] for v in results[(workload, n)]) for i in range(3)] for n in names}
-            cols = "".join(f" {med[n][0]:11.0f} {med[n][1]:4.0f}% {med[n][2]:4.0f}%" for n in names)
+            med = {n: [statistics.median(v[i] for v in results[(workload, n)]) for i in range(4)] for n in names}
+            cols = "".join(f" {med[n][0]:11.0f} {med[n][1]:4.0f}% {med[n][2]:4.0f}%"
+                           + (f" {med[n][3]:6.0f}" if args.busy else "") for n in names)
             rat = "".join(f" {med[n][0] / med['TCP'][0]:10.2f}" for n in names[1:])
             print(f"  {workload:18}{cols}{rat}")
     finally:
