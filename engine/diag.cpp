@@ -13,6 +13,12 @@ uint32_t g_next = 0; // where the search for a free record starts (under g_mu)
 void set_gen(statseg::ConnRecord& r, uint32_t gen) {
     std::atomic_ref<uint32_t>(r.gen).store(gen, std::memory_order_release);
 }
+
+// The odd generation first: an acquire read-modify-write keeps the record's
+// writes after it (what a release fence would, which TSan cannot follow).
+void begin_write(statseg::ConnRecord& r, uint32_t gen) {
+    std::atomic_ref<uint32_t>(r.gen).exchange(gen, std::memory_order_acq_rel);
+}
 } // namespace
 
 statseg::ConnRecord record_of(const SmcConn& c, int fd) {
@@ -41,10 +47,9 @@ void publish(statseg::Header* seg, SmcConn& c, int fd) {
         statseg::ConnRecord& r = recs[i];
         uint32_t gen = std::atomic_ref<uint32_t>(r.gen).load(std::memory_order_relaxed);
         if (gen % 4 != 0) continue;
-        set_gen(r, gen + 1); // being written
+        begin_write(r, gen + 1); // being written
         statseg::ConnRecord fresh = record_of(c, fd);
         fresh.gen = gen + 1;
-        std::atomic_thread_fence(std::memory_order_release);
         r = fresh;
         set_gen(r, gen + 2); // live
         c.diag_slot = static_cast<int32_t>(i);
@@ -62,10 +67,9 @@ void withdraw(statseg::Header* seg, SmcConn& c) {
     statseg::ConnRecord& r = statseg::records_of(seg)[i];
     uint32_t gen = std::atomic_ref<uint32_t>(r.gen).load(std::memory_order_relaxed);
     if (!statseg::record_live(gen)) return;
-    set_gen(r, gen + 1);
+    begin_write(r, gen + 1);
     statseg::ConnRecord empty{};
     empty.gen = gen + 1;
-    std::atomic_thread_fence(std::memory_order_release);
     r = empty;
     set_gen(r, gen + 2); // free again
 }

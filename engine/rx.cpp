@@ -448,16 +448,23 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             continue;
         }
         if (total == 0) return 0;
-        // Nothing to read: EOF, reset, or wait.
-        uint8_t pf = peer_conn_flags(c);
-        if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
-        if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
-        if (c.peer_gone.load(std::memory_order_acquire) || smc_check_peer(c))
-            return got ? ssize_t(got) : -ECONNRESET;
-        if (got > 0 && !waitall) return ssize_t(got);
         // (Bytes there that this read may not take: an urgent byte MSG_PEEK
         // passes over. Wait for more than those.)
         uint32_t hidden = *avail;
+        // Nothing to read: EOF, reset, or wait.
+        uint8_t pf = peer_conn_flags(c);
+        bool gone = !pf && (c.peer_gone.load(std::memory_order_acquire) || smc_check_peer(c));
+        if (pf || gone) {
+            // The peer publishes its last bytes before its flags, and both
+            // before it closes its TCP socket: the look at the ring above may
+            // have come before its last bytes, the end of the stream after.
+            if (auto again = available(c); !again || *again > hidden) continue;
+            if (gone) pf = peer_conn_flags(c); // its close, if it said so
+            if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
+            if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
+            return got ? ssize_t(got) : -ECONNRESET; // gone without a word
+        }
+        if (got > 0 && !waitall) return ssize_t(got);
         if (!nonblock && wait::spin(c.busy_poll_us, [&] {
                 auto a = available(c);
                 return !a || *a > hidden || peer_conn_flags(c);
@@ -516,12 +523,16 @@ short smc_arm(SmcConn& c, short want) {
         // leaves `sig` unreadable: smc_restore_level gives it back).
         smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLPRI | POLLERR | POLLHUP);
-        if (!(ready & POLLPRI) && smc_check_peer(c)) ready |= POLLERR;
+        if (!(ready & POLLPRI) && smc_check_peer(c))
+            ready |= smc_poll_events(c) & (POLLPRI | POLLERR | POLLHUP);
     }
     if (!(ready & POLLIN) && (want & POLLIN)) {
         smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
-        if (!(ready & POLLIN) && smc_check_peer(c)) ready |= POLLIN | POLLERR;
+        // Its TCP socket closed: its last bytes and flags were published
+        // before, so a look now tells an orderly close from a crash.
+        if (!(ready & POLLIN) && smc_check_peer(c))
+            ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
     }
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
         smc_block_writable(c);
@@ -544,6 +555,9 @@ void smc_restore_level(SmcConn& c) {
 
 short smc_poll_events(const SmcConn& c) {
     short ev = 0;
+    // Before the ring and the flags: a peer publishes both before it closes
+    // its TCP socket, so with `gone` seen they are seen as it left them.
+    bool gone = c.peer_gone.load(std::memory_order_acquire);
     uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
     auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
     uint8_t pf = peer_conn_flags(c);
@@ -560,12 +574,15 @@ short smc_poll_events(const SmcConn& c) {
     }
     if (data > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
     if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) ev |= POLLRDHUP;
-    if (pf & cdc::kPeerConnAbort || c.peer_gone.load()) ev |= POLLIN | POLLERR | POLLHUP;
+    // A peer gone after an orderly close is TCP's CLOSE_WAIT (no error);
+    // gone without a word, it crashed: a reset.
+    bool orderly = pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed);
+    if (pf & cdc::kPeerConnAbort || (gone && !orderly)) ev |= POLLIN | POLLERR | POLLHUP;
     // Writable: room in the peer's ring, or a write fails at once (EPIPE:
     // we shut down writing, or the peer closed and will never read again,
     // as TCP reports POLLOUT after SEND_SHUTDOWN or a reset).
     if (smc_tx_unconsumed(c) < c.tx.ring_size() || (c.conn_flags.load() & cdc::kPeerDoneWriting) ||
-        (pf & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) || c.peer_gone.load())
+        (pf & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) || gone)
         ev |= POLLOUT;
     return ev;
 }

@@ -840,6 +840,110 @@ TEST_CASE("a read that finds data only after arming leaves sig readable while da
     }
 }
 
+namespace {
+
+// The peer's last words land while a read or an arm looks at the TCP
+// socket (smc_check_peer's peek): its last bytes, its close flag, and the
+// end of its TCP stream, in the order a closing process publishes them.
+Pair* g_leaving_pair = nullptr;
+size_t g_leaving_bytes = 0;
+
+ssize_t leave_in_recv(int fd, void* buf, size_t n, int flags) {
+    if (g_leaving_pair && fd == g_leaving_pair->b.tcp_fd && g_leaving_bytes > 0) {
+        auto data = pattern(g_leaving_bytes, 11);
+        g_leaving_bytes = 0;
+        CHECK(send_buf(g_leaving_pair->a, data.data(), data.size()) == ssize_t(data.size()));
+        smc_close(g_leaving_pair->a, false);
+        shutdown(g_leaving_pair->tcp[0], SHUT_WR);
+    }
+    return g_real_recv(fd, buf, n, flags);
+}
+
+struct LeaveDuringPeek {
+    explicit LeaveDuringPeek(Pair& p, size_t bytes) {
+        sys::resolve();
+        g_real_recv = sys::g_table.recv;
+        g_leaving_pair = &p;
+        g_leaving_bytes = bytes;
+        sys::g_table.recv = leave_in_recv;
+    }
+    ~LeaveDuringPeek() {
+        sys::g_table.recv = g_real_recv;
+        g_leaving_pair = nullptr;
+    }
+};
+
+} // namespace
+
+TEST_CASE(
+    "a peer that writes and closes and ends its TCP stream while a read looks: data then EOF") {
+    // haproxy reading nginx's last response bytes: before, the read saw an
+    // empty ring, then the TCP stream's end, and reported ECONNRESET with
+    // the response's tail still in the ring.
+    Pair p;
+    std::vector<uint8_t> buf(4096);
+    SECTION("recv") {
+        {
+            LeaveDuringPeek leave(p, 1000);
+            CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 1000);
+        }
+        CHECK(std::equal(buf.begin(), buf.begin() + 1000, pattern(1000, 11).begin()));
+        CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 0);
+    }
+    SECTION("recv after its last bytes were read: EOF, not a reset") {
+        {
+            LeaveDuringPeek leave(p, 1);
+            CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 1);
+        }
+        CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 0);
+        CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 0);
+    }
+    SECTION("an arm for reading (poll, epoll): readable and hung up for reading, no error") {
+        short ready;
+        {
+            LeaveDuringPeek leave(p, 1000);
+            ready = smc_arm(p.b, POLLIN | POLLRDHUP);
+        }
+        CHECK((ready & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP));
+        CHECK_FALSE(ready & (POLLERR | POLLHUP));
+        CHECK_FALSE(smc_poll_events(p.b) & (POLLERR | POLLHUP)); // as TCP in CLOSE_WAIT
+        CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 1000);
+        CHECK(recv_buf(p.b, buf.data(), buf.size(), 0, true) == 0);
+    }
+}
+
+TEST_CASE("a peer that closes right after its last write: every byte before EOF") {
+    // Races the reader's look at the ring against the writer's last bytes
+    // and close flag, round after round. Bounded by rounds, not by time.
+    for (int round = 0; round < 400; ++round) {
+        Pair p(16 * 1024);
+        size_t n = 1 + (round * 7919) % (12 * 1024);
+        auto data = pattern(n, round);
+        std::atomic<bool> go{false};
+        std::thread writer([&] {
+            while (!go.load()) {
+            }
+            CHECK(send_buf(p.a, data.data(), n) == ssize_t(n));
+            smc_close(p.a, false);
+            shutdown(p.tcp[0], SHUT_WR);
+        });
+        std::vector<uint8_t> got;
+        std::vector<uint8_t> buf(2048);
+        go.store(true);
+        ssize_t r = 0;
+        for (int reads = 0; reads < 100000000; ++reads) {
+            r = recv_buf(p.b, buf.data(), buf.size(), 0, true);
+            if (r == -EAGAIN) continue;
+            if (r <= 0) break;
+            got.insert(got.end(), buf.begin(), buf.begin() + r);
+        }
+        writer.join();
+        INFO("round " << round << ", " << n << " bytes");
+        REQUIRE(r == 0);
+        REQUIRE(got == data);
+    }
+}
+
 TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, then only a spin") {
     Pair p;
     // b's peer (a) "is writing a wake-up" and never finishes.
