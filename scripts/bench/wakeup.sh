@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# What a readiness object costs (docs/ARCHITECTURE.md, "readiness without a
+# descriptor per connection"): wake-up round trip and CPU through a socket
+# pair, a loopback TCP socket and an eventfd; and how promptly a loopback TCP
+# socket filled to be unwritable becomes writable again, per receive buffer.
+# Usage: scripts/bench/wakeup.sh [turns]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scripts/install-deps.sh
+scripts/build.sh >/dev/null
+bin=build/bin/usmc-bench-wakeup
+for i in 1 2 3; do "$bin" wake "${1:-200000}"; done
+for rcvbuf in 0 4096 32768 65536 131072; do "$bin" fill 12 "$rcvbuf"; done

@@ -1,0 +1,177 @@
+// What a readiness object costs, for the choice of what an application's
+// epoll set watches for an SMC connection (docs/ARCHITECTURE.md).
+//
+//   usmc-bench-wakeup wake [turns]
+//       Two processes (CPUs 0 and 1) wake each other in turn: one write of a
+//       byte (8 for an eventfd), poll, and one read to drain it. Socket pair
+//       (usmc today), the connection's own loopback TCP socket, eventfd.
+//       Prints the round trip and the CPU per wake-up plus drain.
+//   usmc-bench-wakeup fill [rounds] [rcvbuf]
+//       A loopback TCP socket made unwritable by filling it (TCP_NOTSENT_LOWAT
+//       1, SO_SNDBUF minimal, the peer's SO_RCVBUF = rcvbuf, 0 = autotuned):
+//       the bytes that took, and how long after the peer read them all the
+//       socket was writable again.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_of(const struct rusage* r) {
+    return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) +
+           (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec) * 1e-6;
+}
+
+static void pin(int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof s, &s);
+}
+
+static void die(const char* what) {
+    perror(what);
+    exit(1);
+}
+
+// A connected loopback TCP pair: *c the connecting end, *s the accepted one.
+static void tcp_pair(int* c, int* s, int sndbuf, int rcvbuf) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr*)&a, &len))
+        die("listen");
+    *c = socket(AF_INET, SOCK_STREAM, 0);
+    if (sndbuf) setsockopt(*c, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    if (connect(*c, (struct sockaddr*)&a, sizeof a)) die("connect");
+    *s = accept(l, NULL, NULL);
+    if (*s < 0) die("accept");
+    if (rcvbuf) setsockopt(*s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    int one = 1;
+    setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(*s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    close(l);
+}
+
+static void turns(int rd, int wr, int is_eventfd, int first, int n) {
+    for (int i = 0; i < n; ++i) {
+        if (!first || i > 0) {
+            struct pollfd p = {rd, POLLIN, 0};
+            if (poll(&p, 1, 10000) != 1) die("poll");
+            uint64_t v;
+            if (is_eventfd ? read(rd, &v, 8) != 8 : recv(rd, &v, 1, 0) != 1) die("drain");
+        }
+        uint64_t one = 1;
+        if (is_eventfd ? write(wr, &one, 8) != 8 : send(wr, "x", 1, 0) != 1) die("wake");
+    }
+}
+
+static void wake(const char* name, int a_rd, int a_wr, int b_rd, int b_wr, int is_eventfd, int n) {
+    double t0 = now();
+    pid_t kid = fork();
+    if (kid == 0) {
+        pin(1);
+        turns(b_rd, b_wr, is_eventfd, 0, n);
+        _exit(0);
+    }
+    pin(0);
+    struct rusage r0, r1, rk;
+    getrusage(RUSAGE_SELF, &r0);
+    turns(a_rd, a_wr, is_eventfd, 1, n);
+    getrusage(RUSAGE_SELF, &r1);
+    int status;
+    wait4(kid, &status, 0, &rk);
+    double elapsed = now() - t0;
+    double cpu = cpu_of(&r1) - cpu_of(&r0) + cpu_of(&rk);
+    printf("%-11s round trip %6.2f us   CPU per wake-up + drain %5.2f us\n", name,
+           elapsed / n * 1e6, cpu / (2.0 * n) * 1e6);
+}
+
+static void fill(int rounds, int rcvbuf) {
+    int c, s;
+    tcp_pair(&c, &s, 1, rcvbuf);
+    int lowat = 1;
+    setsockopt(c, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+    fcntl(c, F_SETFL, O_NONBLOCK);
+    fcntl(s, F_SETFL, O_NONBLOCK);
+    static char buf[1 << 16];
+    memset(buf, 'j', sizeof buf);
+    for (int round = 0; round < rounds; ++round) {
+        long filled = 0, drained = 0;
+        for (int i = 0; i < 100000; ++i) {
+            struct pollfd p = {c, POLLOUT, 0};
+            if (poll(&p, 1, 0) == 0) break;
+            ssize_t n = send(c, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) filled += n;
+        }
+        double t0 = now(), waited = -1;
+        while (now() - t0 < 5.0) {
+            ssize_t n = recv(s, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) drained += n;
+            struct pollfd p = {c, POLLOUT, 0};
+            if (poll(&p, 1, 0) == 1) {
+                waited = now() - t0;
+                break;
+            }
+        }
+        // What is still on its way, so the next round starts empty.
+        for (double t = now(); now() - t < 0.01;) {
+            ssize_t n = recv(s, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) t = now();
+        }
+        if (waited < 0)
+            printf("rcvbuf %6d: unwritable after %7ld bytes; not writable 5 s after reading %ld\n",
+                   rcvbuf, filled, drained);
+        else
+            printf("rcvbuf %6d: unwritable after %7ld bytes; writable %9.1f us after the peer "
+                   "began reading (%ld read)\n",
+                   rcvbuf, filled, waited * 1e6, drained);
+    }
+    close(c);
+    close(s);
+}
+
+int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "fill") == 0) {
+        fill(argc > 2 ? atoi(argv[2]) : 12, argc > 3 ? atoi(argv[3]) : 0);
+        return 0;
+    }
+    if (argc < 2 || strcmp(argv[1], "wake") != 0) {
+        fprintf(stderr, "usage: %s wake [turns] | fill [rounds] [rcvbuf]\n", argv[0]);
+        return 2;
+    }
+    int n = argc > 2 ? atoi(argv[2]) : 200000;
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) die("socketpair");
+    wake("socket pair", sp[0], sp[0], sp[1], sp[1], 0, n);
+    close(sp[0]);
+    close(sp[1]);
+    int c, s;
+    tcp_pair(&c, &s, 0, 0);
+    wake("tcp", c, c, s, s, 0, n);
+    close(c);
+    close(s);
+    int e1 = eventfd(0, 0), e2 = eventfd(0, 0);
+    if (e1 < 0 || e2 < 0) die("eventfd");
+    wake("eventfd", e1, e2, e2, e1, 1, n);
+    return 0;
+}
