@@ -11,6 +11,10 @@
 //       1, SO_SNDBUF minimal, the peer's SO_RCVBUF = rcvbuf, 0 = autotuned):
 //       the bytes that took, and how long after the peer read them all the
 //       socket was writable again.
+//   usmc-bench-wakeup fill-many [pairs] [rcvbuf] [rounds]
+//       The same on many pairs at once: all filled, then each read in turn;
+//       the median, 99th percentile and worst time to writable again, and how
+//       many took longer than 1 ms.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -150,13 +154,90 @@ static void fill(int rounds, int rcvbuf) {
     close(s);
 }
 
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
+// Fills `c` until it is unwritable (bounded); returns the bytes it took.
+static long fill_one(int c, char* buf, size_t len) {
+    long filled = 0;
+    for (int i = 0; i < 1000; ++i) {
+        struct pollfd p = {c, POLLOUT, 0};
+        if (poll(&p, 1, 0) == 0) break;
+        ssize_t n = send(c, buf, len, MSG_DONTWAIT);
+        if (n > 0) filled += n;
+    }
+    return filled;
+}
+
+static void fill_many(int pairs, int rcvbuf, int rounds) {
+    int* c = calloc((size_t)pairs, sizeof(int));
+    int* s = calloc((size_t)pairs, sizeof(int));
+    double* t = calloc((size_t)pairs * (size_t)rounds, sizeof(double));
+    static char buf[1 << 16];
+    memset(buf, 'j', sizeof buf);
+    for (int i = 0; i < pairs; ++i) {
+        tcp_pair(&c[i], &s[i], 1, rcvbuf);
+        int lowat = 1;
+        setsockopt(c[i], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+        fcntl(c[i], F_SETFL, O_NONBLOCK);
+        fcntl(s[i], F_SETFL, O_NONBLOCK);
+    }
+    int n = 0, slow = 0, stuck = 0;
+    long bytes = 0;
+    for (int r = 0; r < rounds; ++r) {
+        for (int i = 0; i < pairs; ++i)
+            bytes += fill_one(c[i], buf, sizeof buf);
+        for (int i = 0; i < pairs; ++i) {
+            double t0 = now(), waited = -1;
+            while (now() - t0 < 3.0) {
+                (void)!recv(s[i], buf, sizeof buf, MSG_DONTWAIT);
+                struct pollfd p = {c[i], POLLOUT, 0};
+                if (poll(&p, 1, 0) == 1) {
+                    waited = now() - t0;
+                    break;
+                }
+            }
+            if (waited < 0) {
+                ++stuck;
+                waited = 3.0;
+            }
+            if (waited > 1e-3) ++slow;
+            t[n++] = waited;
+            while (recv(s[i], buf, sizeof buf, MSG_DONTWAIT) > 0) {
+            }
+        }
+    }
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    printf("rcvbuf %6d, %d pairs x %d rounds: %ld KB filled per pair; writable again: median %.1f "
+           "us, p99 %.1f us, worst %.1f us; %d over 1 ms, %d not within 3 s\n",
+           rcvbuf, pairs, rounds, bytes / n / 1024, t[n / 2] * 1e6, t[(n * 99) / 100] * 1e6,
+           t[n - 1] * 1e6, slow, stuck);
+    for (int i = 0; i < pairs; ++i) {
+        close(c[i]);
+        close(s[i]);
+    }
+    free(c);
+    free(s);
+    free(t);
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "fill-many") == 0) {
+        fill_many(argc > 2 ? atoi(argv[2]) : 1000, argc > 3 ? atoi(argv[3]) : 32768,
+                  argc > 4 ? atoi(argv[4]) : 3);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "fill") == 0) {
         fill(argc > 2 ? atoi(argv[2]) : 12, argc > 3 ? atoi(argv[3]) : 0);
         return 0;
     }
     if (argc < 2 || strcmp(argv[1], "wake") != 0) {
-        fprintf(stderr, "usage: %s wake [turns] | fill [rounds] [rcvbuf]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s wake [turns] | fill [rounds] [rcvbuf] | fill-many [pairs] [rcvbuf] "
+                "[rounds]\n",
+                argv[0]);
         return 2;
     }
     int n = argc > 2 ? atoi(argv[2]) : 200000;
