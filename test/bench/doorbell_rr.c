@@ -1,0 +1,200 @@
+// Request/response between two epoll loops over P connections, the shape of
+// nginx keep-alive (docs/ARCHITECTURE.md, "readiness"): each connection is a
+// pair of shared-memory mailboxes and a doorbell that rings only a side that
+// said it waits, as usmc's SMC-D data path does. The doorbell is a socket
+// pair per connection (usmc today) or the connection's own loopback TCP
+// socket; "tcp data" sends the requests over TCP itself, the baseline.
+//
+//   usmc-bench-doorbell <pair|tcp|data> [connections] [seconds]
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum Mode { kPair, kTcpBell, kTcpData };
+
+// One direction's mailbox: the message count and the receiver's "wake me".
+struct box {
+    _Atomic uint64_t seq;
+    _Atomic uint32_t waiting;
+    char pad[52];
+};
+
+struct conn {
+    struct box* in;
+    struct box* out;
+    int fd;
+    uint64_t seen;
+};
+
+static enum Mode g_mode;
+static int g_conns = 100;
+static double g_seconds = 3;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_of(const struct rusage* r) {
+    return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) +
+           (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec) * 1e-6;
+}
+
+static void pin(int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof s, &s);
+}
+
+static void die(const char* what) {
+    perror(what);
+    exit(1);
+}
+
+// Sends one message: count it, ring the peer if it waits. False once the
+// peer has gone (its run ended first).
+static int post(struct conn* c) {
+    if (g_mode == kTcpData) return send(c->fd, "r", 1, MSG_NOSIGNAL) == 1;
+    atomic_fetch_add(&c->out->seq, 1);
+    if (atomic_exchange(&c->out->waiting, 0))
+        return send(c->fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+    return 1;
+}
+
+// Takes one message if there is one; else arms (drains the doorbell unless
+// our flag was never taken, sets it, looks again) and returns 0.
+static int take(struct conn* c) {
+    char b[64];
+    if (g_mode == kTcpData) return recv(c->fd, b, sizeof b, MSG_DONTWAIT) > 0;
+    uint64_t s = atomic_load(&c->in->seq);
+    if (s == c->seen) {
+        if (!atomic_load(&c->in->waiting))
+            while (recv(c->fd, b, sizeof b, MSG_DONTWAIT) > 0) {
+            }
+        atomic_store(&c->in->waiting, 1);
+        s = atomic_load(&c->in->seq);
+        if (s == c->seen) return 0;
+    }
+    c->seen = s;
+    return 1;
+}
+
+static long serve(struct conn* cs, int client) {
+    int ep = epoll_create1(0);
+    if (ep < 0) die("epoll_create1");
+    for (int i = 0; i < g_conns; ++i) {
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &e)) die("epoll_ctl");
+    }
+    long done = 0;
+    if (client)
+        for (int i = 0; i < g_conns; ++i)
+            if (!post(&cs[i])) die("post");
+    double end = now() + g_seconds;
+    struct epoll_event ev[256];
+    while (now() < end) {
+        int n = epoll_wait(ep, ev, 256, 100);
+        for (int k = 0; k < n; ++k) {
+            struct conn* c = &cs[ev[k].data.u32];
+            while (take(c)) {
+                ++done;
+                if (!post(c)) goto out; // the other side's run is over
+            }
+        }
+    }
+out:
+    close(ep);
+    return done;
+}
+
+static void tcp_pair(int l, const struct sockaddr_in* sa, int fds[2]) {
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    if (fds[0] < 0 || connect(fds[0], (const struct sockaddr*)sa, sizeof *sa)) die("connect");
+    fds[1] = accept(l, NULL, NULL);
+    if (fds[1] < 0) die("accept");
+    int one = 1;
+    setsockopt(fds[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fds[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <pair|tcp|data> [connections] [seconds]\n", argv[0]);
+        return 2;
+    }
+    g_mode = strcmp(argv[1], "pair") == 0  ? kPair
+             : strcmp(argv[1], "tcp") == 0 ? kTcpBell
+                                           : kTcpData;
+    if (argc > 2) g_conns = atoi(argv[2]);
+    if (argc > 3) g_seconds = atof(argv[3]);
+    if (g_conns < 1 || g_conns > 100000) return 2;
+    size_t n = (size_t)g_conns;
+    struct box* boxes = mmap(NULL, sizeof(struct box) * 2 * n, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct conn* a = calloc(n, sizeof *a);
+    struct conn* b = calloc(n, sizeof *b);
+    if (boxes == MAP_FAILED || !a || !b) die("memory");
+    for (size_t i = 0; i < 2 * n; ++i)
+        atomic_store(&boxes[i].waiting, 1); // both sides start armed
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    if (l < 0 || bind(l, (struct sockaddr*)&sa, sizeof sa) || listen(l, 4096) ||
+        getsockname(l, (struct sockaddr*)&sa, &len))
+        die("listen");
+    for (size_t i = 0; i < n; ++i) {
+        int fds[2];
+        if (g_mode == kPair) {
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) die("socketpair");
+        } else {
+            tcp_pair(l, &sa, fds);
+        }
+        a[i] = (struct conn){&boxes[2 * i], &boxes[2 * i + 1], fds[0], 0};
+        b[i] = (struct conn){&boxes[2 * i + 1], &boxes[2 * i], fds[1], 0};
+    }
+    close(l);
+    pid_t kid = fork();
+    if (kid == 0) {
+        pin(1);
+        for (size_t i = 0; i < n; ++i)
+            close(a[i].fd);
+        serve(b, 0);
+        _exit(0);
+    }
+    for (size_t i = 0; i < n; ++i)
+        close(b[i].fd);
+    pin(0);
+    struct rusage r0, r1, rk;
+    getrusage(RUSAGE_SELF, &r0);
+    double t0 = now();
+    long done = serve(a, 1);
+    double elapsed = now() - t0;
+    getrusage(RUSAGE_SELF, &r1);
+    for (size_t i = 0; i < n; ++i)
+        close(a[i].fd);
+    int status;
+    wait4(kid, &status, 0, &rk);
+    if (done == 0) return 1;
+    const char* names[] = {"socket pair bell", "tcp bell", "tcp data"};
+    printf("%-16s c=%-5d %9.0f round trips/s  CPU per round trip: client %5.2f us, server %5.2f "
+           "us\n",
+           names[g_mode], g_conns, (double)done / elapsed,
+           (cpu_of(&r1) - cpu_of(&r0)) / (double)done * 1e6, cpu_of(&rk) / (double)done * 1e6);
+    return 0;
+}
