@@ -4,12 +4,19 @@
 // said it waits, as usmc's SMC-D data path does. The doorbell is a socket
 // pair per connection (usmc today) or the connection's own loopback TCP
 // socket; "tcp data" sends the requests over TCP itself, the baseline.
+// "hop" is per-peer signalling: each side holds both ends of its
+// connections' pairs; the peer queues the connection in a shared ready ring
+// and rings one doorbell per pair of processes, and a thread of ours makes
+// that connection's pair readable (one descriptor fewer per connection, one
+// thread hop more per wake-up).
 //
-//   usmc-bench-doorbell <pair|tcp|data> [connections] [seconds]
+//   usmc-bench-doorbell <pair|tcp|data|hop> [connections] [seconds]
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -24,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum Mode { kPair, kTcpBell, kTcpData };
+enum Mode { kPair, kTcpBell, kTcpData, kHop };
 
 // One direction's mailbox: the message count and the receiver's "wake me".
 struct box {
@@ -36,9 +43,26 @@ struct box {
 struct conn {
     struct box* in;
     struct box* out;
-    int fd;
+    int fd;      // what the epoll loop watches (and drains)
+    int far;     // hop: the far end of our pair, written by our engine thread
+    uint32_t id; // hop: the connection's index
     uint64_t seen;
 };
+
+// hop: connections the peer made ready for us, and the doorbell that wakes
+// our engine thread when it said it sleeps. One per direction, in shared
+// memory; one producer (the peer's loop), one consumer (our engine).
+struct ready {
+    _Atomic uint64_t head, tail;
+    _Atomic uint32_t engine_waiting;
+    uint32_t ids[];
+};
+
+static struct ready* g_ready_in;  // the peer queues into it, our engine takes
+static struct ready* g_ready_out; // we queue into it, the peer's engine takes
+static int g_bell_in = -1, g_bell_out = -1;
+static struct conn* g_mine;
+static _Atomic int g_stop;
 
 static enum Mode g_mode;
 static int g_conns = 100;
@@ -72,9 +96,35 @@ static void die(const char* what) {
 static int post(struct conn* c) {
     if (g_mode == kTcpData) return send(c->fd, "r", 1, MSG_NOSIGNAL) == 1;
     atomic_fetch_add(&c->out->seq, 1);
-    if (atomic_exchange(&c->out->waiting, 0))
-        return send(c->fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+    if (!atomic_exchange(&c->out->waiting, 0)) return 1;
+    if (g_mode != kHop) return send(c->fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+    uint64_t t = atomic_load(&g_ready_out->tail);
+    g_ready_out->ids[t % (uint64_t)g_conns] = c->id;
+    atomic_store(&g_ready_out->tail, t + 1);
+    if (atomic_exchange(&g_ready_out->engine_waiting, 0))
+        return send(g_bell_out, "b", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
     return 1;
+}
+
+// hop: our engine thread, making the connections the peer queued readable.
+static void* engine(void* arg) {
+    (void)arg;
+    char b[256];
+    while (!atomic_load(&g_stop)) {
+        uint64_t h = atomic_load(&g_ready_in->head);
+        if (h == atomic_load(&g_ready_in->tail)) {
+            atomic_store(&g_ready_in->engine_waiting, 1);
+            if (h == atomic_load(&g_ready_in->tail)) {
+                struct pollfd p = {g_bell_in, POLLIN, 0};
+                if (poll(&p, 1, 100) == 1 && recv(g_bell_in, b, sizeof b, MSG_DONTWAIT) <= 0) break;
+            }
+            continue;
+        }
+        uint32_t id = g_ready_in->ids[h % (uint64_t)g_conns];
+        atomic_store(&g_ready_in->head, h + 1);
+        if (send(g_mine[id].far, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) break;
+    }
+    return NULL;
 }
 
 // Takes one message if there is one; else arms (drains the doorbell unless
@@ -135,11 +185,12 @@ static void tcp_pair(int l, const struct sockaddr_in* sa, int fds[2]) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <pair|tcp|data> [connections] [seconds]\n", argv[0]);
+        fprintf(stderr, "usage: %s <pair|tcp|data|hop> [connections] [seconds]\n", argv[0]);
         return 2;
     }
     g_mode = strcmp(argv[1], "pair") == 0  ? kPair
              : strcmp(argv[1], "tcp") == 0 ? kTcpBell
+             : strcmp(argv[1], "hop") == 0 ? kHop
                                            : kTcpData;
     if (argc > 2) g_conns = atoi(argv[2]);
     if (argc > 3) g_seconds = atof(argv[3]);
@@ -160,38 +211,61 @@ int main(int argc, char** argv) {
         die("listen");
     for (size_t i = 0; i < n; ++i) {
         int fds[2];
+        int far_a = -1, far_b = -1;
         if (g_mode == kPair) {
             if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) die("socketpair");
+        } else if (g_mode == kHop) {
+            int pa[2], pb[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, pa) || socketpair(AF_UNIX, SOCK_STREAM, 0, pb))
+                die("socketpair");
+            fds[0] = pa[0], far_a = pa[1], fds[1] = pb[0], far_b = pb[1];
         } else {
             tcp_pair(l, &sa, fds);
         }
-        a[i] = (struct conn){&boxes[2 * i], &boxes[2 * i + 1], fds[0], 0};
-        b[i] = (struct conn){&boxes[2 * i + 1], &boxes[2 * i], fds[1], 0};
+        a[i] = (struct conn){&boxes[2 * i], &boxes[2 * i + 1], fds[0], far_a, (uint32_t)i, 0};
+        b[i] = (struct conn){&boxes[2 * i + 1], &boxes[2 * i], fds[1], far_b, (uint32_t)i, 0};
     }
+    size_t ready_size = sizeof(struct ready) + sizeof(uint32_t) * n;
+    struct ready* ra =
+        mmap(NULL, ready_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct ready* rb =
+        mmap(NULL, ready_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (ra == MAP_FAILED || rb == MAP_FAILED) die("memory");
+    int bell[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, bell)) die("socketpair");
     close(l);
     pid_t kid = fork();
+    pthread_t eng;
     if (kid == 0) {
         pin(1);
         for (size_t i = 0; i < n; ++i)
             close(a[i].fd);
+        g_ready_in = rb, g_ready_out = ra, g_bell_in = g_bell_out = bell[1], g_mine = b;
+        if (g_mode == kHop && pthread_create(&eng, NULL, engine, NULL)) die("thread");
         serve(b, 0);
+        atomic_store(&g_stop, 1);
+        if (g_mode == kHop) pthread_join(eng, NULL);
         _exit(0);
     }
     for (size_t i = 0; i < n; ++i)
         close(b[i].fd);
     pin(0);
+    g_ready_in = ra, g_ready_out = rb, g_bell_in = g_bell_out = bell[0], g_mine = a;
+    if (g_mode == kHop && pthread_create(&eng, NULL, engine, NULL)) die("thread");
     struct rusage r0, r1, rk;
     getrusage(RUSAGE_SELF, &r0);
     double t0 = now();
     long done = serve(a, 1);
     double elapsed = now() - t0;
+    atomic_store(&g_stop, 1);
+    if (g_mode == kHop) pthread_join(eng, NULL);
     getrusage(RUSAGE_SELF, &r1);
     for (size_t i = 0; i < n; ++i)
         close(a[i].fd);
     int status;
     wait4(kid, &status, 0, &rk);
     if (done == 0) return 1;
-    const char* names[] = {"socket pair bell", "tcp bell", "tcp data"};
+    const char* names[] = {"socket pair bell", "tcp bell", "tcp data", "per-peer hop"};
     printf("%-16s c=%-5d %9.0f round trips/s  CPU per round trip: client %5.2f us, server %5.2f "
            "us\n",
            names[g_mode], g_conns, (double)done / elapsed,
