@@ -446,7 +446,8 @@ void listen_watch_add(SmcListener* l, int lfd) {
     std::lock_guard lock(g_watch_mu);
     l->set_accepts_here();
     if (!g_watched) g_watched = new std::vector<SmcListener*>;
-    if (g_watch_ep < 0 && (g_watch_ep = sys::start_epoll_thread(watch_loop)) < 0) return;
+    if (g_watch_ep < 0 && (g_watch_ep = sys::start_epoll_thread(watch_loop, "usmc-listen")) < 0)
+        return;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLONESHOT;
     ev.data.ptr = l;
@@ -531,9 +532,9 @@ SmcListener* acquire_listener(int fd) {
 HandshakeQueue* server_queue() {
     std::lock_guard lock(g_engine_mu);
     if (!g_engine.server_q)
-        g_engine.server_q =
-            new HandshakeQueue(runtime::get().cfg.hs_workers,
-                               runtime::get().cfg.hs_congestion_hold_ms, on_server_congestion);
+        g_engine.server_q = new HandshakeQueue(runtime::get().cfg.hs_workers,
+                                               runtime::get().cfg.hs_congestion_hold_ms,
+                                               on_server_congestion, 0, "usmc-hs-server");
     return g_engine.server_q;
 }
 } // namespace detail

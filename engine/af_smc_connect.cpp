@@ -345,7 +345,7 @@ HandshakeQueue* client_queue() {
         unsigned workers = std::max(8u, 4 * runtime::get().cfg.hs_workers);
         g_engine.client_q.store(new HandshakeQueue(workers,
                                                    runtime::get().cfg.hs_congestion_hold_ms,
-                                                   nullptr, 4 * workers),
+                                                   nullptr, 4 * workers, "usmc-hs-client"),
                                 std::memory_order_release);
     }
     return g_engine.client_q.load(std::memory_order_relaxed);

@@ -91,7 +91,7 @@ bool add(int fd, Want want, uint32_t timeout_ms, std::function<void(bool ok)> do
     if (!g_watches) g_watches = new std::map<uint64_t, Watch>;
     if (g_epfd < 0) {
         int wake = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-        if (wake < 0 || (g_epfd = sys::start_epoll_thread(run)) < 0) {
+        if (wake < 0 || (g_epfd = sys::start_epoll_thread(run, "usmc-connwatch")) < 0) {
             if (wake >= 0) sys::real().close(wake);
             log::warn("cannot start the connect watch thread");
             return false;

@@ -11,8 +11,8 @@ namespace usmc {
 using sys::mono_ns;
 
 HandshakeQueue::HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion,
-                               unsigned inflight_limit)
-    : workers_(workers ? workers : 1), inflight_limit_(inflight_limit),
+                               unsigned inflight_limit, const char* name)
+    : name_(name), workers_(workers ? workers : 1), inflight_limit_(inflight_limit),
       hold_ns_(uint64_t{hold_ms ? hold_ms : 1} * 1000000), on_congestion_(std::move(on_congestion)),
       cur_hold_ns_(hold_ns_) {}
 
@@ -50,6 +50,7 @@ bool HandshakeQueue::submit(std::function<void()> job) {
 }
 
 void HandshakeQueue::work() {
+    sys::name_this_thread(name_);
     while (true) {
         std::function<void()> job;
         {

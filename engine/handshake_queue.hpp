@@ -43,8 +43,9 @@ class HandshakeQueue {
     // thread) when congestion starts (onset) or is seen again and extends it
     // (at most every quarter of the hold); until_ns is CLOCK_MONOTONIC.
     using OnCongestion = std::function<void(uint64_t until_ns, bool onset)>;
+    // `name`: its workers' thread name (sys::name_this_thread).
     HandshakeQueue(unsigned workers, uint32_t hold_ms, OnCongestion on_congestion,
-                   unsigned inflight_limit = 0);
+                   unsigned inflight_limit = 0, const char* name = "usmc-handshake");
     HandshakeQueue(const HandshakeQueue&) = delete;
     HandshakeQueue& operator=(const HandshakeQueue&) = delete;
 
@@ -71,6 +72,7 @@ class HandshakeQueue {
     void work();
     void update_congestion();
 
+    const char* name_;
     const unsigned workers_;
     const unsigned inflight_limit_;
     const uint64_t hold_ns_;

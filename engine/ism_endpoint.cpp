@@ -279,6 +279,7 @@ void Endpoint::close_idle_links(uint64_t now_ns) {
 }
 
 void Endpoint::serve() {
+    sys::name_this_thread("usmc-endpoint");
     epoll_event evs[32];
     uint64_t next_sweep = sys::mono_ns() + kLinkIdleMs * 1000000 / 4;
     while (true) {

@@ -63,7 +63,7 @@ void add(SmcConn* c) {
     std::lock_guard lock(g_mu);
     if (!g_live) g_live = new std::unordered_map<uint64_t, SmcConn*>;
     if (watched(c) || c->tcp_fd < 0) return;
-    if (g_epfd < 0 && (g_epfd = sys::start_epoll_thread(run)) < 0) {
+    if (g_epfd < 0 && (g_epfd = sys::start_epoll_thread(run, "usmc-peerwatch")) < 0) {
         log::warn("cannot start the peer watch thread");
         return;
     }

@@ -1,5 +1,7 @@
 #include "engine/sys.hpp"
 
+#include <pthread.h>
+
 #include <cerrno>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -90,11 +92,18 @@ int place_high_strict(int fd) {
     return high;
 }
 
-int start_epoll_thread(void (*loop)(int epfd)) {
+void name_this_thread(const char* name) {
+    pthread_setname_np(pthread_self(), name); // (a name too long is refused: unnamed, no harm)
+}
+
+int start_epoll_thread(void (*loop)(int epfd), const char* name) {
     int epfd = place_high(real().epoll_create1(EPOLL_CLOEXEC));
     if (epfd < 0) return -1;
     try {
-        std::thread(loop, epfd).detach();
+        std::thread([loop, epfd, name] {
+            name_this_thread(name);
+            loop(epfd);
+        }).detach();
     } catch (const std::system_error&) {
         real().close(epfd);
         return -1;

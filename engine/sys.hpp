@@ -120,9 +120,13 @@ inline uint64_t mono_ns() {
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-// A private epoll set served by a detached thread of ours running
-// `loop(epfd)` for the rest of the process (the listen and peer watchers).
-// Returns the set, or -1 if the set or the thread cannot be made.
-int start_epoll_thread(void (*loop)(int epfd));
+// A private epoll set served by a detached thread of ours, named `name`,
+// running `loop(epfd)` for the rest of the process (the listen and peer
+// watchers). Returns the set, or -1 if the set or the thread cannot be made.
+int start_epoll_thread(void (*loop)(int epfd), const char* name);
+
+// Names the calling thread (at most 15 characters) so that top -H, perf and
+// /proc/PID/task/*/comm tell usmc's threads from the application's.
+void name_this_thread(const char* name);
 
 } // namespace usmc::sys

@@ -140,6 +140,7 @@ CorkState& cork_state() {
 }
 
 void cork_loop(CorkState* st) {
+    sys::name_this_thread("usmc-cork");
     std::unique_lock lock(st->mu);
     while (true) {
         if (st->corked.empty()) {

@@ -1,6 +1,16 @@
 #include "engine/runtime.hpp"
+#include "engine/sys.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
 
 using namespace usmc;
 
@@ -76,4 +86,35 @@ TEST_CASE("SMC_DEBUG") {
     CHECK_FALSE(runtime::smc_debug_on("01"));
     CHECK(runtime::smc_debug_on("1"));
     CHECK(runtime::smc_debug_on("yes"));
+}
+
+namespace {
+std::string comm_of(pid_t tid) {
+    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/comm");
+    std::string name;
+    std::getline(f, name);
+    return name;
+}
+std::atomic<pid_t> g_loop_tid{0};
+void note_tid(int epfd) {
+    g_loop_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    // Served for the rest of the process, as the watchers are.
+    epoll_event ev;
+    while (true)
+        epoll_wait(epfd, &ev, 1, -1);
+}
+} // namespace
+
+TEST_CASE("usmc's threads are named: top -H and perf tell them from the application's") {
+    std::thread t([] {
+        usmc::sys::name_this_thread("usmc-test");
+        CHECK(comm_of(static_cast<pid_t>(syscall(SYS_gettid))) == "usmc-test");
+    });
+    t.join();
+    int epfd = usmc::sys::start_epoll_thread(note_tid, "usmc-testwatch");
+    REQUIRE(epfd >= 0);
+    for (int i = 0; i < 2000 && g_loop_tid.load() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(g_loop_tid.load() != 0);
+    CHECK(comm_of(g_loop_tid.load()) == "usmc-testwatch");
 }
