@@ -11,7 +11,8 @@
 // thread hop more per wake-up).
 //
 //   usmc-bench-doorbell <pair|tcp|data|hop> [connections] [seconds]
-#define _GNU_SOURCE
+#include "bench_common.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -67,29 +68,6 @@ static _Atomic int g_stop;
 static enum Mode g_mode;
 static int g_conns = 100;
 static double g_seconds = 3;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_of(const struct rusage* r) {
-    return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) +
-           (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec) * 1e-6;
-}
-
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    sched_setaffinity(0, sizeof s, &s);
-}
-
-static void die(const char* what) {
-    perror(what);
-    exit(1);
-}
 
 // Sends one message: count it, ring the peer if it waits. False once the
 // peer has gone (its run ended first).
@@ -173,16 +151,6 @@ out:
     return done;
 }
 
-static void tcp_pair(int l, const struct sockaddr_in* sa, int fds[2]) {
-    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
-    if (fds[0] < 0 || connect(fds[0], (const struct sockaddr*)sa, sizeof *sa)) die("connect");
-    fds[1] = accept(l, NULL, NULL);
-    if (fds[1] < 0) die("accept");
-    int one = 1;
-    setsockopt(fds[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fds[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 int main(int argc, char** argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s <pair|tcp|data|hop> [connections] [seconds]\n", argv[0]);
@@ -203,12 +171,8 @@ int main(int argc, char** argv) {
     if (boxes == MAP_FAILED || !a || !b) die("memory");
     for (size_t i = 0; i < 2 * n; ++i)
         atomic_store(&boxes[i].waiting, 1); // both sides start armed
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    if (l < 0 || bind(l, (struct sockaddr*)&sa, sizeof sa) || listen(l, 4096) ||
-        getsockname(l, (struct sockaddr*)&sa, &len))
-        die("listen");
+    struct sockaddr_in sa;
+    int l = tcp_listener(&sa);
     for (size_t i = 0; i < n; ++i) {
         int fds[2];
         int far_a = -1, far_b = -1;
@@ -220,7 +184,7 @@ int main(int argc, char** argv) {
                 die("socketpair");
             fds[0] = pa[0], far_a = pa[1], fds[1] = pb[0], far_b = pb[1];
         } else {
-            tcp_pair(l, &sa, fds);
+            tcp_pair(l, &sa, 0, 0, fds);
         }
         a[i] = (struct conn){&boxes[2 * i], &boxes[2 * i + 1], fds[0], far_a, (uint32_t)i, 0};
         b[i] = (struct conn){&boxes[2 * i + 1], &boxes[2 * i], fds[1], far_b, (uint32_t)i, 0};

@@ -15,7 +15,8 @@
 //       The same on many pairs at once: all filled, then each read in turn;
 //       the median, 99th percentile and worst time to writable again, and how
 //       many took longer than 1 ms.
-#define _GNU_SOURCE
+#include "bench_common.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -33,47 +34,16 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double cpu_of(const struct rusage* r) {
-    return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) +
-           (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec) * 1e-6;
-}
-
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    sched_setaffinity(0, sizeof s, &s);
-}
-
-static void die(const char* what) {
-    perror(what);
-    exit(1);
-}
-
-// A connected loopback TCP pair: *c the connecting end, *s the accepted one.
-static void tcp_pair(int* c, int* s, int sndbuf, int rcvbuf) {
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 1) ||
-        getsockname(l, (struct sockaddr*)&a, &len))
-        die("listen");
-    *c = socket(AF_INET, SOCK_STREAM, 0);
-    if (sndbuf) setsockopt(*c, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-    if (connect(*c, (struct sockaddr*)&a, sizeof a)) die("connect");
-    *s = accept(l, NULL, NULL);
-    if (*s < 0) die("accept");
-    if (rcvbuf) setsockopt(*s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    int one = 1;
-    setsockopt(*c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(*s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+// A connected loopback TCP pair of its own: *c the connecting end, *s the
+// accepted one.
+static void own_tcp_pair(int* c, int* s, int sndbuf, int rcvbuf) {
+    struct sockaddr_in sa;
+    int l = tcp_listener(&sa);
+    int fds[2];
+    tcp_pair(l, &sa, sndbuf, rcvbuf, fds);
     close(l);
+    *c = fds[0];
+    *s = fds[1];
 }
 
 static void turns(int rd, int wr, int is_eventfd, int first, int n) {
@@ -112,7 +82,7 @@ static void wake(const char* name, int a_rd, int a_wr, int b_rd, int b_wr, int i
 
 static void fill(int rounds, int rcvbuf) {
     int c, s;
-    tcp_pair(&c, &s, 1, rcvbuf);
+    own_tcp_pair(&c, &s, 1, rcvbuf);
     int lowat = 1;
     setsockopt(c, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
     fcntl(c, F_SETFL, O_NONBLOCK);
@@ -178,7 +148,7 @@ static void fill_many(int pairs, int rcvbuf, int rounds) {
     static char buf[1 << 16];
     memset(buf, 'j', sizeof buf);
     for (int i = 0; i < pairs; ++i) {
-        tcp_pair(&c[i], &s[i], 1, rcvbuf);
+        own_tcp_pair(&c[i], &s[i], 1, rcvbuf);
         int lowat = 1;
         setsockopt(c[i], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
         fcntl(c[i], F_SETFL, O_NONBLOCK);
@@ -247,7 +217,7 @@ int main(int argc, char** argv) {
     close(sp[0]);
     close(sp[1]);
     int c, s;
-    tcp_pair(&c, &s, 0, 0);
+    own_tcp_pair(&c, &s, 0, 0);
     wake("tcp", c, c, s, s, 0, n);
     close(c);
     close(s);
