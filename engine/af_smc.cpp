@@ -175,13 +175,13 @@ void release(SmcConn* c) {
         // means an abort, as TCP answers with a reset.
         if (c->fork_gen) c->adopt_published();
         smc_close(*c, smc_rx_available(*c) > 0);
-        std::unique_lock lock(g_engine_mu);
-        if (g_engine.dev) {
-            smc_conn_release(*c, *g_engine.dev, c->peer_uid);
-        } else {
-            lock.unlock();
-            drop_local(c);
-        }
+        std::lock_guard lock(g_engine_mu);
+        // A forked child that closes an inherited connection last gives its
+        // DMB back to the process that made it (a slot: through the state
+        // page they share, ism.hpp), which takes a device of its own; a
+        // device is a GID and empty lists, no file.
+        if (!g_engine.dev) g_engine.dev = new ism::Device(runtime::get().cfg.max_dmb_memory);
+        smc_conn_release(*c, *g_engine.dev, c->peer_uid);
     } else {
         drop_local(c);
     }

@@ -99,11 +99,14 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         }
         conn->rx = *own;
         conn->peer_uid = server_uid;
-        return ism::Fds{conn->rx.fd, conn->rx.size, conn->sig_far};
+        return ism::Fds{conn->rx.fd, conn->rx.size, conn->sig_far, conn->rx.offset,
+                        conn->rx.file_size};
     };
     auto peer = ism::attach(accept.gid, accept.token, ours, cfg.attach_timeout_ms);
     std::optional<ism::Dmb> peer_dmb;
-    if (peer && peer->fds.dmb_size == peer_size) peer_dmb = dev.map_peer(peer->fds.dmb, peer_size);
+    if (peer && peer->fds.dmb_size == peer_size)
+        peer_dmb =
+            dev.map_peer(peer->fds.dmb, peer_size, peer->fds.dmb_offset, peer->fds.file_size);
     if (!peer_dmb) {
         uint32_t reason = no_dmb            ? no_dmb
                           : errno == EMFILE ? uint32_t{fallback::FDLIMIT}

@@ -48,7 +48,9 @@ namespace usmc::counters {
     X(dmb_spare_bytes, "gauge: bytes of this process's DMBs kept for reuse")                       \
     X(learn_paid, "SMC-D connections that paid for their set-up (learn_smc)")                      \
     X(learn_unpaid, "SMC-D connections that ended without paying for their set-up")                \
-    X(learn_probes, "connects run SMC-D to re-measure while learned TCP (probes)")
+    X(learn_probes, "connects run SMC-D to re-measure while learned TCP (probes)")                 \
+    X(dmb_segments, "DMB segments created (one memfd of several DMB slots for peers of one user)") \
+    X(dmb_slots, "DMBs taken as a slot of a segment (no new shared memory, no descriptor)")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -26,6 +26,7 @@ statseg::ConnRecord record_of(const SmcConn& c, int fd) {
     r.fd = fd;
     r.dmb_fd = c.rx.fd;
     r.dmb_size = c.rx.size;
+    r.dmb_offset = c.rx.offset;
     r.peer_dmb_size = c.tx.size;
     r.dmb_ino = c.rx.ino;
     r.peer_dmb_ino = c.tx.ino;

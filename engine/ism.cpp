@@ -124,7 +124,11 @@ std::optional<Dmb> create_dmb(uint32_t size) {
         sys::real().close(fd);
         return std::nullopt;
     }
-    Dmb d{fd, static_cast<uint8_t*>(p), size, random64()};
+    Dmb d;
+    d.fd = fd;
+    d.base = static_cast<uint8_t*>(p);
+    d.size = d.file_size = size;
+    d.token = random64();
     struct stat st;
     if (fstat(fd, &st) == 0) d.ino = static_cast<uint64_t>(st.st_ino); // for observers (diag)
     init_control(d);
@@ -138,24 +142,64 @@ bool peer_dmb_ok(int fd, uint32_t size, struct stat& st) {
 }
 } // namespace
 
+namespace {
+// Maps the whole of a peer's checked file (`st` its fstat) and closes the
+// descriptor: the mapping keeps the memory, the descriptor would only count
+// against the application's RLIMIT_NOFILE.
+std::optional<Dmb> map_whole(int fd, uint32_t file_size, const struct stat& st) {
+    void* p = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return std::nullopt;
+    sys::real().close(fd);
+    Dmb d;
+    d.base = static_cast<uint8_t*>(p);
+    d.size = d.file_size = file_size;
+    d.ino = static_cast<uint64_t>(st.st_ino);
+    return d;
+}
+
+// The `size` bytes at `offset` of a whole-file mapping.
+Dmb view_of(const Dmb& whole, uint32_t offset, uint32_t size) {
+    Dmb v = whole;
+    v.base = whole.base + offset;
+    v.size = size;
+    v.offset = offset;
+    return v;
+}
+} // namespace
+
 std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
     struct stat st;
     if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return std::nullopt;
-    // The mapping keeps the memory; the descriptor would only count against
-    // the application's RLIMIT_NOFILE.
-    sys::real().close(fd);
-    return Dmb{-1, static_cast<uint8_t*>(p), size, 0, static_cast<uint64_t>(st.st_ino)};
+    return map_whole(fd, size, st);
+}
+
+bool slot_claim_ok(uint32_t size, uint32_t offset, uint32_t file_size) {
+    return size >= kMinDmb && size <= kMaxDmb && file_size >= size &&
+           file_size <= kMaxSegmentBytes && offset % size == 0 && offset <= file_size - size;
 }
 
 void unmap(Dmb& d) {
-    if (d.base) munmap(d.base, d.size);
+    if (d.seg) { // a slot: the segment owns descriptor and mapping
+        d = Dmb{};
+        return;
+    }
+    // A view of a peer's segment this device does not cache (a forked
+    // child's inherited one): other connections of this process may use the
+    // same mapping, so it stays until the process ends.
+    bool shared_view = d.fd < 0 && d.file_size > d.size;
+    if (d.base && !shared_view) munmap(d.base - d.offset, d.file_size ? d.file_size : d.size);
     if (d.fd >= 0) sys::real().close(d.fd);
     d = Dmb{};
 }
 
-Device::Device(uint64_t max_memory) : gid_(random64()), max_memory_(max_memory) {}
+Segment::~Segment() {
+    if (base) munmap(base, file_size());
+    if (fd >= 0) sys::real().close(fd);
+    if (state) munmap(state, (size_t{nslots} * sizeof *state + 4095) & ~size_t{4095});
+}
+
+Device::Device(uint64_t max_memory, bool segments)
+    : gid_(random64()), max_memory_(max_memory), segments_on_(segments) {}
 
 void Device::sweep_waiting() {
     constexpr uint8_t kDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
@@ -184,8 +228,156 @@ size_t Device::spare_count() const {
     return free_.size() + waiting_.size();
 }
 
+namespace {
+constexpr uint8_t kPeerDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+
+// A DMB given to a new connection: the old connection's bytes zeroed (its
+// peer wrote only up to the producer cursor it published; held bytes are
+// published at close: a short-lived connection touched a few hundred bytes
+// of the ring, not all of it), a new token, a fresh control line.
+void wipe_for_reuse(Dmb& d) {
+    cdc::Cursor hi = cdc::unpack_prod(d.control()->prod.load(std::memory_order_acquire));
+    uint32_t used = hi.wrap == 0 && hi.count < d.ring_size() ? hi.count : d.ring_size();
+    std::memset(d.ring(), 0, used);
+    d.token = random64();
+    init_control(d);
+}
+} // namespace
+
+std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
+    // Doubling with the peers' demand: a peer user with one connection
+    // costs a few slots, a crowd a few segments.
+    uint32_t held = 0;
+    for (const auto& g : segments_)
+        if (g->peer_uid == peer_uid && g->slot_size == size) held += g->nslots;
+    uint32_t n = std::clamp<uint32_t>(held, 4, kMaxSegmentSlots);
+    n = std::min(n, kMaxSegmentBytes / size);
+    drop_idle_segments(uint64_t{n} * size);
+    while (n >= 2 && in_use_ + uint64_t{n} * size > max_memory_)
+        n /= 2;
+    if (n < 2) return nullptr;
+    auto g = std::make_shared<Segment>();
+    g->slot_size = size;
+    g->nslots = n;
+    g->peer_uid = peer_uid;
+    g->owner = gid_;
+    g->fd = make_sealed_memfd("usmc-dmb", g->file_size());
+    if (g->fd < 0) return nullptr;
+    void* p = mmap(nullptr, g->file_size(), PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0);
+    void* st = mmap(nullptr, (size_t{n} * sizeof *g->state + 4095) & ~size_t{4095},
+                    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) g->base = static_cast<uint8_t*>(p);
+    if (st != MAP_FAILED) g->state = static_cast<std::atomic<uint32_t>*>(st);
+    struct stat fst;
+    if (!g->base || !g->state || fstat(g->fd, &fst) != 0) return nullptr;
+    g->ino = static_cast<uint64_t>(fst.st_ino);
+    g->live.assign(n, 0);
+    in_use_ += g->file_size();
+    spare_bytes_ += g->file_size();
+    segments_.push_back(g);
+    runtime::count(counters::dmb_segments);
+    return g;
+}
+
+std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
+    auto take = [&](const std::shared_ptr<Segment>& g) -> std::optional<Dmb> {
+        for (uint32_t i = 0; i < g->nslots; ++i) {
+            uint32_t st = g->state[i].load(std::memory_order_acquire);
+            if (st == kSlotReleased) {
+                auto* line = reinterpret_cast<cdc::Control*>(g->slot_base(i));
+                if (!(cdc::conn_flags_of(line->cons.load(std::memory_order_acquire)) & kPeerDone))
+                    continue;
+            } else if (st != kSlotFree) {
+                continue;
+            }
+            // (A forked child may give a slot back meanwhile: never take one
+            // it still uses.)
+            if (!g->state[i].compare_exchange_strong(st, kSlotUsed, std::memory_order_acq_rel))
+                continue;
+            if (g->live[i] == Segment::kSpare)
+                spare_bytes_ -= std::min<uint64_t>(spare_bytes_, size);
+            if (g->live[i] == Segment::kAway) // a forked child gave it back
+                away_bytes_ -= std::min<uint64_t>(away_bytes_, size);
+            g->live[i] = Segment::kLive;
+            Dmb d;
+            d.fd = g->fd;
+            d.base = g->slot_base(i);
+            d.size = size;
+            d.ino = g->ino;
+            d.owner = gid_;
+            d.offset = i * size;
+            d.file_size = g->file_size();
+            d.seg = g;
+            d.slot = i;
+            wipe_for_reuse(d);
+            publish();
+            runtime::count(counters::dmb_slots);
+            return d;
+        }
+        return std::nullopt;
+    };
+    size_t n = segments_.size();
+    for (size_t k = 0; k < n; ++k) {
+        const auto& g = segments_[(claim_pos_ + k) % n];
+        if (g->peer_uid != peer_uid || g->slot_size != size) continue;
+        if (auto d = take(g)) {
+            claim_pos_ = (claim_pos_ + k) % n;
+            return d;
+        }
+    }
+    auto g = make_segment(size, peer_uid);
+    if (!g) return std::nullopt;
+    claim_pos_ = segments_.size() - 1;
+    return take(g);
+}
+
+void Device::drop_idle_segments(uint64_t need) {
+    for (size_t i = segments_.size(); i-- > 0 && in_use_ + need > max_memory_;) {
+        auto& g = segments_[i];
+        // No connection of any of our processes holds a slot of it (a lost
+        // slot's peer keeps its own mapping of the file).
+        bool idle = true;
+        uint64_t spare = 0, away = 0;
+        for (uint32_t k = 0; k < g->nslots && idle; ++k) {
+            uint32_t st = g->state[k].load(std::memory_order_acquire);
+            idle = st == kSlotLost ||
+                   (g->live[k] != Segment::kLive && (st == kSlotFree || st == kSlotReleased));
+            spare += g->live[k] == Segment::kSpare ? g->slot_size : 0;
+            away += g->live[k] == Segment::kAway ? g->slot_size : 0;
+        }
+        if (!idle) continue;
+        spare_bytes_ -= std::min(spare, spare_bytes_);
+        away_bytes_ -= std::min(away, away_bytes_);
+        in_use_ -= std::min<uint64_t>(g->file_size(), in_use_);
+        segments_.erase(segments_.begin() + static_cast<long>(i));
+    }
+    claim_pos_ = 0;
+}
+
+void Device::release_slot(Dmb& dmb, uid_t peer_uid, bool reusable) {
+    Segment& g = *dmb.seg;
+    // A slot whose peer is unknown (a handshake that failed around the
+    // attach) may still be written by it: never reused, as such a DMB is
+    // never reused.
+    uint32_t st = peer_uid == kUnknownPeer ? kSlotLost : reusable ? kSlotFree : kSlotReleased;
+    if (g.owner == gid_) {
+        std::lock_guard lock(mu_);
+        if (st != kSlotLost && g.live[dmb.slot] == Segment::kLive) {
+            g.live[dmb.slot] = Segment::kSpare;
+            spare_bytes_ += dmb.size;
+        }
+        g.state[dmb.slot].store(st, std::memory_order_release);
+        publish();
+    } else { // a forked child: the slot goes back to the process that made it
+        g.state[dmb.slot].store(st, std::memory_order_release);
+    }
+    dmb = Dmb{};
+}
+
 std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
     std::lock_guard lock(mu_);
+    if (segments_on_ && peer_uid != kUnknownPeer && size >= kMinDmb && size <= kMaxDmb)
+        if (auto d = claim_slot(size, peer_uid)) return d;
     sweep_waiting();
     // The most recently freed first: its pages are warm, and the peer most
     // likely still has it mapped (Device::map_peer's cache).
@@ -195,20 +387,13 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
             free_.erase(free_.begin() + static_cast<long>(i));
             spare_bytes_ -= std::min<uint64_t>(spare_bytes_, d.size); // now a connection's
             publish();
-            // Zero it: the new peer must not see the old connection's bytes.
-            // Its old peer wrote only up to the producer cursor it published
-            // (held bytes are published at close); a short-lived connection
-            // touched a few hundred bytes of the ring, not all of it.
-            cdc::Cursor hi = cdc::unpack_prod(d.control()->prod.load(std::memory_order_acquire));
-            uint32_t used = hi.wrap == 0 && hi.count < d.ring_size() ? hi.count : d.ring_size();
-            std::memset(d.ring(), 0, used);
-            d.token = random64();
-            init_control(d);
+            wipe_for_reuse(d); // the new peer must not see the old connection's bytes
             runtime::count(counters::dmb_reused);
             return d;
         }
     }
     // Free DMBs of other sizes/peers count against the cap: drop them first.
+    drop_idle_segments(size);
     for (auto* spare : {&free_, &waiting_}) {
         while (in_use_ + size > max_memory_ && !spare->empty()) {
             uncount_spare(spare->back().dmb.size);
@@ -230,6 +415,10 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
 
 void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     if (!dmb.valid()) return;
+    if (dmb.seg) {
+        release_slot(dmb, peer_uid, reusable);
+        return;
+    }
     if (dmb.owner != gid_) { // never counted here
         unmap(dmb);
         return;
@@ -260,6 +449,18 @@ uint32_t Device::size_for(uint32_t base, uint32_t roomy) const {
 
 void Device::disown(Dmb& dmb) {
     if (!dmb.valid()) return;
+    if (dmb.seg) { // the process that closes it last gives the slot back
+        if (dmb.seg->owner == gid_) {
+            std::lock_guard lock(mu_);
+            if (dmb.seg->live[dmb.slot] == Segment::kLive) {
+                dmb.seg->live[dmb.slot] = Segment::kAway;
+                away_bytes_ += dmb.size;
+                publish();
+            }
+        }
+        dmb = Dmb{};
+        return;
+    }
     if (dmb.owner == gid_) {
         std::lock_guard lock(mu_);
         uncount_live(dmb.size);
@@ -279,43 +480,62 @@ void Device::uncount_live(uint32_t size) {
 }
 
 void Device::publish() const {
-    runtime::set_gauge(counters::dmb_bytes, in_use_ - spare_bytes_);
+    runtime::set_gauge(counters::dmb_bytes, in_use_ - spare_bytes_ - away_bytes_);
     runtime::set_gauge(counters::dmb_spare_bytes, spare_bytes_);
 }
 
 bool Device::has_room(uint32_t size) const {
     std::lock_guard lock(mu_);
-    return in_use_ - spare_bytes_ + size <= max_memory_;
+    // (Slots our forked children hold count as room: most come back by the
+    // time a claim looks; one that has not makes that claim fail.)
+    return in_use_ - spare_bytes_ - away_bytes_ + size <= max_memory_;
 }
 
-std::optional<Dmb> Device::map_peer(int fd, uint32_t size) {
+std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint32_t offset, uint32_t file_size) {
+    if (file_size == 0) file_size = size;
     struct stat st;
-    if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
+    if (!slot_claim_ok(size, offset, file_size) || !sealed_memfd_ok(fd, file_size, st))
+        return std::nullopt;
     uint64_t key = static_cast<uint64_t>(st.st_ino);
+    auto cached = [&](PeerMap& m) {
+        if (m.refs++ == 0) {
+            idle_peer_maps_.erase(m.idle);
+            idle_peer_bytes_ -= m.dmb.size;
+        }
+        return view_of(m.dmb, offset, size);
+    };
     {
         std::lock_guard lock(mu_);
         auto it = peer_maps_.find(key);
-        if (it != peer_maps_.end() && it->second.dev == st.st_dev && it->second.dmb.size == size) {
-            if (it->second.refs++ == 0) {
-                idle_peer_maps_.erase(it->second.idle);
-                idle_peer_bytes_ -= size;
-            }
+        if (it != peer_maps_.end() && it->second.dev == st.st_dev &&
+            it->second.dmb.size == file_size) {
             sys::real().close(fd);
             runtime::count(counters::peer_maps_reused);
-            return it->second.dmb;
+            return cached(it->second);
         }
     }
-    auto d = map_peer_dmb(fd, size);
+    auto d = map_whole(fd, file_size, st);
     if (!d) return d;
     std::lock_guard lock(mu_);
     auto [it, fresh] = peer_maps_.try_emplace(key);
-    // (Another thread mapped the same file meanwhile, or an inode of
-    // another device: the new mapping then stays out of the cache.)
-    if (!fresh) return d;
+    if (!fresh) {
+        // Another thread mapped the same file meanwhile: use its mapping
+        // (a segment's views must share one, see unmap). An inode of
+        // another device under the same number: this one stays uncached.
+        if (it->second.dev == st.st_dev && it->second.dmb.size == file_size) {
+            munmap(d->base, file_size);
+            return cached(it->second);
+        }
+        if (file_size != size) {
+            munmap(d->base, file_size);
+            return std::nullopt;
+        }
+        return d;
+    }
     it->second.dmb = *d;
     it->second.dev = st.st_dev;
     it->second.refs = 1;
-    return d;
+    return view_of(*d, offset, size);
 }
 
 void Device::unmap_peer(Dmb& dmb) {
@@ -323,10 +543,10 @@ void Device::unmap_peer(Dmb& dmb) {
     {
         std::lock_guard lock(mu_);
         auto it = peer_maps_.find(dmb.ino);
-        if (it != peer_maps_.end() && it->second.dmb.base == dmb.base) {
+        if (it != peer_maps_.end() && it->second.dmb.base == dmb.base - dmb.offset) {
             if (it->second.refs > 0 && --it->second.refs == 0) {
                 it->second.idle = idle_peer_maps_.insert(idle_peer_maps_.end(), dmb.ino);
-                idle_peer_bytes_ += dmb.size;
+                idle_peer_bytes_ += it->second.dmb.size;
                 while (idle_peer_maps_.size() > kMaxIdlePeerMaps ||
                        idle_peer_bytes_ > max_memory_ / 4) {
                     auto old = peer_maps_.find(idle_peer_maps_.front());
@@ -358,12 +578,33 @@ uint64_t Device::spare_bytes() const {
     return spare_bytes_;
 }
 
+size_t Device::segment_count() const {
+    std::lock_guard lock(mu_);
+    return segments_.size();
+}
+
+size_t Device::slots_in_use() const {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const auto& g : segments_)
+        for (uint32_t i = 0; i < g->nslots; ++i)
+            n += g->state[i].load(std::memory_order_acquire) == kSlotUsed;
+    return n;
+}
+
 bool Device::accounting_consistent() const {
     std::lock_guard lock(mu_);
     uint64_t listed = 0;
     for (const auto* list : {&free_, &waiting_})
         for (const auto& f : *list)
             listed += f.dmb.size;
+    uint64_t away = 0;
+    for (const auto& g : segments_)
+        for (uint32_t i = 0; i < g->nslots; ++i) {
+            listed += g->live[i] == Segment::kSpare ? g->slot_size : 0;
+            away += g->live[i] == Segment::kAway ? g->slot_size : 0;
+        }
+    if (away != away_bytes_ || spare_bytes_ + away_bytes_ > in_use_) return false;
     return listed == spare_bytes_ && spare_bytes_ <= in_use_ && in_use_ <= max_memory_;
 }
 

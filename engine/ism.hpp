@@ -19,10 +19,24 @@
 // mapping we have instead of mmap/munmap and a page fault per page touched.
 // The mapping holds the file, so its inode number cannot be recycled while
 // it is cached.
+//
+// Segments (the kernel's link-group buffers, smc_buf_get_slot): DMBs of one
+// size for peers of one user are slots of one memfd, made once and mapped
+// once by each peer; a connection claims a slot. One descriptor per segment
+// instead of one per connection, and no memfd_create/ftruncate/mmap for a
+// new connection. A peer holding the segment can reach every slot in it,
+// which is why a segment serves peers of one user only: the same line as a
+// reused DMB's (an old peer may keep its mapping). A slot is reused under
+// the same rules as a spare DMB (zeroed, after the old peer's close flags).
+// The slots' states live in a page shared with our forked children (never
+// with a peer), so the process that closes a connection last gives its slot
+// back, whichever it is.
 #include "engine/cdc.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sys/stat.h>
@@ -31,6 +45,8 @@
 #include <vector>
 
 namespace usmc::ism {
+
+struct Segment;
 
 struct Dmb {
     int fd = -1;
@@ -42,6 +58,13 @@ struct Dmb {
     // as a peer's). After fork two processes hold the same DMB, and only the
     // one whose device made it may give its bytes back.
     uint64_t owner = 0;
+    // Where it lies in its file: a DMB of its own is the whole file; a slot
+    // is `size` bytes at `offset` of a segment of `file_size` bytes.
+    uint32_t offset = 0;
+    uint32_t file_size = 0;
+    // Ours, a slot: its segment (which owns `fd` and the mapping) and index.
+    std::shared_ptr<Segment> seg;
+    uint32_t slot = 0;
 
     bool valid() const { return base != nullptr; }
     cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }
@@ -50,6 +73,35 @@ struct Dmb {
 };
 
 uint64_t random64(); // getrandom(): GIDs and tokens
+
+// A segment's slot states, in memory shared with forked children only.
+enum SlotState : uint32_t {
+    kSlotFree = 0,
+    kSlotUsed = 1,
+    kSlotReleased = 2, // closed here; reusable once the old peer's close flags are in
+    kSlotLost = 3,     // given up during a failed handshake: a peer may still write it
+};
+
+struct Segment {
+    int fd = -1;
+    uint8_t* base = nullptr;
+    uint32_t slot_size = 0;
+    uint32_t nslots = 0;
+    uint64_t ino = 0;
+    uint64_t owner = 0; // the device that made it
+    uid_t peer_uid = 0; // whose peers it serves
+    std::atomic<uint32_t>* state = nullptr;
+    // How the owner counts each slot (under its lock): kSpare, kLive (a
+    // connection of ours), kAway (a forked child's: the owner let go of its
+    // copy, and learns the child gave it back from `state`).
+    enum : uint8_t { kSpare = 0, kLive = 1, kAway = 2 };
+    std::vector<uint8_t> live;
+    uint32_t file_size() const { return slot_size * nslots; }
+    uint8_t* slot_base(uint32_t i) const { return base + size_t{i} * slot_size; }
+    ~Segment();
+};
+constexpr uint32_t kMaxSegmentBytes = 16u << 20;
+constexpr uint32_t kMaxSegmentSlots = 64;
 
 // Memory another process maps must not be truncatable under it (a short
 // file faults: SIGBUS): a memfd of `size` bytes sealed against shrinking
@@ -66,7 +118,12 @@ std::optional<Dmb> create_dmb(uint32_t size);
 // short file would fault on access). On success `fd` is closed (the
 // mapping keeps the memory); on failure it is left to the caller.
 std::optional<Dmb> map_peer_dmb(int fd, uint32_t size);
-void unmap(Dmb& dmb); // unmaps and closes
+// Whether a peer's claim "a DMB of `size` at `offset` of a file of
+// `file_size`" is one a peer may make (before looking at the file).
+bool slot_claim_ok(uint32_t size, uint32_t offset, uint32_t file_size);
+// Unmaps and closes (a slot of ours: lets go of its segment; a view of a
+// peer's segment: left mapped, as other connections may use the mapping).
+void unmap(Dmb& dmb);
 
 // A peer whose user is not known (a handshake that failed before or
 // during the attach): its DMB is never reused.
@@ -74,7 +131,9 @@ constexpr uid_t kUnknownPeer = static_cast<uid_t>(-1);
 
 class Device {
   public:
-    explicit Device(uint64_t max_memory);
+    // `segments`: DMBs for peers of a known user are slots of segments
+    // (false: each a file of its own, as for a peer of unknown user).
+    explicit Device(uint64_t max_memory, bool segments = true);
 
     uint64_t gid() const { return gid_; }
     // A DMB for a connection to a peer of `peer_uid`; nullopt past the memory
@@ -121,7 +180,9 @@ class Device {
 
     // A peer's DMB (the descriptor as map_peer_dmb), from the mapping
     // cache when this file is mapped already; give it back with unmap_peer.
-    std::optional<Dmb> map_peer(int fd, uint32_t size);
+    // A slot of a peer's segment: the file is `file_size` bytes, the DMB
+    // the `size` bytes at `offset`; the whole file is mapped once.
+    std::optional<Dmb> map_peer(int fd, uint32_t size, uint32_t offset = 0, uint32_t file_size = 0);
     // Done with a peer's DMB: it stays mapped for reuse (at most
     // kMaxIdlePeerMaps idle mappings and a quarter of our own memory cap in
     // bytes: they keep the peer's memory; least recently used go first). A
@@ -130,6 +191,9 @@ class Device {
     void unmap_peer(Dmb& dmb);
     size_t idle_peer_maps() const;
     static constexpr size_t kMaxIdlePeerMaps = 1024;
+    // Segments this device made, and slots of them held by connections.
+    size_t segment_count() const;
+    size_t slots_in_use() const;
 
   private:
     struct Free {
@@ -138,10 +202,12 @@ class Device {
     };
     uint64_t gid_;
     uint64_t max_memory_;
+    bool segments_on_;
     uint64_t in_use_ = 0;
     std::vector<Free> free_;
     std::vector<Free> waiting_; // released before the old peer closed
-    uint64_t spare_bytes_ = 0;  // in free_ and waiting_
+    uint64_t spare_bytes_ = 0;  // in free_ and waiting_, and free slots
+    uint64_t away_bytes_ = 0;   // slots our forked children hold (Segment::kAway)
     size_t sweep_pos_ = 0;      // where sweep_waiting goes on
     struct PeerMap {
         Dmb dmb;
@@ -152,7 +218,17 @@ class Device {
     std::unordered_map<uint64_t, PeerMap> peer_maps_; // by inode
     std::list<uint64_t> idle_peer_maps_;              // least recently used first
     uint64_t idle_peer_bytes_ = 0;
+    std::vector<std::shared_ptr<Segment>> segments_;
+    size_t claim_pos_ = 0; // where claim_slot starts looking (rotating)
     mutable std::mutex mu_;
+    // Under mu_: a slot of a segment for peers of `peer_uid` (a new segment
+    // if all are taken and one fits under the cap), or nullopt.
+    std::optional<Dmb> claim_slot(uint32_t size, uid_t peer_uid);
+    std::shared_ptr<Segment> make_segment(uint32_t size, uid_t peer_uid);
+    void release_slot(Dmb& dmb, uid_t peer_uid, bool reusable);
+    // Under mu_: drops segments no connection holds a slot of, until
+    // `need` more bytes fit under the cap.
+    void drop_idle_segments(uint64_t need);
     void sweep_waiting(); // under mu_: those whose peer has closed become free
     // Under mu_: bytes leave the count; never more than it holds (no wrap).
     void uncount_spare(uint32_t size);

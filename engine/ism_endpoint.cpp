@@ -106,8 +106,9 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds, in
 // every call on it is nonblocking per call, wakeup.hpp).
 bool plausible(const Fds& f) {
     struct stat st;
-    if (fstat(f.dmb, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size != static_cast<off_t>(f.dmb_size))
+    uint32_t file_size = f.file_size ? f.file_size : f.dmb_size; // 0: the DMB's own file
+    if (!slot_claim_ok(f.dmb_size, f.dmb_offset, file_size) || fstat(f.dmb, &st) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(file_size))
         return false;
     return wakeup::plausible(f.sig);
 }
@@ -143,10 +144,10 @@ bool serve_share(int link, uint64_t token) {
     if (g_shared)
         for (const auto& sh : *g_shared)
             if (sh.token == token) {
-                Reply reply{wire::kShareMagic, 0, static_cast<uint32_t>(sh.size), 0};
+                Reply reply{wire::kShareMagic, 0, static_cast<uint32_t>(sh.size), 0, 0, 0};
                 return send_with_fds(link, &reply, sizeof reply, &sh.fd, 1);
             }
-    Reply none{wire::kShareMagic, ENOENT, 0, 0};
+    Reply none{wire::kShareMagic, ENOENT, 0, 0, 0, 0};
     return send_with_fds(link, &none, sizeof none, nullptr, 0);
 }
 } // namespace
@@ -322,7 +323,7 @@ bool Endpoint::handle(int index) {
     case Got::Nothing:
         return true;
     case Got::NoRoom: { // refused: the client declines, its connection runs as TCP
-        Reply full{kMagic, EMFILE, 0, 0};
+        Reply full{kMagic, EMFILE, 0, 0, 0, 0};
         return send_with_fds(link.fd, &full, sizeof full, nullptr, 0);
     }
     case Got::Malformed:
@@ -336,10 +337,10 @@ bool Endpoint::handle(int index) {
         break;
     }
     PeerFds peer;
-    peer.fds = {fds[0], req.dmb_size, fds[1]};
+    peer.fds = {fds[0], req.dmb_size, fds[1], req.dmb_offset, req.file_size};
     peer.pid = link.pid;
     peer.uid = link.uid;
-    Reply reply{kMagic, EACCES, 0, 0};
+    Reply reply{kMagic, EACCES, 0, 0, 0, 0};
     OfferSpec spec;
     {
         std::lock_guard lock(mu_);
@@ -373,6 +374,8 @@ bool Endpoint::handle(int index) {
         return send_with_fds(link.fd, &reply, sizeof reply, nullptr, 0);
     }
     reply.dmb_size = ours->size;
+    reply.dmb_offset = ours->offset;
+    reply.file_size = ours->file_size;
     links_[index].used_ns = sys::mono_ns();
     int out[kFdCount] = {ours->fd, spec.sig};
     bool sent = send_with_fds(link.fd, &reply, sizeof reply, out, kFdCount);
@@ -393,8 +396,11 @@ std::optional<Attached> Endpoint::wait_attached(uint64_t token, int timeout_ms) 
         if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
         it = offers_.find(token);
     }
-    if (it == offers_.end()) return std::nullopt;
-    std::optional<Attached> done = it->second.done;
+    if (it == offers_.end() || !it->second.done) {
+        if (it != offers_.end()) offers_.erase(it);
+        return std::nullopt;
+    }
+    Attached done = std::move(*it->second.done);
     offers_.erase(it);
     return done;
 }
@@ -405,7 +411,7 @@ void Endpoint::withdraw(uint64_t token) {
         std::lock_guard lock(mu_);
         auto it = offers_.find(token);
         if (it == offers_.end()) return;
-        done = it->second.done;
+        done = std::move(it->second.done);
         offers_.erase(it);
     }
     if (done) {
@@ -426,7 +432,7 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
             mine = ours(link.uid);
         }
         if (!mine) return lgr::Outcome::Done; // nothing sent: the link stays
-        Request req{kMagic, mine->dmb_size, token};
+        Request req{kMagic, mine->dmb_size, token, mine->dmb_offset, mine->file_size};
         int out[kFdCount] = {mine->dmb, mine->sig};
         if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
             // The endpoint closed the link (its owner changed users) or went:
@@ -445,7 +451,7 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
         // A refusal carries no descriptors; an acceptance exactly kFdCount.
         if (reply.status == 0 && with_fds) {
             PeerFds peer;
-            peer.fds = {in[0], reply.dmb_size, in[1]};
+            peer.fds = {in[0], reply.dmb_size, in[1], reply.dmb_offset, reply.file_size};
             if (!plausible(peer.fds)) {
                 close_fds(peer.fds);
                 return lgr::Outcome::Broken; // a lying endpoint: not again
@@ -466,7 +472,7 @@ int fetch_shared(uint64_t gid, uint64_t token, pid_t owner, size_t size, int tim
     lgr::with_link(gid, [&](const lgr::Peer& link) {
         // Another process under that name (the owner is gone): not ours to ask.
         if (link.pid != owner) return lgr::Outcome::Done;
-        Request req{wire::kShareMagic, 0, token};
+        Request req{wire::kShareMagic, 0, token, 0, 0};
         if (!send_with_fds(link.fd, &req, sizeof req, nullptr, 0))
             return errno == EPIPE || errno == ECONNRESET ? lgr::Outcome::Stale
                                                          : lgr::Outcome::Broken;

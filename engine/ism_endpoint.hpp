@@ -25,6 +25,10 @@ struct Fds {
     int dmb = -1;
     uint32_t dmb_size = 0;
     int sig = -1; // the far end of the sender's wake-up pair
+    // The DMB's place in its file (a slot of a segment, ism.hpp): `dmb_size`
+    // bytes at `dmb_offset` of a file of `file_size` (0: the DMB's own file).
+    uint32_t dmb_offset = 0;
+    uint32_t file_size = 0;
 };
 
 // What arrives from the peer: its descriptors (owned by the receiver now)

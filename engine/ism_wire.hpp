@@ -20,15 +20,21 @@ constexpr int kShareFdCount = 1;             // the shared memfd
 // for this many, and a message with more arrives with MSG_CTRUNC (refused).
 constexpr int kMaxFds = 8;
 
+// A DMB is `dmb_size` bytes at `dmb_offset` of the memfd sent, which is
+// `file_size` bytes (a segment of slots, ism.hpp; or the DMB's own file).
 struct Request {
     uint32_t magic;
     uint32_t dmb_size;
     uint64_t token;
+    uint32_t dmb_offset;
+    uint32_t file_size;
 };
 struct Reply {
     uint32_t magic;
     int32_t status; // 0 or a positive errno
     uint32_t dmb_size;
+    uint32_t dmb_offset;
+    uint32_t file_size;
     uint32_t reserved;
 };
 

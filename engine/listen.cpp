@@ -106,7 +106,7 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         const auto& cf = std::get<clc::AcceptConfirmD>(confirm);
         uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf.dmbe_size_code));
         if (cf.type == clc::Type::Confirm && cf.token != 0 && peer->fds.dmb_size == size)
-            peer_dmb = dev.map_peer(peer->fds.dmb, size);
+            peer_dmb = dev.map_peer(peer->fds.dmb, size, peer->fds.dmb_offset, peer->fds.file_size);
         conn->peer_gid = cf.gid;
         conn->peer_token = cf.token;
     }

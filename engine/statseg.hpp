@@ -64,11 +64,11 @@ inline std::atomic<uint64_t>* slots_of(Header* h) {
 // copy the record twice and use it only if both copies are the same and live.
 struct ConnRecord {
     uint32_t gen;
-    int32_t fd;             // the descriptor it was made on
-    int32_t dmb_fd;         // our DMB's descriptor in this process
-    uint32_t dmb_size;      // our DMB: control line + ring (the peer produces into it)
-    uint32_t peer_dmb_size; // the peer's DMB, which we produce into
-    uint32_t reserved;
+    int32_t fd;                 // the descriptor it was made on
+    int32_t dmb_fd;             // our DMB's descriptor in this process
+    uint32_t dmb_size;          // our DMB: control line + ring (the peer produces into it)
+    uint32_t peer_dmb_size;     // the peer's DMB, which we produce into
+    uint32_t dmb_offset;        // where our DMB starts in its file (a slot of a segment)
     uint64_t dmb_ino;           // our DMB file's inode: the observer checks what it opened
     uint64_t peer_dmb_ino;      // the peer's DMB file's inode (its record's dmb_ino)
     uint64_t gid, peer_gid;     // ISM GIDs of the two devices

@@ -48,8 +48,8 @@ std::optional<ControlWords> read_control(pid_t pid, const statseg::ConnRecord& r
     std::optional<ControlWords> out;
     uint8_t line[cdc::kControlBytes];
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_ino) == rec.dmb_ino &&
-        st.st_size == off_t(rec.dmb_size) &&
-        pread(fd, line, sizeof line, 0) == ssize_t(sizeof line))
+        st.st_size >= off_t(rec.dmb_offset) + off_t(rec.dmb_size) &&
+        pread(fd, line, sizeof line, off_t(rec.dmb_offset)) == ssize_t(sizeof line))
         out = parse_control(line, sizeof line);
     ::close(fd);
     return out;

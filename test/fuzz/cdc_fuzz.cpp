@@ -342,8 +342,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(txb.base, tx_line, sizeof tx_line);
 
     SmcConn& c = f->c;
-    c.rx = ism::Dmb{-1, rxb.base, rxb.size, 0, 0};
-    c.tx = ism::Dmb{-1, txb.base, txb.size, 0, 0};
+    c.rx.base = rxb.base;
+    c.rx.size = c.rx.file_size = rxb.size;
+    c.tx.base = txb.base;
+    c.tx.size = c.tx.file_size = txb.size;
     c.tx.control()->waiting.store(without_waking(c.tx.control()->waiting.load()));
     c.sig = ev.sig;
     c.sig_far = ev.sig_far;

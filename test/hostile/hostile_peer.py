@@ -171,9 +171,9 @@ def fetch_pending(host, port):
     """The listener's Pending memfd, asked of its endpoint as a client does."""
     _, gid, token = find_entry(host, port)
     with link(gid) as s:
-        s.sendall(REQUEST.pack(SHARE_MAGIC, 0, token))
+        s.sendall(REQUEST.pack(SHARE_MAGIC, 0, token, 0, 0))
         msg, fds, _, _ = socket.recv_fds(s, REPLY.size, 1)
-    magic, status, size, _ = REPLY.unpack(msg)
+    magic, status, size, _, _, _ = REPLY.unpack(msg)
     if magic != SHARE_MAGIC or status != 0 or len(fds) != 1 or size != PENDING_SIZE:
         for fd in fds:
             os.close(fd)
@@ -235,15 +235,16 @@ CONN_CLOSED = 0x40
 
 
 class Dmb:
-    """A DMB mapping: ours (a new sealed memfd) or the server's (its fd)."""
+    """A DMB mapping: ours (a new sealed memfd) or the server's (its fd; a
+    slot at `offset` of a segment)."""
 
-    def __init__(self, size, fd=None):
+    def __init__(self, size, fd=None, offset=0):
         if fd is None:
             fd = os.memfd_create("hostile-dmb", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.fd, self.size = fd, size
-        self.map = mmap.mmap(fd, size)
+        self.map = mmap.mmap(fd, size, offset=offset)
         if self.map[0] == 0:
             self.map[0] = CDC_TYPE
 
@@ -274,8 +275,8 @@ def wakeup_pair():
 # --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
 ATTACH_MAGIC = 0x55534D41  # "USMA"
 SHARE_MAGIC = 0x55534D53  # "USMS": the memory a process shares under a token
-REQUEST = struct.Struct("=IIQ")  # magic, dmb_size, token
-REPLY = struct.Struct("=IiII")  # magic, status, dmb_size, reserved
+REQUEST = struct.Struct("=IIQII")  # magic, dmb_size, token, dmb_offset, file_size
+REPLY = struct.Struct("=IiIIII")  # magic, status, dmb_size, dmb_offset, file_size, reserved
 
 
 def endpoint_address(gid):
@@ -314,15 +315,15 @@ class Session:
         self.ours = Dmb(size)
         self.sig, self.sig_far = wakeup_pair()
         self.link = link(server_gid)
-        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token)],
+        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size)],
                         [self.ours.fd, self.sig_far.fileno()])
         msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
-        magic, status, their_size, _ = REPLY.unpack(msg)
+        magic, status, their_size, their_offset, _, _ = REPLY.unpack(msg)
         if magic != ATTACH_MAGIC or status != 0 or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             raise ConnectionError(f"attach refused: status {status}, {len(fds)} descriptors")
-        self.theirs = Dmb(their_size, fds[0])
+        self.theirs = Dmb(their_size, fds[0], their_offset)  # a slot of a segment
         self.server_sig = socket.socket(fileno=fds[1])  # the far end of the server's pair
         self.tcp.sendall(confirm(self.gid, random64(), size))
         self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client

@@ -15,7 +15,7 @@ from harness import APPS, PYTHON, Env, check, finish, read_ready
 APP = os.path.join(APPS, "echo_app.py")
 
 # 500 connections at once need descriptors: each SMC-D connection holds
-# about five of usmc's (in the top quarter of RLIMIT_NOFILE) per side.
+# three of usmc's (in the top quarter of RLIMIT_NOFILE) per side.
 _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 MANY = 500 if _hard >= 16384 else 100
@@ -69,6 +69,19 @@ with Env(smcd_mechanics=True) as env:
             continue
         check(d["conn_smcd"] == 2 * conns and d["conn_tcp"] == 0,
               f"{name}: all {2 * conns} ends used SMC-D ({d})")
+
+    # DMB segments (ism.hpp): a process makes shared memory for its first
+    # connections to a peer user, and later connections only claim slots of
+    # it (no new memfd, no new descriptor); a slot comes back after the
+    # peer's close, so one after another never need more than a few.
+    seq = 100
+    before = env.stats()
+    d, after = smc_case(env, f"{seq} connections one after another", ["--mode", "blocking"], [], seq)
+    grew = {k: after.get(k, 0) - before.get(k, 0) for k in ("dmb_slots", "dmb_segments", "dmb_created")}
+    check(d["conn_smcd"] == 2 * seq, f"{seq} connections one after another: all SMC-D ({d})")
+    check(grew["dmb_slots"] == 2 * seq and grew["dmb_created"] == 0,
+          f"every DMB was a slot of a segment, none a file of its own ({grew})")
+    check(1 <= grew["dmb_segments"] <= 4, f"two processes made at most two segments each ({grew})")
 
     st = env.stats()
     check(st["smcd_bytes_tx"] >= 2 * (1 << 30), f"SMC-D carried the bytes ({st['smcd_bytes_tx']} sent)")

@@ -469,7 +469,7 @@ TEST_CASE("tokens: unguessable block per process, never the same in a forked chi
 }
 
 TEST_CASE("DMB device: waiting DMBs of peers that never close do not hide the others") {
-    ism::Device dev(64 << 20);
+    ism::Device dev(64 << 20, false); // DMBs of their own
     std::vector<ism::Dmb> held;
     for (int i = 0; i < 20; ++i) {
         auto d = dev.allocate(16 * 1024, 1000);
@@ -505,7 +505,7 @@ TEST_CASE("DMB device: waiting DMBs of peers that never close do not hide the ot
 }
 
 TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on reuse") {
-    ism::Device dev(3 * 64 * 1024);
+    ism::Device dev(3 * 64 * 1024, false); // DMBs of their own
     auto d1 = dev.allocate(64 * 1024, 1000);
     auto d2 = dev.allocate(64 * 1024, 1000);
     auto d3 = dev.allocate(64 * 1024, 1000);
@@ -571,7 +571,7 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
 }
 
 TEST_CASE("DMB device: a DMB released before its peer closed is reused only after the close") {
-    ism::Device dev(4 * 64 * 1024);
+    ism::Device dev(4 * 64 * 1024, false); // DMBs of their own
     auto inode = [](int fd) {
         struct stat st;
         fstat(fd, &st);

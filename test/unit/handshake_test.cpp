@@ -187,7 +187,7 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
 
 // A server's endpoint with one connection's wake-up pair, ready to offer.
 struct OfferingEndpoint {
-    ism::Device dev{8 << 20};
+    ism::Device dev{8 << 20, false}; // DMBs of their own: counted one by one
     ism::Endpoint* ep = nullptr;
     SmcConn tmp;
     OfferingEndpoint() {

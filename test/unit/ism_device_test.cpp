@@ -29,8 +29,11 @@ ism::Dmb forked_copy(const ism::Dmb& d) {
 
 } // namespace
 
+// These are about DMBs of their own (segments: ism_segment_test.cpp).
+constexpr bool kOwnFiles = false;
+
 TEST_CASE("DMB device: allocate, release, disown keep the count exact", "[dmb]") {
-    ism::Device dev(4 * k64K);
+    ism::Device dev(4 * k64K, kOwnFiles);
     std::vector<ism::Dmb> held;
     for (int i = 0; i < 4; ++i) {
         auto d = dev.allocate(k64K, kPeer);
@@ -69,8 +72,8 @@ TEST_CASE("DMB device: allocate, release, disown keep the count exact", "[dmb]")
 }
 
 TEST_CASE("DMB device across fork: the parent closes first, the child last", "[dmb]") {
-    ism::Device parent(2 * k64K);
-    ism::Device child(2 * k64K); // a forked child's own device: another GID
+    ism::Device parent(2 * k64K, kOwnFiles);
+    ism::Device child(2 * k64K, kOwnFiles); // a forked child's own device: another GID
     REQUIRE(parent.gid() != child.gid());
     // Many more connections than the cap holds: one whose bytes stayed
     // counted in the parent would end them with MAX_DMB within three.
@@ -100,8 +103,8 @@ TEST_CASE("DMB device across fork: the parent closes first, the child last", "[d
 }
 
 TEST_CASE("DMB device across fork: the child closes first, the parent last", "[dmb]") {
-    ism::Device parent(2 * k64K);
-    ism::Device child(2 * k64K);
+    ism::Device parent(2 * k64K, kOwnFiles);
+    ism::Device child(2 * k64K, kOwnFiles);
     // The child's own connection: its count must stay its own.
     auto own = child.allocate(k64K, kPeer);
     REQUIRE(own);
@@ -133,7 +136,7 @@ TEST_CASE("DMB device across fork: the child closes first, the parent last", "[d
 }
 
 TEST_CASE("DMB device: a DMB it did not count never takes the count below zero", "[dmb]") {
-    ism::Device dev(2 * k64K);
+    ism::Device dev(2 * k64K, kOwnFiles);
     auto d = dev.allocate(k64K, kPeer);
     REQUIRE(d);
     // Copies that claim this device but were never counted here (as after a
