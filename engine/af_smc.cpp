@@ -134,10 +134,9 @@ void fold_counters(SmcConn* c) {
 // child closes last would keep its bytes counted here until MAX_DMB); the
 // peer's DMB may be a mapping our device caches: it goes back there.
 void drop_local(SmcConn* c) {
-    for (int* fd : {&c->sig, &c->sig_far, &c->peer_sig}) {
-        if (*fd >= 0) sys::real().close(*fd);
-        *fd = -1;
-    }
+    smc_close_wakeups(*c);
+    if (c->peer_sig >= 0) sys::real().close(c->peer_sig);
+    c->peer_sig = -1;
     {
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev) {

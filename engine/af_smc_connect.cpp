@@ -84,9 +84,13 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             note_epoll_member(r.epfd, -1);
         }
         c->connecting_regs.clear();
-        // Wake poll()ers on `sig`: they look again and see TCP.
+        // Wake poll()ers on `sig`: they look again and see TCP. The pair
+        // is of no more use: it goes as soon as they have left (a TCP
+        // connection must not hold usmc's descriptors: at c=10 000 wrk's
+        // quarter held ~1 700 of them for fallbacks).
         wakeup::send(c->sig_far);
         wakeup::drain(c->sig_far);
+        smc_retire_wakeups(*c);
     }
     *reason_out = reason;
 }

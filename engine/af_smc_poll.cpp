@@ -210,20 +210,34 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
     std::vector<pollfd> k;
     std::vector<Owner> owner;
     std::vector<bool> built_smc(n);
+    std::vector<SmcConn*> entered; // Connecting: `sig` used (smc_sig_enter)
     k.reserve(n * 2);
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    auto leave_all = [&] {
+        for (SmcConn* c : entered)
+            smc_sig_leave(*c);
+        entered.clear();
+    };
     while (true) {
         k.clear();
         owner.clear();
+        leave_all();
         int ready = 0;
         for (nfds_t i = 0; i < n; ++i) {
             fds[i].revents = 0;
             SmcConn* c = conn_of(fds[i].fd);
             built_smc[i] = is_smc(c);
+            bool active = built_smc[i] && c->phase.load(std::memory_order_acquire) == Phase::Active;
+            if (built_smc[i] && !active) {
+                // Connecting: its `sig` may be retired under us once it is TCP.
+                if (smc_sig_enter(*c))
+                    entered.push_back(c);
+                else
+                    built_smc[i] = false;
+            }
             if (built_smc[i]) {
                 short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
-                bool active = c->phase.load(std::memory_order_acquire) == Phase::Active;
                 short now = active ? smc_arm(*c, want & (POLLIN | POLLOUT | POLLPRI)) : 0;
                 if (now) {
                     fds[i].revents = short((now & (want | POLLERR | POLLHUP)));
@@ -271,6 +285,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         if (r == 0)
             r = mask ? sys::real().ppoll(k.data(), k.size(), wait_ms < 0 ? nullptr : &ts, mask)
                      : sys::real().poll(k.data(), k.size(), wait_ms);
+        leave_all();
         if (r < 0) return ready ? ready : -1;
         for (size_t j = 0; j < k.size(); ++j) {
             auto [i, kind] = owner[j];

@@ -41,6 +41,32 @@ void smc_shutdown_write(SmcConn& c) {
     tell_peer(c, cdc::kPeerDoneWriting);
 }
 
+void smc_close_wakeups(SmcConn& c) {
+    if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
+    for (int* fd : {&c.sig, &c.sig_far}) {
+        if (*fd >= 0) sys::real().close(*fd);
+        *fd = -1;
+    }
+}
+
+// (seq_cst both ways: a poll() that counted itself in before the retirement
+// is seen by it, or sees it.)
+void smc_retire_wakeups(SmcConn& c) {
+    c.pair_retired.store(true);
+    if (c.sig_pollers.load() == 0) smc_close_wakeups(c);
+}
+
+bool smc_sig_enter(SmcConn& c) {
+    c.sig_pollers.fetch_add(1);
+    if (!c.pair_retired.load()) return true;
+    smc_sig_leave(c);
+    return false;
+}
+
+void smc_sig_leave(SmcConn& c) {
+    if (c.sig_pollers.fetch_sub(1) == 1 && c.pair_retired.load()) smc_close_wakeups(c);
+}
+
 void smc_quiesce(SmcConn& c) {
     c.closing.store(true, std::memory_order_release);
     wakeup::send(c.sig_far);  // wake a blocked recv

@@ -134,6 +134,12 @@ struct SmcConn {
         epoll_event ev;
     };
     std::vector<EpollReg> connecting_regs;
+    // A handshake that fell back leaves a TCP connection that needs no
+    // wake-up pair: it is closed once no poll() of ours is inside a call on
+    // it (smc_retire_wakeups), so fallbacks do not keep usmc's descriptors.
+    std::atomic<int> sig_pollers{0};
+    std::atomic<bool> pair_retired{false};
+    std::atomic<bool> pair_closed{false};
     std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
@@ -172,6 +178,15 @@ struct SmcConn {
 // Makes the wake-up pair of a new connection and zeroes the local cursors.
 // Returns false if the pair cannot be made.
 bool smc_conn_init_wakeups(SmcConn& c);
+// Closes the wake-up pair (`sig`, `sig_far`), once, whichever thread asks.
+void smc_close_wakeups(SmcConn& c);
+// A connection that went TCP gives its pair up: closed now, or by the last
+// poll() that uses it. A poll() of a Connecting connection reads `sig` only
+// between smc_sig_enter (false: retired, look at the TCP socket) and
+// smc_sig_leave.
+void smc_retire_wakeups(SmcConn& c);
+bool smc_sig_enter(SmcConn& c);
+void smc_sig_leave(SmcConn& c);
 
 // send/recv with socket semantics. Return bytes or -errno: -EAGAIN when
 // `nonblock` and nothing could be done, -EPIPE after shutdown/peer close,

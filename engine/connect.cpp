@@ -133,10 +133,9 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
 }
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
-    for (int* fd : {&c.sig, &c.sig_far, &c.peer_sig}) {
-        if (*fd >= 0) sys::real().close(*fd);
-        *fd = -1;
-    }
+    smc_close_wakeups(c);
+    if (c.peer_sig >= 0) sys::real().close(c.peer_sig);
+    c.peer_sig = -1;
     if (c.rx.valid()) {
         uint8_t peer_flags =
             cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));

@@ -109,6 +109,28 @@ with Env(smcd_mechanics=True) as env:
                     ["--banner", "--max-banner-wait", "0.2"], 3, wrap_client=False)
     check(d["conn_tcp"] == 3, "a server that speaks first does not wait for plain clients")
 
+    # A handshake that falls back leaves a TCP connection holding none of
+    # usmc's descriptors: nonblocking connects polled with select() while
+    # they run, to a server that declines (no DMB memory), all open at once.
+    hold = 40
+    tiny = env.config('max_dmb_memory = "16K"\n', "tiny.toml", use=False)
+    before = env.stats()
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(hold), "--mode", "selectors"],
+                                "--config", tiny))
+    port = read_ready(server)
+    r = env.run(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
+                          "--conns", str(hold)]), timeout=120)
+    server.communicate(timeout=60)
+    held = [l.split() for l in r.stdout.splitlines() if l.startswith("HELD")]
+    after = env.stats()
+    declined = after["fallback_reasons"].get("PEERDECL", 0) - before["fallback_reasons"].get("PEERDECL", 0)
+    check(r.returncode == 0 and held and declined >= hold,
+          f"fallbacks: {hold} nonblocking connects declined by the server, all echoed "
+          f"({r.stdout.strip()[-200:]} {r.stderr[-300:]}, PEERDECL {declined})")
+    check(held and int(held[0][3]) <= 2,
+          f"fallbacks hold no wake-up pairs while open ({held[0][3] if held else '?'} sockets beyond "
+          f"the {hold} TCP connections; 2 per connection before)")
+
     # Half close: the client shuts down writing and still reads the echo.
     # (one_connection already does shutdown(SHUT_WR) then reads to EOF: covered
     # above.) Peer killed mid-transfer: the survivor sees EOF or a reset within
