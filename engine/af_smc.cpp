@@ -16,6 +16,7 @@
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 #include "engine/tx.hpp"
+#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -148,6 +149,28 @@ void drop_local(SmcConn* c) {
     ism::unmap(c->tx);
 }
 
+// A poll() of another thread may still be inside a call on the wake-up
+// pair of this (once Connecting) connection: it leaves before the object
+// goes. Counted in ourselves, the pair cannot close under us while we wake
+// them; retired, no new one comes in; the last to leave closes the pair.
+void quiesce_pollers(SmcConn* c) {
+    timespec pause{0, 100000};
+    if (smc_sig_enter(*c)) {
+        c->pair_retired.store(true);
+        for (int spins = 0; c->sig_pollers.load() > 1; ++spins) {
+            if (spins % 64 == 0) {
+                wakeup::send(c->sig_far);
+                wakeup::drain(c->sig_far);
+            }
+            nanosleep(&pause, nullptr);
+        }
+        smc_sig_leave(*c);
+    }
+    // (Retired before: the retirement woke them.)
+    while (c->sig_pollers.load() != 0)
+        nanosleep(&pause, nullptr);
+}
+
 } // namespace
 
 void release(SmcConn* c) {
@@ -188,6 +211,7 @@ void release(SmcConn* c) {
 }
 
 void discard(SmcConn* c) {
+    quiesce_pollers(c);
     diag::withdraw(runtime::get().seg, *c);
     if (c->learn_word) forkref::free(c->learn_word); // never handed out: nothing learned
     peer_watch::remove(c);
@@ -568,6 +592,9 @@ void on_exit() {
         if (c->fork_gen) c->adopt_published();
         if (!(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
             smc_close(*c, false);
+        // (A forked child that exits with the connection open: the slot
+        // would stay "used" in its parent's segment for good.)
+        ism::release_slot_at_exit(c->rx);
     }
 }
 
@@ -633,6 +660,11 @@ void on_fork_child() {
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);
+            // The parent's worker may have taken DMBs for it already: they
+            // are the parent's (a slot given back from here would be freed
+            // under the parent's connection).
+            c->rx = ism::Dmb{};
+            c->tx = ism::Dmb{};
         }
         if (SmcListener* l = g_listeners ? g_listeners[fd].load() : nullptr) l->after_fork_child();
     }

@@ -229,15 +229,16 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             SmcConn* c = conn_of(fds[i].fd);
             built_smc[i] = is_smc(c);
             bool active = built_smc[i] && c->phase.load(std::memory_order_acquire) == Phase::Active;
-            if (built_smc[i] && !active) {
-                // Connecting: its `sig` may be retired under us once it is TCP.
+            short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+            if (built_smc[i] && !active && (want & (POLLIN | POLLOUT | POLLPRI))) {
+                // Connecting: its `sig` may be retired under us once it is
+                // TCP; counted in, it stays until we leave (after the wait).
                 if (smc_sig_enter(*c))
                     entered.push_back(c);
                 else
                     built_smc[i] = false;
             }
             if (built_smc[i]) {
-                short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
                 short now = active ? smc_arm(*c, want & (POLLIN | POLLOUT | POLLPRI)) : 0;
                 if (now) {
                     fds[i].revents = short((now & (want | POLLERR | POLLHUP)));

@@ -108,8 +108,11 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         peer_dmb =
             dev.map_peer(peer->fds.dmb, peer_size, peer->fds.dmb_offset, peer->fds.file_size);
     if (!peer_dmb) {
+        // (The server's endpoint refused for want of DMB memory or
+        // descriptors: attach says so in errno.)
         uint32_t reason = no_dmb            ? no_dmb
                           : errno == EMFILE ? uint32_t{fallback::FDLIMIT}
+                          : errno == ENOMEM ? uint32_t{fallback::MAX_DMB}
                                             : uint32_t{fallback::INTERR};
         if (peer) ism::close_fds(peer->fds);
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);

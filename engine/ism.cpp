@@ -178,6 +178,10 @@ bool slot_claim_ok(uint32_t size, uint32_t offset, uint32_t file_size) {
            file_size <= kMaxSegmentBytes && offset % size == 0 && offset <= file_size - size;
 }
 
+void release_slot_at_exit(const Dmb& d) {
+    if (d.seg) d.seg->state[d.slot].store(kSlotReleased, std::memory_order_release);
+}
+
 void unmap(Dmb& d) {
     if (d.seg) { // a slot: the segment owns descriptor and mapping
         d = Dmb{};
@@ -249,7 +253,7 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     // costs a few slots, a crowd a few segments.
     uint32_t held = 0;
     for (const auto& g : segments_)
-        if (g->peer_uid == peer_uid && g->slot_size == size) held += g->nslots;
+        if (g->peer_uid == peer_uid && g->slot_size == size && !g->retired) held += g->nslots;
     uint32_t n = std::clamp<uint32_t>(held, 4, kMaxSegmentSlots);
     n = std::min(n, kMaxSegmentBytes / size);
     drop_idle_segments(uint64_t{n} * size);
@@ -272,6 +276,7 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     if (!g->base || !g->state || fstat(g->fd, &fst) != 0) return nullptr;
     g->ino = static_cast<uint64_t>(fst.st_ino);
     g->live.assign(n, 0);
+    g->tokens.assign(n, 0);
     in_use_ += g->file_size();
     spare_bytes_ += g->file_size();
     segments_.push_back(g);
@@ -310,6 +315,7 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
             d.seg = g;
             d.slot = i;
             wipe_for_reuse(d);
+            g->tokens[i] = d.token;
             publish();
             runtime::count(counters::dmb_slots);
             return d;
@@ -319,7 +325,7 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
     size_t n = segments_.size();
     for (size_t k = 0; k < n; ++k) {
         const auto& g = segments_[(claim_pos_ + k) % n];
-        if (g->peer_uid != peer_uid || g->slot_size != size) continue;
+        if (g->peer_uid != peer_uid || g->slot_size != size || g->retired) continue;
         if (auto d = take(g)) {
             claim_pos_ = (claim_pos_ + k) % n;
             return d;
@@ -332,8 +338,10 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
 }
 
 void Device::drop_idle_segments(uint64_t need) {
-    for (size_t i = segments_.size(); i-- > 0 && in_use_ + need > max_memory_;) {
+    // Idle retired segments always go; other idle ones while `need` does not fit.
+    for (size_t i = segments_.size(); i-- > 0;) {
         auto& g = segments_[i];
+        if (!g->retired && in_use_ + need <= max_memory_) continue;
         // No connection of any of our processes holds a slot of it (a lost
         // slot's peer keeps its own mapping of the file).
         bool idle = true;
@@ -362,12 +370,23 @@ void Device::release_slot(Dmb& dmb, uid_t peer_uid, bool reusable) {
     uint32_t st = peer_uid == kUnknownPeer ? kSlotLost : reusable ? kSlotFree : kSlotReleased;
     if (g.owner == gid_) {
         std::lock_guard lock(mu_);
-        if (st != kSlotLost && g.live[dmb.slot] == Segment::kLive) {
-            g.live[dmb.slot] = Segment::kSpare;
-            spare_bytes_ += dmb.size;
+        // (Only the claim it was: a slot given back by a forked child may
+        // have been claimed again since.)
+        if (g.tokens[dmb.slot] == dmb.token) {
+            if (st != kSlotLost && g.live[dmb.slot] == Segment::kLive) {
+                g.live[dmb.slot] = Segment::kSpare;
+                spare_bytes_ += dmb.size;
+            }
+            g.state[dmb.slot].store(st, std::memory_order_release);
+            if (st == kSlotLost) {
+                // Never reused, and the segment takes no more claims: it
+                // goes once its connections have, so failed handshakes
+                // cannot pin segments (a peer can make them fail at will).
+                g.retired = true;
+                drop_idle_segments(0);
+            }
+            publish();
         }
-        g.state[dmb.slot].store(st, std::memory_order_release);
-        publish();
     } else { // a forked child: the slot goes back to the process that made it
         g.state[dmb.slot].store(st, std::memory_order_release);
     }
@@ -452,7 +471,8 @@ void Device::disown(Dmb& dmb) {
     if (dmb.seg) { // the process that closes it last gives the slot back
         if (dmb.seg->owner == gid_) {
             std::lock_guard lock(mu_);
-            if (dmb.seg->live[dmb.slot] == Segment::kLive) {
+            if (dmb.seg->tokens[dmb.slot] == dmb.token &&
+                dmb.seg->live[dmb.slot] == Segment::kLive) {
                 dmb.seg->live[dmb.slot] = Segment::kAway;
                 away_bytes_ += dmb.size;
                 publish();

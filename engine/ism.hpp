@@ -96,6 +96,10 @@ struct Segment {
     // copy, and learns the child gave it back from `state`).
     enum : uint8_t { kSpare = 0, kLive = 1, kAway = 2 };
     std::vector<uint8_t> live;
+    std::vector<uint64_t> tokens; // the token of each slot's latest claim (owner, its lock)
+    // A slot of it was lost (a failed handshake's peer may still write it):
+    // no more claims; dropped once no connection holds a slot of it.
+    bool retired = false;
     uint32_t file_size() const { return slot_size * nslots; }
     uint8_t* slot_base(uint32_t i) const { return base + size_t{i} * slot_size; }
     ~Segment();
@@ -121,6 +125,11 @@ std::optional<Dmb> map_peer_dmb(int fd, uint32_t size);
 // Whether a peer's claim "a DMB of `size` at `offset` of a file of
 // `file_size`" is one a peer may make (before looking at the file).
 bool slot_claim_ok(uint32_t size, uint32_t offset, uint32_t file_size);
+// At process exit, for a connection this process holds last and has told
+// the peer it closed: its slot goes back to the process that made the
+// segment (a forked child that exits with the connection open), reusable
+// once the peer's close flags are in.
+void release_slot_at_exit(const Dmb& dmb);
 // Unmaps and closes (a slot of ours: lets go of its segment; a view of a
 // peer's segment: left mapped, as other connections may use the mapping).
 void unmap(Dmb& dmb);

@@ -426,12 +426,19 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
     std::optional<PeerFds> result;
     std::optional<Fds> mine;
     bool asked = false;
+    int refused = 0;
+    uid_t asked_for = 0;
     lgr::with_link(gid, [&](const lgr::Peer& link) {
         if (!asked) {
             asked = true;
+            asked_for = link.uid;
             mine = ours(link.uid);
         }
         if (!mine) return lgr::Outcome::Done; // nothing sent: the link stays
+        // A retry on a new link (the old one was stale) may reach another
+        // process under the GID: our DMB (a slot of the segment for peers of
+        // that user) goes only to a peer of the user it was taken for.
+        if (link.uid != asked_for) return lgr::Outcome::Broken;
         Request req{kMagic, mine->dmb_size, token, mine->dmb_offset, mine->file_size};
         int out[kFdCount] = {mine->dmb, mine->sig};
         if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
@@ -462,8 +469,12 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
         } else if (with_fds) {
             close_fds_array(in);
         }
+        refused = reply.status;
         return lgr::Outcome::Done;
     });
+    // The endpoint's reason, for the caller's Decline: ENOMEM, its DMB
+    // memory is spent (MAX_DMB); EMFILE, its descriptors.
+    if (!result && (refused == ENOMEM || refused == EMFILE)) errno = refused;
     return result;
 }
 

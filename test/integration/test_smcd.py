@@ -131,6 +131,51 @@ with Env(smcd_mechanics=True) as env:
           f"fallbacks hold no wake-up pairs while open ({held[0][3] if held else '?'} sockets beyond "
           f"the {hold} TCP connections; 2 per connection before)")
 
+    # Slot exhaustion: a server whose memory holds 4 DMBs (128 KiB: rmem +
+    # wmem) serves the first connections held open at once over SMC-D, the
+    # rest over TCP, counted as MAX_DMB (the Proposals all came before any
+    # slot was taken: the attach is where the memory runs out).
+    cap = env.config('max_dmb_memory = "512K"\nautotune_dmb = false\n', "cap.toml", use=False)
+    before = env.stats()
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", "12", "--mode", "selectors"],
+                                "--config", cap))
+    port = read_ready(server)
+    r = env.run(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port), "--conns", "12"]),
+                timeout=120)
+    server.communicate(timeout=60)
+    after = env.stats()
+    grew = {k: after.get(k, 0) - before.get(k, 0) for k in ("conn_smcd", "conn_tcp")}
+    reasons = {k: v - before["fallback_reasons"].get(k, 0) for k, v in after["fallback_reasons"].items()
+               if v != before["fallback_reasons"].get(k, 0)}
+    check(r.returncode == 0 and "HELD 12" in r.stdout and grew["conn_smcd"] == 8 and grew["conn_tcp"] == 16
+          and reasons.get("MAX_DMB", 0) == 8,
+          f"slots exhausted: 4 of 12 connections held at once SMC-D, 8 TCP with MAX_DMB, all echoed "
+          f"({grew}, {reasons}, {r.stdout.strip()[-120:]})")
+
+    # A peer that dies with many connections on its segment: each of them
+    # ends (EOF or an error) on our side, none hangs.
+    dying = MANY
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
+    port = read_ready(server)
+    client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
+                                 "--conns", str(dying), "--until-end"]))
+    line = client.stdout.readline()
+    check(line.startswith(f"HELD {dying}"), f"{dying} connections held open ({line.strip()})")
+    t0 = time.monotonic()
+    server.kill()
+    server.wait(timeout=30)
+    try:
+        out, err = client.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        env.stop(client, signal.SIGKILL)
+        out, err = client.communicate()
+    took = time.monotonic() - t0
+    # (The kernel ends the TCP connections at the kill and peer_watch sees
+    # it; 10 s only bounds a slow machine: the figure is printed.)
+    check(client.returncode == 0 and f"ENDED {dying} of {dying}" in out and took < 10,
+          f"the server killed: all {dying} connections ended on the client, none hung, "
+          f"{took:.2f}s after the kill ({out.strip()} {err[-300:]})")
+
     # Half close: the client shuts down writing and still reads the echo.
     # (one_connection already does shutdown(SHUT_WR) then reads to EOF: covered
     # above.) Peer killed mid-transfer: the survivor sees EOF or a reset within

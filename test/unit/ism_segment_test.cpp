@@ -141,8 +141,34 @@ TEST_CASE("DMB segments: a slot given up in a failed handshake is never reused",
         auto d = dev.allocate(k64K, kPeer);
         REQUIRE(d);
         CHECK_FALSE((d->ino == view.ino && d->slot == view.slot));
+        // The segment takes no more claims (a peer can make handshakes fail
+        // at will: lost slots must not pin segments), and went as soon as
+        // none of its slots was held.
+        CHECK(d->ino != view.ino);
         dev.release(*d, kPeer);
     }
+    CHECK(dev.segment_count() == 1);
+    CHECK(dev.accounting_consistent());
+}
+
+TEST_CASE("DMB segments: a stale copy's release leaves the slot's next claim alone", "[dmb]") {
+    ism::Device dev(64 << 20);
+    auto a = dev.allocate(k64K, kPeer);
+    REQUIRE(a);
+    ism::Dmb stale = *a;
+    dev.release(*a, kPeer);
+    auto b = dev.allocate(k64K, kPeer); // the same slot, claimed again
+    REQUIRE(b);
+    REQUIRE(b->slot == stale.slot);
+    dev.release(stale, kPeer); // (a second release of the old claim)
+    dev.disown(stale);         // (or a late disown of it)
+    CHECK(dev.slots_in_use() == 1);
+    auto c = dev.allocate(k64K, kPeer);
+    REQUIRE(c);
+    CHECK(c->slot != b->slot);
+    CHECK(dev.accounting_consistent());
+    dev.release(*b, kPeer);
+    dev.release(*c, kPeer);
     CHECK(dev.accounting_consistent());
 }
 

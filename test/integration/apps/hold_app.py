@@ -6,6 +6,7 @@ connections (usmc's: wake-up pairs, links) while all are still open."""
 import argparse
 import os
 import select
+import selectors
 import socket
 import sys
 import time
@@ -25,6 +26,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--conns", type=int, default=40)
+    p.add_argument("--until-end", action="store_true",
+                   help="after HELD, wait (epoll, 60 s at most) until every connection ends "
+                        "(EOF or an error) and report how long that took")
     args = p.parse_args()
     socks = []
     for _ in range(args.conns):
@@ -51,9 +55,45 @@ def main():
             print("FAIL bad echo", flush=True)
             return 1
     print(f"HELD {args.conns} extra_sockets {sockets_held() - args.conns}", flush=True)
+    if args.until_end:
+        return until_end(socks)
     for s in socks:
         s.close()
     return 0
+
+
+def until_end(socks):
+    """Every connection must end once the peer is gone: EOF or an error,
+    never a hang. Prints when the first and the last ended."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+    left, first, last = len(socks), None, None
+    how = {}
+    deadline = time.monotonic() + 60
+    while left and time.monotonic() < deadline:
+        for key, _ in sel.select(1.0):
+            s = key.fileobj
+            try:
+                data = s.recv(4096)
+                if data:
+                    continue  # (nothing is sent: a peer that lies)
+                kind = "eof"
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                kind = os.strerror(e.errno)
+            now = time.monotonic()
+            first = first or now
+            last = now
+            how[kind] = how.get(kind, 0) + 1
+            sel.unregister(s)
+            s.close()
+            left -= 1
+    spread = (last - first) * 1000 if first else -1
+    print(f"ENDED {len(socks) - left} of {len(socks)} spread_ms {spread:.0f} {how}", flush=True)
+    return 0 if left == 0 else 1
 
 
 if __name__ == "__main__":
