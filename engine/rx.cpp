@@ -65,6 +65,15 @@ uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, u
     return done;
 }
 
+// After arming: whether anything a wake-up could have meant is true now.
+// Every one of them, the peer's death too: the drain of the arm may have
+// taken the wake-up the peer watch sent for it, after this call had looked.
+bool woken_meanwhile(const SmcConn& c, uint32_t hidden) {
+    auto avail = available(c);
+    return !avail || *avail > hidden || peer_conn_flags(c) ||
+           c.peer_gone.load(std::memory_order_acquire);
+}
+
 // After consuming: announce the consumer cursor when it matters, and wake a
 // writer that sleeps for space.
 void after_consume(SmcConn& c, bool ring_empty) {
@@ -88,8 +97,7 @@ void after_consume(SmcConn& c, bool ring_empty) {
 // data slipped in before the request was visible, wake ourselves.
 void arm_on_empty(SmcConn& c) {
     smc_arm_for_data(c);
-    auto avail = available(c);
-    if (!avail || *avail > 0 || peer_conn_flags(c)) smc_self_wake(c);
+    if (woken_meanwhile(c, 0)) smc_self_wake(c);
 }
 
 // --- Urgent data (cdc.hpp; TCP's semantics as Linux implements them) ---
@@ -459,6 +467,11 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             // before it closes its TCP socket: the look at the ring above may
             // have come before its last bytes, the end of the stream after.
             if (auto again = available(c); !again || *again > hidden) continue;
+            // Found after this call drained `sig`: the end stays readable for
+            // a level-triggered watcher (as TCP goes on reporting it), and the
+            // wake-up that said so may be the one the drain took.
+            if (drained) smc_self_wake(c);
+            drained = false;
             if (gone) pf = peer_conn_flags(c); // its close, if it said so
             if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
             if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
@@ -473,8 +486,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // Arm: drain `sig`, ask the peer to wake us, look once more.
         smc_arm_for_data(c);
         drained = true;
-        avail = available(c);
-        if (!avail || *avail > hidden || peer_conn_flags(c)) continue;
+        if (woken_meanwhile(c, hidden)) continue;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;
         int left = -1;
         if (timeout_ms >= 0) {
@@ -504,11 +516,15 @@ uint32_t smc_rx_available(const SmcConn& c) {
 
 bool smc_check_peer(SmcConn& c) {
     if (c.tcp_fd < 0) return false;
-    char b;
-    ssize_t n = sys::real().recv(c.tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        log::debug("fd {}: the peer's TCP socket is gone ({})", c.tcp_fd,
-                   n == 0 ? 0 : errno); // (0: end of stream)
+    // The end of the TCP stream, not of the bytes before it: usmc never
+    // shuts an SMC-D connection's TCP socket down, so its FIN (or a reset)
+    // means the peer's socket is gone, even with bytes still queued (a peer
+    // that wrote some and died would otherwise hide its death from a look
+    // at the first byte, and from the peer watch, which looks only once).
+    pollfd p{c.tcp_fd, POLLRDHUP, 0};
+    if (sys::real().poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        log::debug("fd {}: the peer's TCP socket is gone (poll {:#x})", c.tcp_fd,
+                   unsigned(p.revents));
         c.peer_gone.store(true, std::memory_order_release);
         return true;
     }
@@ -517,7 +533,9 @@ bool smc_check_peer(SmcConn& c) {
 
 short smc_arm(SmcConn& c, short want) {
     short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
+    bool drained = false;
     if ((want & POLLPRI) && !(want & POLLIN) && !(ready & POLLPRI)) {
+        drained = true;
         // Only urgent data asked for: urgent data comes as a write, so ask
         // for a wake-up at the next one even with data waiting (which then
         // leaves `sig` unreadable: smc_restore_level gives it back).
@@ -527,6 +545,7 @@ short smc_arm(SmcConn& c, short want) {
             ready |= smc_poll_events(c) & (POLLPRI | POLLERR | POLLHUP);
     }
     if (!(ready & POLLIN) && (want & POLLIN)) {
+        drained = true;
         smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
         // Its TCP socket closed: its last bytes and flags were published
@@ -540,17 +559,19 @@ short smc_arm(SmcConn& c, short want) {
         ready |= smc_poll_events(c) & POLLOUT;
     }
     // Make `sig` show what is already true, for a level-triggered
-    // watcher (a byte we sent and did not drain still shows).
-    if ((ready & (POLLIN | POLLERR | POLLHUP)) && !c.self_woken.load(std::memory_order_acquire))
+    // watcher (a byte we sent and did not drain still shows). Not after our
+    // own drain: a wake-up sent between its look at the flag and its read
+    // (the peer watch's) was taken, and the flag says it is still there.
+    if ((ready & (POLLIN | POLLERR | POLLHUP)) &&
+        (drained || !c.self_woken.load(std::memory_order_acquire)))
         smc_self_wake(c);
     if (ready & POLLOUT) smc_open_writable(c);
     return ready;
 }
 
 void smc_restore_level(SmcConn& c) {
-    if ((smc_poll_events(c) & (POLLIN | POLLERR | POLLHUP)) &&
-        !c.self_woken.load(std::memory_order_acquire))
-        smc_self_wake(c);
+    // (Whatever the flag says: the arm drained, see smc_arm.)
+    if (smc_poll_events(c) & (POLLIN | POLLERR | POLLHUP)) smc_self_wake(c);
 }
 
 short smc_poll_events(const SmcConn& c) {

@@ -35,6 +35,12 @@ uint8_t peer_conn_flags(const SmcConn& c) {
     return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
 }
 
+// The peer will never read again: it closed, aborted, or died.
+bool peer_stopped(const SmcConn& c) {
+    return (peer_conn_flags(c) & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) ||
+           c.peer_gone.load(std::memory_order_acquire);
+}
+
 // Copies up to `max` bytes of the iovecs (from logical offset `skip`) into the
 // peer's ring at our producer cursor, wrapping at the ring's end.
 uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
@@ -238,9 +244,12 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         if (c.broken.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -ECONNRESET;
         if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped)
             return sent ? ssize_t(sent) : -EPIPE;
-        if (peer_conn_flags(c) & (cdc::kPeerConnClosed | cdc::kPeerConnAbort) ||
-            c.peer_gone.load(std::memory_order_acquire))
+        if (peer_stopped(c)) {
+            // Writable from now on, as TCP after a reset (our fill of `sig`
+            // may have come after the close's or the peer watch's drain).
+            smc_open_writable(c);
             return sent ? ssize_t(sent) : -EPIPE;
+        }
         auto free = peer_free(c);
         if (!free) {
             cdc::Cursor cons = cdc::unpack_cons(c.rx.control()->cons.load());
@@ -268,10 +277,13 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // point leaves it writable.
             smc_block_writable(c);
             c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
+            // Look again at all a drain of the far end can mean: space, and
+            // the peer's close or death (its drain may have come before our
+            // fill, and the peer watch's after the look at the top).
             free = peer_free(c);
             if (free && *free > 0) continue;
-            if (!free) continue;                // broken: reported at the top of the loop
-            if (sent > 0) return ssize_t(sent); // partial write, as TCP does
+            if (!free || peer_stopped(c)) continue; // reported at the top of the loop
+            if (sent > 0) return ssize_t(sent);     // partial write, as TCP does
             if (nonblock) return -EAGAIN;
             int left = timeout_ms >= 0 ? deadline_left(deadline) : -1;
             if (timeout_ms >= 0 && left == 0) return -EAGAIN;

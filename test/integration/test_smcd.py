@@ -152,6 +152,30 @@ with Env(smcd_mechanics=True) as env:
           f"slots exhausted: 4 of 12 connections held at once SMC-D, 8 TCP with MAX_DMB, all echoed "
           f"({grew}, {reasons}, {r.stdout.strip()[-120:]})")
 
+    # A peer that dies with many connections on its segment: each of them
+    # ends (EOF or an error) on our side, none hangs.
+    dying = MANY
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
+    port = read_ready(server)
+    client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
+                                 "--conns", str(dying), "--until-end"]))
+    line = client.stdout.readline()
+    check(line.startswith(f"HELD {dying}"), f"{dying} connections held open ({line.strip()})")
+    t0 = time.monotonic()
+    server.kill()
+    server.wait(timeout=30)
+    try:
+        out, err = client.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        env.stop(client, signal.SIGKILL)
+        out, err = client.communicate()
+    took = time.monotonic() - t0
+    # (The kernel ends the TCP connections at the kill and peer_watch sees
+    # it; 10 s only bounds a slow machine: the figure is printed.)
+    check(client.returncode == 0 and f"ENDED {dying} of {dying}" in out and took < 10,
+          f"the server killed: all {dying} connections ended on the client, none hung, "
+          f"{took:.2f}s after the kill ({out.strip()} {err[-300:]})")
+
     # Half close: the client shuts down writing and still reads the echo.
     # (one_connection already does shutdown(SHUT_WR) then reads to EOF: covered
     # above.) Peer killed mid-transfer: the survivor sees EOF or a reset within

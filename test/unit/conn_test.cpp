@@ -772,32 +772,36 @@ TEST_CASE("wake-up pair: no call blocks when the peer clears O_NONBLOCK on its e
 namespace {
 
 // The peer publishes (and wakes us) between a read's first look at the ring
-// and its arm: at the read's look at the TCP socket (smc_check_peer's peek,
+// and its arm: at the read's look at the TCP socket (smc_check_peer's poll,
 // the one system call in between), the writer sends `slip_bytes`.
 Pair* g_slip_pair = nullptr;
 size_t g_slip_bytes = 0;
-ssize_t (*g_real_recv)(int, void*, size_t, int) = nullptr;
+int (*g_real_poll)(pollfd*, nfds_t, int) = nullptr;
 
-ssize_t slip_in_recv(int fd, void* buf, size_t n, int flags) {
-    if (g_slip_pair && fd == g_slip_pair->b.tcp_fd && g_slip_bytes > 0) {
+bool polls(const pollfd* fds, nfds_t n, int fd) {
+    return std::any_of(fds, fds + n, [&](const pollfd& p) { return p.fd == fd; });
+}
+
+int slip_in_poll(pollfd* fds, nfds_t nfds, int timeout) {
+    if (g_slip_pair && polls(fds, nfds, g_slip_pair->b.tcp_fd) && g_slip_bytes > 0) {
         auto data = pattern(g_slip_bytes, 9);
         g_slip_bytes = 0;
         CHECK(send_buf(g_slip_pair->a, data.data(), data.size()) == ssize_t(data.size()));
     }
-    return g_real_recv(fd, buf, n, flags);
+    return g_real_poll(fds, nfds, timeout);
 }
 
 // One nonblocking recv of `want` bytes (MSG_PEEK: `flags`) during which
 // 1000 bytes slip in as above; returns what it read.
 ssize_t recv_with_slip(Pair& p, size_t want, int flags) {
     sys::resolve();
-    g_real_recv = sys::g_table.recv;
+    g_real_poll = sys::g_table.poll;
     g_slip_pair = &p;
     g_slip_bytes = 1000;
-    sys::g_table.recv = slip_in_recv;
+    sys::g_table.poll = slip_in_poll;
     std::vector<uint8_t> buf(want);
     ssize_t n = recv_buf(p.b, buf.data(), want, flags, true);
-    sys::g_table.recv = g_real_recv;
+    sys::g_table.poll = g_real_poll;
     g_slip_pair = nullptr;
     return n;
 }
@@ -843,32 +847,32 @@ TEST_CASE("a read that finds data only after arming leaves sig readable while da
 namespace {
 
 // The peer's last words land while a read or an arm looks at the TCP
-// socket (smc_check_peer's peek): its last bytes, its close flag, and the
+// socket (smc_check_peer's poll): its last bytes, its close flag, and the
 // end of its TCP stream, in the order a closing process publishes them.
 Pair* g_leaving_pair = nullptr;
 size_t g_leaving_bytes = 0;
 
-ssize_t leave_in_recv(int fd, void* buf, size_t n, int flags) {
-    if (g_leaving_pair && fd == g_leaving_pair->b.tcp_fd && g_leaving_bytes > 0) {
+int leave_in_poll(pollfd* fds, nfds_t nfds, int timeout) {
+    if (g_leaving_pair && polls(fds, nfds, g_leaving_pair->b.tcp_fd) && g_leaving_bytes > 0) {
         auto data = pattern(g_leaving_bytes, 11);
         g_leaving_bytes = 0;
         CHECK(send_buf(g_leaving_pair->a, data.data(), data.size()) == ssize_t(data.size()));
         smc_close(g_leaving_pair->a, false);
         shutdown(g_leaving_pair->tcp[0], SHUT_WR);
     }
-    return g_real_recv(fd, buf, n, flags);
+    return g_real_poll(fds, nfds, timeout);
 }
 
 struct LeaveDuringPeek {
     explicit LeaveDuringPeek(Pair& p, size_t bytes) {
         sys::resolve();
-        g_real_recv = sys::g_table.recv;
+        g_real_poll = sys::g_table.poll;
         g_leaving_pair = &p;
         g_leaving_bytes = bytes;
-        sys::g_table.recv = leave_in_recv;
+        sys::g_table.poll = leave_in_poll;
     }
     ~LeaveDuringPeek() {
-        sys::g_table.recv = g_real_recv;
+        sys::g_table.poll = g_real_poll;
         g_leaving_pair = nullptr;
     }
 };
@@ -1229,4 +1233,53 @@ TEST_CASE("urgent data between threads: a reader, an out-of-band reader and poll
     CHECK(inline_urgent <= size_t(kRounds));
     CHECK(size_t(oob_bytes.load()) <= size_t(kRounds));
     CHECK_FALSE(p.b.broken.load());
+}
+
+TEST_CASE("a read whose arm takes the peer watch's wake-up for a dead peer still ends") {
+    // The peer watch wakes `sig` after marking the peer gone. A nonblocking
+    // read that looked before (peer alive) and drains `sig` after takes that
+    // wake-up: it must look again and see the death, or a level-triggered
+    // watcher of `sig` sleeps for good. The peer's waking flag held widens the
+    // window (the arm waits for it, up to 2 ms) so most rounds land in it.
+    for (int round = 0; round < 50; ++round) {
+        Pair p;
+        p.b.epoll_watched.store(true);
+        p.b.tx.control()->waiting.fetch_or(cdc::kWakingData);
+        std::atomic<bool> started{false}, delivered{false};
+        std::thread watch([&] {
+            while (!started.load())
+                std::this_thread::yield();
+            close(p.tcp[0]); // the peer process died
+            p.tcp[0] = -1;
+            smc_check_peer(p.b); // what peer_watch::deliver does
+            smc_self_wake(p.b);
+            delivered.store(true);
+            p.b.tx.control()->waiting.fetch_and(~uint64_t{cdc::kWakingData});
+        });
+        started.store(true);
+        char buf[8];
+        ssize_t n = recv_buf(p.b, buf, sizeof buf, 0, true);
+        bool after = delivered.load();
+        watch.join();
+        INFO("round " << round << " recv " << n);
+        CHECK((n == -ECONNRESET || n == -EAGAIN));
+        // EAGAIN with the death already told: `sig` must still say so.
+        if (n == -EAGAIN && after) CHECK(readable(p.b.sig));
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    }
+}
+
+TEST_CASE("a peer that wrote on its TCP socket and died is gone, the bytes left unread") {
+    // (A hostile peer: SMC-D's TCP connection carries nothing after the
+    // handshake. The peer watch looks once per hang-up, so the look must see
+    // the end of the stream past any byte before it.)
+    Pair p;
+    CHECK_FALSE(smc_check_peer(p.b));
+    REQUIRE(write(p.tcp[0], "x", 1) == 1);
+    CHECK_FALSE(smc_check_peer(p.b)); // alive, whatever it wrote
+    close(p.tcp[0]);
+    p.tcp[0] = -1;
+    CHECK(smc_check_peer(p.b));
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
 }
