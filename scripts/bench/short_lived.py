@@ -23,7 +23,8 @@ series. Columns, in the same run, order rotated each round, median of N:
 Reports req/s, the ratio to TCP, wrk's socket errors, the kernel's listen
 overflows/drops (nstat) during the run, the CPU time per request of wrk and
 of nginx (a run where neither is near duration / requests waited on
-something), and how nginx's connections ended up (SMC-D / TCP / bypassed)
+something), the context switches per request of each (every thread, usmc's
+included), and how nginx's connections ended up (SMC-D / TCP / bypassed)
 from usmc's counters."""
 import argparse
 import json
@@ -76,6 +77,28 @@ def process_cpu(pid):
             continue
         if int(entry) == pid or int(fields[1]) == pid:
             total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def process_switches(pid):
+    """Context switches (voluntary + involuntary) of every thread of process
+    `pid` and of its direct children, read from /proc before it is stopped."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if int(entry) != pid and ppid != pid:
+                continue
+            for tid in os.listdir(f"/proc/{entry}/task"):
+                with open(f"/proc/{entry}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                            total += int(line.split()[1])
+        except OSError:
+            continue
     return total
 
 
@@ -134,7 +157,9 @@ def main():
                         # CPU per request of each side: where a saturated
                         # side is the limit, and whether both sat idle.
                         wrk_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+                        wrk_cs = (ru1.ru_nvcsw - ru0.ru_nvcsw) + (ru1.ru_nivcsw - ru0.ru_nivcsw)
                         nginx_cpu = process_cpu(nginx.pid)
+                        nginx_cs = process_switches(nginx.pid)
                         w = parse_wrk(r.stdout)
                         st = counters(stats_dir) if VARIANTS[variant] is not None else {}
                     finally:
@@ -147,6 +172,7 @@ def main():
                     reqs = max(w["requests"], 1)
                     note = (f"errors {w['errors']:>5} non2xx {w['non2xx']} drops {drops:>6}"
                             f"  cpu us/req wrk {wrk_cpu / reqs * 1e6:4.0f} nginx {nginx_cpu / reqs * 1e6:4.0f}"
+                            f"  switches/req wrk {wrk_cs / reqs:4.1f} nginx {nginx_cs / reqs:4.1f}"
                             + (f"  smc-d {smc}/{total} bypassed {st.get('hs_limit_bypassed', 0)}"
                                f"+{st.get('hs_client_bypassed', 0)}"
                                if st else ""))
