@@ -211,6 +211,13 @@ void server_job(SmcListener* l, int fd, int rest_ms, bool congested) {
         bool watched = connect_watch::add(
             fd, connect_watch::Want::Readable, uint32_t(hc.clc_timeout_ms),
             [l, fd, pending, token](bool readable) {
+                // The Confirm whole and the attach served (a client attaches
+                // before it confirms): nothing left to wait for, so finish
+                // here rather than wake a worker for it.
+                if (readable && g_engine.ep->attached(token) && clc::message_waiting(fd)) {
+                    server_finish(l, fd, pending, token, false);
+                    return;
+                }
                 HandshakeQueue* q = server_queue();
                 if (!q->submit([=] { server_finish(l, fd, pending, token, !readable); }))
                     server_finish(l, fd, pending, token, true);

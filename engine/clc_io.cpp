@@ -66,6 +66,17 @@ FirstBytes classify(int fd, int timeout_ms) {
     }
 }
 
+bool message_waiting(int fd) {
+    uint8_t hdr[kHeaderLen];
+    if (sys::real().recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT) != ssize_t(sizeof hdr))
+        return false;
+    auto h = parse_header(std::span<const uint8_t>(hdr, sizeof hdr));
+    if (!std::holds_alternative<Header>(h)) return false;
+    std::vector<uint8_t> whole(std::get<Header>(h).length);
+    return sys::real().recv(fd, whole.data(), whole.size(), MSG_PEEK | MSG_DONTWAIT) ==
+           ssize_t(whole.size());
+}
+
 ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
     int64_t deadline = now_ms() + timeout_ms;
     ReadResult r;

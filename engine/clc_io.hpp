@@ -22,6 +22,9 @@ struct ReadResult {
 // which the client sends only after its attach): wait before the first look.
 ReadResult read_message(int fd, int timeout_ms, bool expect_wait = false);
 bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
+// Whether a whole CLC message is waiting on `fd` now (read_message would
+// not wait for any of it). Consumes nothing, never waits.
+bool message_waiting(int fd);
 
 // Sends a Decline with `reason` as the peer diagnosis. `gid` becomes the
 // sender's peer id (0 leaves it zero, as Linux does for SMC-D servers).

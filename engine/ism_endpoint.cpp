@@ -405,6 +405,12 @@ std::optional<Attached> Endpoint::wait_attached(uint64_t token, int timeout_ms) 
     return done;
 }
 
+bool Endpoint::attached(uint64_t token) {
+    std::lock_guard lock(mu_);
+    auto it = offers_.find(token);
+    return it != offers_.end() && it->second.done.has_value();
+}
+
 void Endpoint::withdraw(uint64_t token) {
     std::optional<Attached> done;
     {

@@ -66,6 +66,9 @@ class Endpoint {
     // Waits until the peer attached under `token`, or `timeout_ms` passes.
     // Withdraws the offer either way.
     std::optional<Attached> wait_attached(uint64_t token, int timeout_ms);
+    // Whether the peer attached under `token` already (wait_attached would
+    // not wait). Changes nothing.
+    bool attached(uint64_t token);
     // Withdraws an offer; a DMB it took goes back to the device, never to
     // be reused (the peer may have it mapped).
     void withdraw(uint64_t token);

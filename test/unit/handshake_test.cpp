@@ -535,3 +535,28 @@ TEST_CASE_METHOD(OfferingEndpoint,
     }
     ism::unmap(*mine);
 }
+
+TEST_CASE("message_waiting: true only once a whole CLC message is there, and takes nothing") {
+    // (The server finishes a handshake on the connect watch only then: a
+    // client that sends half a Confirm must not make that thread wait.)
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    clc::AcceptConfirmD m;
+    m.type = clc::Type::Confirm;
+    m.gid = 7;
+    m.token = 9;
+    m.chid = clc::kChidEmulated;
+    auto bytes = clc::encode(m);
+    CHECK_FALSE(clc::message_waiting(sv[1])); // nothing
+    REQUIRE(write(sv[0], bytes.data(), 5) == 5);
+    CHECK_FALSE(clc::message_waiting(sv[1])); // part of the header
+    REQUIRE(write(sv[0], bytes.data() + 5, bytes.size() - 6) == ssize_t(bytes.size() - 6));
+    CHECK_FALSE(clc::message_waiting(sv[1])); // all but the last byte
+    REQUIRE(write(sv[0], bytes.data() + bytes.size() - 1, 1) == 1);
+    CHECK(clc::message_waiting(sv[1]));
+    auto r = clc::read_message(sv[1], 0);
+    CHECK(r.status == clc::ReadStatus::Message);
+    CHECK(r.bytes == bytes);
+    close(sv[0]);
+    close(sv[1]);
+}
