@@ -13,6 +13,10 @@ namespace usmc::clc {
 
 namespace {
 
+// The first look at a message takes up to this much: every message usmc
+// sends fits (a Proposal with its v2 extension is ~100 bytes).
+constexpr size_t kPeekLen = 512;
+
 int64_t now_ms() {
     return int64_t(sys::mono_ns() / 1000000);
 }
@@ -67,27 +71,30 @@ FirstBytes classify(int fd, int timeout_ms) {
 }
 
 bool message_waiting(int fd) {
-    uint8_t hdr[kHeaderLen];
-    if (sys::real().recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT) != ssize_t(sizeof hdr))
-        return false;
-    auto h = parse_header(std::span<const uint8_t>(hdr, sizeof hdr));
+    uint8_t first[kPeekLen];
+    ssize_t n = sys::real().recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
+    if (n < ssize_t(kHeaderLen)) return false;
+    auto h = parse_header(std::span<const uint8_t>(first, kHeaderLen));
     if (!std::holds_alternative<Header>(h)) return false;
-    std::vector<uint8_t> whole(std::get<Header>(h).length);
-    return sys::real().recv(fd, whole.data(), whole.size(), MSG_PEEK | MSG_DONTWAIT) ==
-           ssize_t(whole.size());
+    size_t len = std::get<Header>(h).length;
+    if (len <= size_t(n)) return true;
+    std::vector<uint8_t> whole(len); // (longer than any message usmc sends)
+    return sys::real().recv(fd, whole.data(), len, MSG_PEEK | MSG_DONTWAIT) == ssize_t(len);
 }
 
 ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
     int64_t deadline = now_ms() + timeout_ms;
     ReadResult r;
-    uint8_t hdr[kHeaderLen];
     if (expect_wait && !wait_for(fd, POLLIN, deadline)) {
         r.status = ReadStatus::Timeout;
         return r;
     }
-    // Peek until the header is complete (or clearly not CLC).
+    // Peek until the header is complete (or clearly not CLC). One look
+    // mostly sees the whole message: a CLC message is written whole.
+    uint8_t first[kPeekLen];
+    size_t seen = 0;
     while (true) {
-        ssize_t n = sys::real().recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
+        ssize_t n = sys::real().recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0) {
             r.status = ReadStatus::Closed;
             return r;
@@ -97,11 +104,14 @@ ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
             r.err = errno;
             return r;
         }
-        if (n > 0 && !could_be_clc(hdr, size_t(n))) {
+        if (n > 0 && !could_be_clc(first, size_t(n))) {
             r.status = ReadStatus::NotClc;
             return r;
         }
-        if (n == sizeof hdr) break;
+        if (n >= ssize_t(kHeaderLen)) {
+            seen = size_t(n);
+            break;
+        }
         if (n > 0) {
             timespec pause{0, 100000};
             nanosleep(&pause, nullptr);
@@ -116,7 +126,7 @@ ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
             return r;
         }
     }
-    auto h = parse_header(std::span<const uint8_t>(hdr, sizeof hdr));
+    auto h = parse_header(std::span<const uint8_t>(first, kHeaderLen));
     if (!std::holds_alternative<Header>(h)) {
         r.status = ReadStatus::NotClc;
         return r;
@@ -127,24 +137,28 @@ ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
     // The whole message is looked at before any of it is taken: bytes that
     // only begin like CLC (a plain client's) stay in the stream untouched.
     // A CLC message is written whole, so the rest follows at once.
-    for (int tries = 0;; ++tries) {
-        ssize_t n = sys::real().recv(fd, r.bytes.data(), len, MSG_PEEK | MSG_DONTWAIT);
-        if (n == static_cast<ssize_t>(len)) break;
-        if (n == 0) {
-            r.status = ReadStatus::Closed;
-            return r;
+    if (len <= seen) {
+        std::copy(first, first + len, r.bytes.begin());
+    } else {
+        for (int tries = 0;; ++tries) {
+            ssize_t n = sys::real().recv(fd, r.bytes.data(), len, MSG_PEEK | MSG_DONTWAIT);
+            if (n == static_cast<ssize_t>(len)) break;
+            if (n == 0) {
+                r.status = ReadStatus::Closed;
+                return r;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                r.status = ReadStatus::Error;
+                r.err = errno;
+                return r;
+            }
+            if (now_ms() >= deadline) {
+                r.status = ReadStatus::Timeout;
+                return r;
+            }
+            timespec pause{0, tries < 20 ? 100000L : 1000000L};
+            nanosleep(&pause, nullptr);
         }
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            r.status = ReadStatus::Error;
-            r.err = errno;
-            return r;
-        }
-        if (now_ms() >= deadline) {
-            r.status = ReadStatus::Timeout;
-            return r;
-        }
-        timespec pause{0, tries < 20 ? 100000L : 1000000L};
-        nanosleep(&pause, nullptr);
     }
     // Every CLC message but the Decline (whose decoder accepts old layouts)
     // ends with the eyecatcher it starts with.

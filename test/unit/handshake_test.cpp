@@ -560,3 +560,33 @@ TEST_CASE("message_waiting: true only once a whole CLC message is there, and tak
     close(sv[0]);
     close(sv[1]);
 }
+
+TEST_CASE("read_message: a message longer than the first look, and the bytes behind it stay") {
+    // (The first look peeks a few hundred bytes: a longer CLC frame is
+    // peeked again whole before anything is taken.)
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    clc::AcceptConfirmD m;
+    m.type = clc::Type::Confirm;
+    m.chid = clc::kChidEmulated;
+    auto hdr = clc::encode(m); // for its header: eyecatcher, type, version bits
+    size_t len = 1000;
+    std::vector<uint8_t> big(len, 0xab);
+    std::copy(hdr.begin(), hdr.begin() + 8, big.begin());
+    big[5] = uint8_t(len >> 8);
+    big[6] = uint8_t(len);
+    std::copy(hdr.begin(), hdr.begin() + 4, big.end() - 4); // the trailer eyecatcher
+    CHECK_FALSE(clc::message_waiting(sv[1]));
+    REQUIRE(write(sv[0], big.data(), 600) == 600);
+    CHECK_FALSE(clc::message_waiting(sv[1]));
+    REQUIRE(write(sv[0], big.data() + 600, len - 600) == ssize_t(len - 600));
+    REQUIRE(write(sv[0], "app", 3) == 3); // the application's, behind it
+    CHECK(clc::message_waiting(sv[1]));
+    auto r = clc::read_message(sv[1], 0);
+    CHECK(r.status == clc::ReadStatus::Message);
+    CHECK(r.bytes == big);
+    char rest[8];
+    CHECK(recv(sv[1], rest, sizeof rest, MSG_DONTWAIT) == 3);
+    close(sv[0]);
+    close(sv[1]);
+}
