@@ -131,22 +131,25 @@ void server_done(SmcListener* l, Accepted a) {
 
 // The second half, once the client's Confirm can be read (or its time ran
 // out): on a worker, or here if none can take it.
-void server_finish(SmcListener* l, int fd, SmcConn* conn, uint64_t token, bool timed_out) {
+void server_finish(SmcListener* l, int fd, const Origin& origin, SmcConn* conn, uint64_t token,
+                   bool timed_out) {
     Accepted a;
     a.fd = fd;
+    a.origin = origin;
     auto result = smc_listen_finish(fd, std::unique_ptr<SmcConn>(conn), token, *g_engine.dev,
                                     *g_engine.ep, handshake_config(), timed_out);
     set_outcome(a, result);
     server_done(l, std::move(a));
 }
 
-void server_job(SmcListener* l, int fd, int rest_ms, bool congested = false);
+void server_job(SmcListener* l, int fd, const Origin& origin, int rest_ms, bool congested = false);
 
 // An announced connection whose first bytes are not there yet: the wait for
 // them (clc_detect_timeout_ms; kPortGraceMs while its port is unknown) is the
 // connect watch's, so a client that announces and then sends nothing holds
 // no worker. False if it could not be watched or queued.
-bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64_t since_ns) {
+bool await_first_bytes(SmcListener* l, int fd, const Origin& origin, uint16_t port, bool known,
+                       uint64_t since_ns) {
     uint64_t detect_ns = uint64_t{runtime::get().cfg.clc_detect_timeout_ms} * 1000000;
     uint64_t spent = sys::mono_ns() - since_ns;
     uint64_t limit = known ? detect_ns : std::min<uint64_t>(detect_ns, kPortGraceMs * 1000000ull);
@@ -154,10 +157,11 @@ bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64
     return connect_watch::add(fd, connect_watch::Want::Readable, wait_ms, [=](bool readable) {
         Accepted a;
         a.fd = fd;
+        a.origin = origin;
         a.late_clc = true; // a Proposal may still come: swallowed before the first read
         if (!readable) {
             if (!known && l->reg().expects_port(port) &&
-                await_first_bytes(l, fd, port, true, since_ns))
+                await_first_bytes(l, fd, origin, port, true, since_ns))
                 return; // announced meanwhile: its full wait
             a.reason = fallback::PEERNOSMC;
             server_done(l, std::move(a));
@@ -169,7 +173,8 @@ bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64
         // handshakes do not join a congested queue, however late their
         // first bytes.
         bool congested = limit_hs(l->fd()) && server_queue()->congested();
-        if (server_queue()->submit([=] { server_job(l, fd, kPortGraceMs, congested); })) return;
+        if (server_queue()->submit([=] { server_job(l, fd, origin, kPortGraceMs, congested); }))
+            return;
         a.reason = fallback::INTERR;
         server_done(l, std::move(a));
     });
@@ -179,9 +184,10 @@ bool await_first_bytes(SmcListener* l, int fd, uint16_t port, bool known, uint64
 // Proposal (`rest_ms`: its first bytes are there, the rest of the header
 // may take that long), up to the Accept; the result, or later the Confirm's
 // (server_finish), goes to the listener's queue.
-void server_job(SmcListener* l, int fd, int rest_ms, bool congested) {
+void server_job(SmcListener* l, int fd, const Origin& origin, int rest_ms, bool congested) {
     Accepted a;
     a.fd = fd;
+    a.origin = origin;
     const auto& cfg = runtime::get().cfg;
     auto first = rest_ms > 0 ? clc::classify(fd, rest_ms) : clc::FirstBytes::Proposal;
     if (first != clc::FirstBytes::Proposal) {
@@ -210,21 +216,22 @@ void server_job(SmcListener* l, int fd, int rest_ms, bool congested) {
         SmcConn* pending = conn->release();
         bool watched = connect_watch::add(
             fd, connect_watch::Want::Readable, uint32_t(hc.clc_timeout_ms),
-            [l, fd, pending, token](bool readable) {
+            [l, fd, origin, pending, token](bool readable) {
                 // The Confirm whole and the attach served (a client attaches
                 // before it confirms): nothing left to wait for, so finish
                 // here rather than wake a worker for it.
                 if (readable && g_engine.ep->attached(token) && clc::message_waiting(fd)) {
-                    server_finish(l, fd, pending, token, false);
+                    server_finish(l, fd, origin, pending, token, false);
                     return;
                 }
                 HandshakeQueue* q = server_queue();
-                if (!q->submit([=] { server_finish(l, fd, pending, token, !readable); }))
-                    server_finish(l, fd, pending, token, true);
+                if (!q->submit([=] { server_finish(l, fd, origin, pending, token, !readable); }))
+                    server_finish(l, fd, origin, pending, token, true);
             });
         if (!watched) {
             pollfd p{fd, POLLIN, 0};
-            server_finish(l, fd, pending, token, sys::real().poll(&p, 1, hc.clc_timeout_ms) != 1);
+            server_finish(l, fd, origin, pending, token,
+                          sys::real().poll(&p, 1, hc.clc_timeout_ms) != 1);
         }
         return;
     }
@@ -232,14 +239,33 @@ void server_job(SmcListener* l, int fd, int rest_ms, bool congested) {
     server_done(l, std::move(a));
 }
 
+// As accept() and getpeername() fill the caller's address: as much as fits,
+// and the length it has.
+void copy_address(const Origin& o, sockaddr* addr, socklen_t* len) {
+    std::memcpy(addr, &o.peer, std::min<size_t>(*len, o.peer_len));
+    *len = o.peer_len;
+}
+
 // Gives the application a connection a worker finished, with the flags and
 // the address of this accept call.
 int hand_out(Accepted& a, sockaddr* addr, socklen_t* len, bool nonblock, bool cloexec) {
     int fd = a.fd;
-    int fl = sys::real().fcntl(fd, F_GETFL);
-    if (fl >= 0) sys::real().fcntl(fd, F_SETFL, nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
-    sys::real().fcntl(fd, F_SETFD, cloexec ? FD_CLOEXEC : 0);
-    if (addr && len) sys::real().getpeername(fd, addr, len);
+    // Only what differs from how it was accepted (nginx accepts every
+    // connection alike: three system calls a connection saved).
+    const Origin& o = a.origin;
+    if (o.flags < 0 || bool(o.flags & SOCK_NONBLOCK) != nonblock) {
+        int fl = sys::real().fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            sys::real().fcntl(fd, F_SETFL, nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+    }
+    if (o.flags < 0 || bool(o.flags & SOCK_CLOEXEC) != cloexec)
+        sys::real().fcntl(fd, F_SETFD, cloexec ? FD_CLOEXEC : 0);
+    if (addr && len) {
+        if (o.peer_len)
+            copy_address(o, addr, len);
+        else
+            sys::real().getpeername(fd, addr, len);
+    }
     if (a.conn) {
         install(fd, std::move(a.conn), nonblock);
         count_result(0, true);
@@ -298,14 +324,23 @@ struct Intake {
     uint32_t reason = 0;
     bool late = false;
     bool untracked = false;
+    Origin origin;
 };
 
-Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags,
-              bool use_accept4) {
+Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
     Intake in;
-    in.fd = use_accept4 ? sys::real().accept4(lfd, addr, len, flags)
-                        : sys::real().accept(lfd, addr, len);
+    // Into our own buffer, never the caller's: a connection queued for a
+    // handshake goes out from a later call, whose buffer and length are
+    // those to fill (this call's length, once set to the address's, let
+    // that later call write past a short buffer). The peer's address also
+    // classifies the connection: no getpeername for either.
+    Origin& origin = in.origin;
+    origin.peer_len = sizeof origin.peer;
+    auto* peer_addr = reinterpret_cast<sockaddr*>(&origin.peer);
+    in.fd = use_accept4 ? sys::real().accept4(lfd, peer_addr, &origin.peer_len, flags)
+                        : sys::real().accept(lfd, peer_addr, &origin.peer_len);
     if (in.fd < 0) return in;
+    origin.flags = use_accept4 ? (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)) : 0;
     int nfd = in.fd;
     SockInfo s;
     if (!track_accepted(lfd, nfd, &s)) {
@@ -331,12 +366,10 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
     if (l->learn_ticket) l->reg().set_learned_tcp_until(learn::listener_tcp_until(l->learn_ticket));
     if (l->reg().pending_connects() == 0) return in;
     bool unknown_ports = l->reg().unported_connects() > 0; // before the port table
-    sockaddr_storage peer{};
-    socklen_t plen = sizeof peer;
-    if (sys::real().getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) return in;
+    const sockaddr_storage& peer = origin.peer;
     uint16_t port =
-        ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
-                                         : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+        ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_port
+                                         : reinterpret_cast<const sockaddr_in*>(&peer)->sin_port);
     bool known = l->reg().expects_port(port);
     if (!(known || unknown_ports) || !peer_on_this_host(nfd, peer)) return in;
     auto first = clc::classify(nfd, 0);
@@ -355,8 +388,8 @@ Intake intake(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags
         l->ref();
         runtime::count(counters::handshakes_inflight);
         bool queued = first == clc::FirstBytes::Proposal
-                          ? q->submit([l, nfd] { server_job(l, nfd, 0); })
-                          : await_first_bytes(l, nfd, port, known, sys::mono_ns());
+                          ? q->submit([l, nfd, origin] { server_job(l, nfd, origin, 0); })
+                          : await_first_bytes(l, nfd, origin, port, known, sys::mono_ns());
         if (queued) {
             in.fd = kQueued;
             return in;
@@ -411,13 +444,14 @@ void watch_listener(SmcListener* l) {
     for (int i = 0; i < 256 && !check_backlog(l); ++i) {
         pollfd p{l->fd(), POLLIN, 0};
         if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) break;
-        Intake in = intake(l, l->fd(), nullptr, nullptr, SOCK_CLOEXEC, true);
+        Intake in = intake(l, l->fd(), SOCK_CLOEXEC, true);
         if (in.fd == kQueued) continue;
         if (in.fd < 0) break;
         Accepted a;
         a.fd = in.fd;
         a.reason = in.reason;
         a.late_clc = in.late;
+        a.origin = in.origin;
         l->handshake_started();                 // push_done counts it out again
         runtime::count(counters::accept_queue); // before accept() can take it
         if (auto back = l->push_done(std::move(a))) {
@@ -497,8 +531,9 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
             continue;
         }
         int saved = errno;
-        Intake in = intake(l, lfd, addr, len, flags, use_accept4);
+        Intake in = intake(l, lfd, flags, use_accept4);
         if (in.fd == kQueued) continue;
+        if (in.fd >= 0 && addr && len) copy_address(in.origin, addr, len);
         if (in.fd < 0 || in.untracked) return in.fd;
         if (in.late) slot(in.fd).store(kLateClc);
         set_mode(in.fd, SockMode::Tcp, in.reason);

@@ -29,6 +29,16 @@
 
 namespace usmc {
 
+// How the kernel listener gave us a connection: the peer's address, and
+// the flags (SOCK_NONBLOCK, SOCK_CLOEXEC) it was accepted with (-1: not
+// known). Nobody else holds the socket until accept() hands it out, so
+// those are still its flags then.
+struct Origin {
+    sockaddr_storage peer{};
+    socklen_t peer_len = 0; // 0: not known
+    int flags = -1;
+};
+
 // A connection the workers are done with, waiting for accept().
 struct Accepted {
     int fd = -1;
@@ -36,8 +46,7 @@ struct Accepted {
     uint32_t reason = 0;           // why TCP
     bool late_clc = false;         // TCP, but a CLC Proposal may still arrive
     bool error = false;            // not handed out (its handshake could not be queued)
-    sockaddr_storage peer{};
-    socklen_t peer_len = 0;
+    Origin origin;
 };
 
 class SmcListener {

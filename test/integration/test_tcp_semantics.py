@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from harness import APPS, PYTHON, Env, check, finish, read_ready
+from harness import APPS, BIN, PYTHON, Env, check, finish, read_ready
 
 APP = os.path.join(APPS, "semantics_app.py")
 RAWCLOSE = os.path.join(APPS, "rawclose_app.py")
@@ -248,4 +248,15 @@ for wrapped in (False, True):
             n = 2 * len(OOB_EXPECTED)
             check(st["conn_smcd"] == n,
                   f"{label}: every connection ran SMC-D ({st['conn_smcd']} of {n}, {st['fallback_reasons']})")
+# accept() of connections whose handshakes finish between calls: each
+# socket has the flags of the call that returned it, and the address as the
+# kernel gives it, cut to that call's buffer (accept_probe.c). The probe
+# and its forked client both run under usmc-run.
+with Env(smcd_mechanics=True) as env:
+    r = env.run(env.wrap([os.path.join(BIN, "usmc-accept-probe")]), timeout=120)
+    st = env.stats()
+    check(r.returncode == 0 and r.stdout.startswith("OK"),
+          f"accept(): flags and address of the returning call ({r.stdout.strip()} {r.stderr[-300:]})")
+    check(st["conn_smcd"] >= 2 * 20,
+          f"accept(): the probe's connections ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
 finish()

@@ -1,0 +1,105 @@
+/* Accepts connections from a forked child (both under usmc-run: SMC-D)
+ * with flags and address buffers that change from call to call. A
+ * handshake is queued by one accept() and handed out by a later one: every
+ * accepted socket must have the flags of the call that returned it, and
+ * the address the kernel gives (cut to the buffer, with the full length).
+ * Prints "OK <n>" or the first failure. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N 24
+
+static int fail(const char* what, int k) {
+    printf("FAIL %s (call %d, errno %d)\n", what, k, errno);
+    return 1;
+}
+
+static int read_full(int fd, void* buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 10000) != 1) return -1;
+        ssize_t r = read(fd, (char*)buf + got, n - got);
+        if (r <= 0 && !(r < 0 && errno == EAGAIN)) return -1;
+        if (r > 0) got += (size_t)r;
+    }
+    return 0;
+}
+
+static int client(uint16_t port) {
+    for (int i = 0; i < N; ++i) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (s < 0 || connect(s, (struct sockaddr*)&to, sizeof to) != 0) return 1;
+        struct sockaddr_in me;
+        socklen_t len = sizeof me;
+        char ack;
+        if (getsockname(s, (struct sockaddr*)&me, &len) != 0 ||
+            write(s, &me.sin_port, sizeof me.sin_port) != sizeof me.sin_port ||
+            read_full(s, &ack, 1) != 0)
+            return 1;
+        close(s);
+    }
+    return 0;
+}
+
+int main(void) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in at = {.sin_family = AF_INET};
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof at;
+    if (l < 0 || bind(l, (struct sockaddr*)&at, sizeof at) != 0 || listen(l, 64) != 0 ||
+        getsockname(l, (struct sockaddr*)&at, &alen) != 0)
+        return fail("listen", -1);
+    pid_t pid = fork();
+    if (pid == 0) _exit(client(ntohs(at.sin_port)));
+    int done = 0, k = 0;
+    time_t until = time(NULL) + 60;
+    while (done < N && time(NULL) < until) {
+        int flags = (k % 2) ? (SOCK_NONBLOCK | SOCK_CLOEXEC) : 0;
+        int mode = k % 3; /* 0: a whole buffer, 1: 4 bytes of it, 2: none */
+        struct sockaddr_in from;
+        memset(&from, 0xee, sizeof from);
+        socklen_t len = mode == 1 ? 4 : sizeof from;
+        int fd =
+            accept4(l, mode == 2 ? NULL : (struct sockaddr*)&from, mode == 2 ? NULL : &len, flags);
+        ++k;
+        if (fd < 0) {
+            if (errno != EAGAIN) return fail("accept4", k);
+            struct pollfd p = {l, POLLIN, 0};
+            poll(&p, 1, 1000);
+            continue;
+        }
+        int fl = fcntl(fd, F_GETFL), fdfl = fcntl(fd, F_GETFD);
+        if (!!(fl & O_NONBLOCK) != !!(flags & SOCK_NONBLOCK)) return fail("O_NONBLOCK", k);
+        if (!!(fdfl & FD_CLOEXEC) != !!(flags & SOCK_CLOEXEC)) return fail("FD_CLOEXEC", k);
+        uint16_t port;
+        if (read_full(fd, &port, sizeof port) != 0) return fail("read", k);
+        if (mode != 2 && len != sizeof from) return fail("address length", k);
+        if (mode != 2 && (from.sin_family != AF_INET || from.sin_port != port))
+            return fail("address", k);
+        if (mode == 0 && from.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
+            return fail("address (host)", k);
+        if (mode == 1 && from.sin_addr.s_addr != 0xeeeeeeee) return fail("cut at 4 bytes", k);
+        if (write(fd, "k", 1) != 1) return fail("write", k);
+        close(fd);
+        ++done;
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (done < N || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return fail("client", k);
+    printf("OK %d in %d calls\n", done, k);
+    return 0;
+}
