@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 namespace usmc::wakeup {
 
@@ -61,14 +60,12 @@ void fill(int fd, bool shrink) {
 }
 
 bool plausible(int fd) {
-    struct stat st;
+    // (Not a socket: ENOTSOCK. No fstat needed.)
     int type = 0, domain = 0;
     socklen_t len = sizeof type, dlen = sizeof domain;
-    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-           sys::real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-           type == SOCK_STREAM &&
-           sys::real().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) == 0 &&
-           domain == AF_UNIX;
+    return sys::real().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) == 0 &&
+           domain == AF_UNIX && sys::real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+           type == SOCK_STREAM;
 }
 
 } // namespace usmc::wakeup

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <string>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1282,4 +1283,21 @@ TEST_CASE("a peer that wrote on its TCP socket and died is gone, the bytes left 
     CHECK(smc_check_peer(p.b));
     char buf[8];
     CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+}
+
+TEST_CASE("wake-up pair: only a Unix stream socket passes for a peer's wake-up end") {
+    int st[2], dg[2], pp[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, st) == 0);
+    REQUIRE(socketpair(AF_UNIX, SOCK_DGRAM, 0, dg) == 0);
+    REQUIRE(pipe(pp) == 0);
+    int tcp = socket(AF_INET, SOCK_STREAM, 0);
+    int file = memfd_create("not-a-socket", 0);
+    CHECK(wakeup::plausible(st[0]));
+    CHECK_FALSE(wakeup::plausible(dg[0]));
+    CHECK_FALSE(wakeup::plausible(pp[0]));
+    CHECK_FALSE(wakeup::plausible(tcp));
+    CHECK_FALSE(wakeup::plausible(file));
+    CHECK_FALSE(wakeup::plausible(-1));
+    for (int fd : {st[0], st[1], dg[0], dg[1], pp[0], pp[1], tcp, file})
+        close(fd);
 }
