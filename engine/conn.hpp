@@ -237,9 +237,11 @@ void smc_arm_for_data(SmcConn& c);
 void smc_drain_wakeup(SmcConn& c);
 void smc_self_wake(SmcConn& c);
 // `sig` writable: fill it (not writable: the peer's ring is full), or make
-// it writable again (only if we filled it).
+// it writable again (only if we filled it). `filled_here`: the caller's own
+// fill may have landed after another thread took the flag and drained, so
+// it drains whatever the flag says.
 void smc_block_writable(SmcConn& c);
-void smc_open_writable(SmcConn& c);
+void smc_open_writable(SmcConn& c, bool filled_here = false);
 
 // Looks at the TCP connection without reading: marks peer_gone when it has
 // ended (the peer process died, or closed after announcing it).

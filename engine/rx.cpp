@@ -553,8 +553,10 @@ short smc_arm(SmcConn& c, short want) {
         if (!(ready & POLLIN) && smc_check_peer(c))
             ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
     }
+    bool filled = false;
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
         smc_block_writable(c);
+        filled = true;
         c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
         ready |= smc_poll_events(c) & POLLOUT;
     }
@@ -565,7 +567,7 @@ short smc_arm(SmcConn& c, short want) {
     if ((ready & (POLLIN | POLLERR | POLLHUP)) &&
         (drained || !c.self_woken.load(std::memory_order_acquire)))
         smc_self_wake(c);
-    if (ready & POLLOUT) smc_open_writable(c);
+    if (ready & POLLOUT) smc_open_writable(c, filled);
     return ready;
 }
 

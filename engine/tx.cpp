@@ -204,8 +204,8 @@ void smc_block_writable(SmcConn& c) {
     wakeup::fill(c.sig, !c.sig_shrunk.exchange(true, std::memory_order_relaxed));
 }
 
-void smc_open_writable(SmcConn& c) {
-    if (!c.sig_filled.exchange(false, std::memory_order_acq_rel)) return;
+void smc_open_writable(SmcConn& c, bool filled_here) {
+    if (!c.sig_filled.exchange(false, std::memory_order_acq_rel) && !filled_here) return;
     wakeup::drain(c.sig_far);
 }
 
@@ -239,6 +239,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     more = more && !urgent; // urgent data is pushed, as TCP pushes it
     size_t sent = 0;
     bool found_full = false; // counted once per call (Buffer full (remote))
+    bool filled = false;     // this call filled `sig` (armed for space)
     while (sent < total) {
         if (c.closing.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -EBADF;
         if (c.broken.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -ECONNRESET;
@@ -247,7 +248,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         if (peer_stopped(c)) {
             // Writable from now on, as TCP after a reset (our fill of `sig`
             // may have come after the close's or the peer watch's drain).
-            smc_open_writable(c);
+            smc_open_writable(c, filled);
             return sent ? ssize_t(sent) : -EPIPE;
         }
         auto free = peer_free(c);
@@ -276,6 +277,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // Make `sig` unwritable before arming, so a wake-up after this
             // point leaves it writable.
             smc_block_writable(c);
+            filled = true;
             c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
             // Look again at all a drain of the far end can mean: space, and
             // the peer's close or death (its drain may have come before our

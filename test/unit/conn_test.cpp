@@ -1301,3 +1301,18 @@ TEST_CASE("wake-up pair: only a Unix stream socket passes for a peer's wake-up e
     for (int fd : {st[0], st[1], dg[0], dg[1], pp[0], pp[1], tcp, file})
         close(fd);
 }
+
+TEST_CASE("a fill that lands after another thread opened sig is undone by its own caller") {
+    // smc_block_writable sets the flag, then fills; another thread (send
+    // seeing the peer gone) takes the flag and drains before the fill is in.
+    // The filler, finding the connection writable, must drain all the same.
+    Pair p;
+    p.b.sig_filled.store(true);  // the filler's first step
+    smc_open_writable(p.b);      // the other thread: flag taken, nothing to drain yet
+    wakeup::fill(p.b.sig, true); // the filler's fill lands
+    CHECK_FALSE(writable(p.b.sig));
+    smc_open_writable(p.b); // what the filler did before: the flag is gone, nothing happens
+    CHECK_FALSE(writable(p.b.sig));
+    smc_open_writable(p.b, true); // its own fill: drained whatever the flag says
+    CHECK(writable(p.b.sig));
+}
