@@ -33,6 +33,20 @@ bool wait_for(int fd, short events, int64_t deadline) {
     }
 }
 
+// A peek that found the stream closed or broken: says so in `r`.
+bool ended(ssize_t n, ReadResult& r) {
+    if (n == 0) {
+        r.status = ReadStatus::Closed;
+        return true;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        r.status = ReadStatus::Error;
+        r.err = errno;
+        return true;
+    }
+    return false;
+}
+
 // How many leading bytes of `b` agree with a CLC eyecatcher.
 bool could_be_clc(const uint8_t* b, size_t n) {
     bool r = true, d = true;
@@ -95,15 +109,7 @@ ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
     size_t seen = 0;
     while (true) {
         ssize_t n = sys::real().recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0) {
-            r.status = ReadStatus::Closed;
-            return r;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            r.status = ReadStatus::Error;
-            r.err = errno;
-            return r;
-        }
+        if (ended(n, r)) return r;
         if (n > 0 && !could_be_clc(first, size_t(n))) {
             r.status = ReadStatus::NotClc;
             return r;
@@ -143,15 +149,7 @@ ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {
         for (int tries = 0;; ++tries) {
             ssize_t n = sys::real().recv(fd, r.bytes.data(), len, MSG_PEEK | MSG_DONTWAIT);
             if (n == static_cast<ssize_t>(len)) break;
-            if (n == 0) {
-                r.status = ReadStatus::Closed;
-                return r;
-            }
-            if (n < 0 && errno != EAGAIN && errno != EINTR) {
-                r.status = ReadStatus::Error;
-                r.err = errno;
-                return r;
-            }
+            if (ended(n, r)) return r;
             if (now_ms() >= deadline) {
                 r.status = ReadStatus::Timeout;
                 return r;
