@@ -190,7 +190,9 @@ void release(SmcConn* c) {
     }
     fold_counters(c);
     diag::withdraw(runtime::get().seg, *c);
-    if (c->owner_refs->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // (Counted out before an exec that failed, and closed meanwhile by
+    // the processes that still held it: not ours to close again.)
+    if (!c->exec_out && forkref::unhold(*c->owner_refs)) {
         forkref::free(c->owner_refs);
         learn::end(*c); // unpaid, unless some process of ours saw it pay
         // The last process holding this side: tell the peer. Unread data
@@ -582,20 +584,82 @@ int take_so_error(int fd) {
     return c->so_error.exchange(0);
 }
 
-void on_exit() {
+namespace {
+uint64_t g_walk = 0; // SmcConn::walk_mark
+
+// Each descriptor of an established connection: `fn(fd, c)`. No allocation
+// (exit, exec).
+template <class Fn>
+void each_fd(Fn fn) {
     auto* conns = g_conns.load();
-    if (!conns) return;
-    for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
+    for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
-        if (!c || is_late(c) || c->phase.load() != Phase::Active) continue;
-        if (!c->rx.valid() || c->owner_refs->load() > 1) continue;
+        if (!c || is_late(c) || c->phase.load() != Phase::Active || !c->rx.valid()) continue;
+        fn(fd, c);
+    }
+}
+
+// Each connection once, however many descriptors name it (dup).
+template <class Fn>
+void each_conn(Fn fn) {
+    uint64_t mark = ++g_walk;
+    each_fd([&](uint32_t, SmcConn* c) {
+        if (c->walk_mark == mark) return;
+        c->walk_mark = mark;
+        fn(c);
+    });
+}
+} // namespace
+
+void on_exit() {
+    static std::atomic<bool> done{false};
+    if (done.exchange(true)) return; // exit() after an _exit() we saw, or twice
+    each_conn([](SmcConn* c) {
+        // Held by another process too (a forked child, or the parent): its
+        // close is now the last, and tells the peer.
+        if (c->exec_out || !forkref::unhold(*c->owner_refs)) return;
+        forkref::free(c->owner_refs);
         if (c->fork_gen) c->adopt_published();
         if (!(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
             smc_close(*c, false);
         // (A forked child that exits with the connection open: the slot
         // would stay "used" in its parent's segment for good.)
         ism::release_slot_at_exit(c->rx);
-    }
+    });
+}
+
+void detail::conns_before_exec() {
+    // A connection closes with the exec unless one of its descriptors lacks
+    // close-on-exec (the new program holds that one; usmc's state of it goes
+    // with this image, so its count stays as it is).
+    each_fd([](uint32_t, SmcConn* c) { c->exec_closes = true; });
+    each_fd([](uint32_t fd, SmcConn* c) {
+        int fl = sys::real().fcntl(int(fd), F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC)) c->exec_closes = false;
+    });
+    // Count this process out of those another process still holds (a forked
+    // child that execs: its parent's close is then the last, and tells the
+    // peer). The last holder stays counted: its exec ends the TCP
+    // connection, which the peer reads as a close (rx.cpp).
+    each_conn([](SmcConn* c) {
+        if (!c->exec_closes || c->exec_out) return;
+        c->exec_gen = forkref::generation(*c->owner_refs);
+        c->exec_out = forkref::leave_unless_last(*c->owner_refs);
+    });
+}
+
+void detail::conns_exec_failed() {
+    each_conn([](SmcConn* c) {
+        if (!c->exec_out) return;
+        if (forkref::rehold(*c->owner_refs, c->exec_gen)) {
+            c->exec_out = false;
+            return;
+        }
+        // Its other holders closed it while we were out: the peer was told,
+        // its buffers may serve another connection. Ours fails from now on.
+        log::warn("a connection closed by another process during a failed exec is broken");
+        c->broken.store(true, std::memory_order_release);
+    });
 }
 
 namespace {
@@ -609,10 +673,14 @@ void adjust_owner_refs(int64_t delta) {
     ++g_fork_gen;
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
-        if (!c || is_late(c) || c->fork_gen == g_fork_gen || c->phase.load() != Phase::Active)
+        if (!c || is_late(c) || c->fork_gen == g_fork_gen || c->phase.load() != Phase::Active ||
+            c->exec_out)
             continue;
         c->fork_gen = g_fork_gen;
-        c->owner_refs->fetch_add(uint64_t(delta), std::memory_order_acq_rel);
+        if (delta > 0)
+            forkref::hold(*c->owner_refs);
+        else
+            forkref::unhold(*c->owner_refs);
     }
 }
 } // namespace

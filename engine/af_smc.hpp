@@ -114,8 +114,10 @@ bool holds_smc_connections();
 // may not speak it. exec_failed() marks them live again.
 void before_exec();
 void exec_failed();
-// Process exit (library destructor): connections still open are closed in
-// order, so peers read EOF as they would from TCP, not a reset.
+// Process exit (library destructor, or _exit): connections still open are
+// closed in order, so peers read EOF as they would from TCP, not a reset;
+// one another process still holds (fork) is counted out, so that process's
+// close is the last. Once per process.
 void on_exit();
 
 // The application writes to a TCP connection that still carries the late-CLC

@@ -630,10 +630,12 @@ void mark_listeners_exec(bool going) {
 
 void before_exec() {
     mark_listeners_exec(true);
+    conns_before_exec();
 }
 
 void exec_failed() {
     mark_listeners_exec(false);
+    conns_exec_failed();
 }
 
 bool limit_hs(int fd) {

@@ -73,6 +73,11 @@ void activated(int fd, SmcConn& c);
 // Frees a connection nobody else in this process uses any more; the peer is
 // told if this was the last process holding it.
 void release(SmcConn* c);
+// Around an exec (not a vfork child's): counts this process out of the
+// connections that close with it and that another process still holds, and
+// back in if the exec failed.
+void conns_before_exec();
+void conns_exec_failed();
 // Frees a connection whose handshake failed or that never reached the
 // application (its wake-up pair, DMBs, the object).
 void discard(SmcConn* c);

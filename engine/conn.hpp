@@ -55,8 +55,9 @@ struct SmcConn {
     cdc::Cursor rx_cons_announced;      // what the peer has been told (receiver thread only)
     std::atomic<uint8_t> conn_flags{0}; // cdc::ConnFlags we sent
     std::atomic<bool> broken{false};
-    std::atomic<bool> peer_gone{false}; // TCP connection closed under us
-    std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
+    std::atomic<bool> peer_gone{false};  // TCP connection closed under us
+    std::atomic<bool> peer_reset{false}; // ... by a reset (set before peer_gone)
+    std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF
     std::atomic<bool> sent_after_peer_close{false}; // the one write TCP takes after the peer closed
     std::atomic<bool> waking_overrun{
         false}; // the peer held kWakingData past the bound once (rx.cpp)
@@ -100,6 +101,12 @@ struct SmcConn {
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;
     forkref::Count own_refs{1};
+    // af_smc's marker for a walk over the fd table (each connection once,
+    // however many descriptors name it), and an exec's count-out: this
+    // process left `owner_refs` (of generation `exec_gen`) before an exec.
+    uint64_t walk_mark = 0;
+    bool exec_closes = false, exec_out = false;
+    uint32_t exec_gen = 0;
     // Learning whether SMC-D pays (learn.hpp). The learner this connection
     // reports to (0: none), and this process's count of its turns and bytes
     // until it pays (data path: relaxed loads and stores). `learn_word` is
@@ -246,6 +253,14 @@ void smc_open_writable(SmcConn& c, bool filled_here = false);
 // Looks at the TCP connection without reading: marks peer_gone when it has
 // ended (the peer process died, or closed after announcing it).
 bool smc_check_peer(SmcConn& c);
+// Marks peer_gone (and peer_reset) from a poll of the TCP socket with
+// POLLRDHUP asked for; true when it has ended.
+bool smc_note_tcp_end(SmcConn& c, short revents);
+// The peer's TCP socket closed (not reset) without a word in the control
+// line, every byte we sent read: how TCP shows a process that ended (exit,
+// exec, a kill) with the connection open and nothing unread: an end of
+// stream. (Anything unread, and TCP's close sends a reset.)
+bool smc_peer_left_quietly(const SmcConn& c);
 
 // shutdown(SHUT_WR) / close / abort: tell the peer through the control line
 // and wake it if it waits. smc_close does not wake our own threads: callers

@@ -49,7 +49,8 @@ Count* alloc() {
                                                  std::memory_order_acq_rel)) {
                 r->hint.store(w, std::memory_order_relaxed);
                 Count* c = &r->counts[w * 64 + size_t(b)];
-                c->store(1, std::memory_order_release);
+                uint64_t gen = (c->load(std::memory_order_relaxed) >> 32) + 1;
+                c->store(gen << 32 | 1, std::memory_order_release);
                 return c;
             }
         }
@@ -62,6 +63,20 @@ void free(Count* c) {
     if (!r || c < r->counts || c >= r->counts + kSlots) return; // a private count
     size_t i = size_t(c - r->counts);
     r->used[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_acq_rel);
+}
+
+bool leave_unless_last(Count& c) {
+    uint64_t v = c.load(std::memory_order_acquire);
+    while (uint32_t(v) > 1)
+        if (c.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) return true;
+    return false;
+}
+
+bool rehold(Count& c, uint32_t gen) {
+    uint64_t v = c.load(std::memory_order_acquire);
+    while (uint32_t(v >> 32) == gen && uint32_t(v) > 0)
+        if (c.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) return true;
+    return false;
 }
 
 } // namespace usmc::forkref

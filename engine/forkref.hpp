@@ -18,4 +18,29 @@ Count* alloc();
 // Gives back a count that reached 0 (in whichever process released last).
 void free(Count* c);
 
+// A count of holders (processes holding one side of a connection): the
+// number in the low 32 bits, and in the high 32 a generation that changes
+// each time alloc() hands the slot out again. A process that counted itself
+// out before an exec that then failed counts itself back in only if the
+// connection is still the one it left (the others may have closed it
+// meanwhile, and the slot gone to another connection).
+inline uint32_t holders(const Count& c) {
+    return uint32_t(c.load(std::memory_order_acquire));
+}
+inline uint32_t generation(const Count& c) {
+    return uint32_t(c.load(std::memory_order_acquire) >> 32);
+}
+inline void hold(Count& c) {
+    c.fetch_add(1, std::memory_order_acq_rel);
+}
+// True when this was the last holder.
+inline bool unhold(Count& c) {
+    return uint32_t(c.fetch_sub(1, std::memory_order_acq_rel)) == 1;
+}
+// Counts one holder out unless it is the last (then false, unchanged).
+bool leave_unless_last(Count& c);
+// Counts one holder back in if the count is still of generation `gen` and
+// held by someone.
+bool rehold(Count& c, uint32_t gen);
+
 } // namespace usmc::forkref

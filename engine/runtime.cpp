@@ -372,6 +372,10 @@ void publish_own_stats_slow() {
     g_seg_deferred.store(0, std::memory_order_release);
 }
 
+void quick_exit_conns() {
+    if (initialised()) af_smc::on_exit();
+}
+
 void shutdown() {
     State& s = storage();
     if (initialised()) af_smc::on_exit();

@@ -84,5 +84,8 @@ config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, u
 // Adds this process's counters to the retired totals and removes its
 // segment file (library destructor).
 void shutdown();
+// _exit: the connections only (see af_smc::on_exit); the segment is left as
+// a killed process leaves it.
+void quick_exit_conns();
 
 } // namespace usmc::runtime

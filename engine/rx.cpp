@@ -475,7 +475,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             if (gone) pf = peer_conn_flags(c); // its close, if it said so
             if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
             if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
-            return got ? ssize_t(got) : -ECONNRESET; // gone without a word
+            if (smc_peer_left_quietly(c)) return ssize_t(got);
+            return got ? ssize_t(got) : -ECONNRESET; // gone without a word, ours unread
         }
         if (got > 0 && !waitall) return ssize_t(got);
         if (!nonblock && wait::spin(c.busy_poll_us, [&] {
@@ -522,13 +523,23 @@ bool smc_check_peer(SmcConn& c) {
     // that wrote some and died would otherwise hide its death from a look
     // at the first byte, and from the peer watch, which looks only once).
     pollfd p{c.tcp_fd, POLLRDHUP, 0};
-    if (sys::real().poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-        log::debug("fd {}: the peer's TCP socket is gone (poll {:#x})", c.tcp_fd,
-                   unsigned(p.revents));
-        c.peer_gone.store(true, std::memory_order_release);
-        return true;
-    }
-    return false;
+    return sys::real().poll(&p, 1, 0) == 1 && smc_note_tcp_end(c, p.revents);
+}
+
+bool smc_note_tcp_end(SmcConn& c, short revents) {
+    // FIN: POLLRDHUP (CLOSE_WAIT: we never shut it down). A reset closes
+    // the socket: POLLHUP. (Not POLLERR alone: an error queue raises it on
+    // a live socket, IP_RECVERR.)
+    if (!(revents & (POLLRDHUP | POLLHUP))) return false;
+    log::debug("fd {}: the peer's TCP socket is gone (poll {:#x})", c.tcp_fd, unsigned(revents));
+    if (revents & POLLHUP) c.peer_reset.store(true, std::memory_order_release);
+    c.peer_gone.store(true, std::memory_order_release);
+    return true;
+}
+
+bool smc_peer_left_quietly(const SmcConn& c) {
+    return c.peer_gone.load(std::memory_order_acquire) &&
+           !c.peer_reset.load(std::memory_order_acquire) && smc_tx_unconsumed(c) == 0;
 }
 
 short smc_arm(SmcConn& c, short want) {
@@ -597,9 +608,13 @@ short smc_poll_events(const SmcConn& c) {
     }
     if (data > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
     if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) ev |= POLLRDHUP;
-    // A peer gone after an orderly close is TCP's CLOSE_WAIT (no error);
-    // gone without a word, it crashed: a reset.
+    // A peer gone after an orderly close is TCP's CLOSE_WAIT (no error), and
+    // so is one that left quietly; gone with our bytes unread: a reset.
     bool orderly = pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed);
+    if (gone && !orderly && !(pf & cdc::kPeerConnAbort) && smc_peer_left_quietly(c)) {
+        orderly = true;
+        ev |= POLLIN | POLLRDHUP;
+    }
     if (pf & cdc::kPeerConnAbort || (gone && !orderly)) ev |= POLLIN | POLLERR | POLLHUP;
     // Writable: room in the peer's ring, or a write fails at once (EPIPE:
     // we shut down writing, or the peer closed and will never read again,

@@ -64,6 +64,8 @@ namespace usmc::sys {
     X(fork, pid_t, (void))                                                                         \
     X(vfork, pid_t, (void))                                                                        \
     X(daemon, int, (int, int))                                                                     \
+    X(_exit, void, (int))                                                                          \
+    X(_Exit, void, (int))                                                                          \
     X(execve, int, (const char*, char* const*, char* const*))                                      \
     X(execv, int, (const char*, char* const*))                                                     \
     X(execvp, int, (const char*, char* const*))                                                    \

@@ -34,11 +34,7 @@ int sleep(SmcConn& c, int fd, short events, int timeout_ms) {
     int n = sys::real().poll(p, c.tcp_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0) return -errno;
     if (n == 0) return -ETIMEDOUT;
-    if (c.tcp_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-        log::debug("fd {}: the peer's TCP socket is gone (poll {:#x})", c.tcp_fd,
-                   unsigned(p[1].revents));
-        c.peer_gone.store(true, std::memory_order_release);
-    }
+    if (c.tcp_fd >= 0) smc_note_tcp_end(c, p[1].revents);
     return 0;
 }
 

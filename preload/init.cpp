@@ -28,6 +28,23 @@ USMC_EXPORT pid_t fork(void) {
     return usmc::sys::real().fork();
 }
 
+// A process that ends with _exit (a forked child: Python's os._exit, the end
+// of every multiprocessing worker) runs no destructor: its connections are
+// counted out here, so the process that still holds them closes them last
+// and tells the peer. (Not a vfork child's: it runs on our memory.) Only
+// atomics and a wake-up write: safe in a signal handler.
+USMC_EXPORT void _exit(int status) noexcept {
+    if (!usmc::shim::vfork_child()) usmc::runtime::quick_exit_conns();
+    usmc::sys::real()._exit(status);
+    __builtin_unreachable();
+}
+
+USMC_EXPORT void _Exit(int status) noexcept {
+    if (!usmc::shim::vfork_child()) usmc::runtime::quick_exit_conns();
+    usmc::sys::real()._Exit(status);
+    __builtin_unreachable();
+}
+
 USMC_EXPORT int daemon(int nochdir, int noclose) noexcept {
     return usmc::sys::real().daemon(nochdir, noclose);
 }

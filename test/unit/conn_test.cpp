@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <string>
 #include <sys/epoll.h>
@@ -1283,6 +1284,87 @@ TEST_CASE("a peer that wrote on its TCP socket and died is gone, the bytes left 
     CHECK(smc_check_peer(p.b));
     char buf[8];
     CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+}
+
+namespace {
+// A loopback TCP connection in place of the Pair's socketpair (whose close
+// looks like a reset: POLLHUP), tcp[0] the peer's end.
+void use_tcp(Pair& p) {
+    close(p.tcp[0]);
+    close(p.tcp[1]);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(l, 1) == 0);
+    REQUIRE(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    p.tcp[0] = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(connect(p.tcp[0], reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    p.tcp[1] = accept(l, nullptr, nullptr);
+    REQUIRE(p.tcp[1] >= 0);
+    close(l);
+    p.a.tcp_fd = p.tcp[0];
+    p.b.tcp_fd = p.tcp[1];
+}
+
+// The peer's process ends with the connection open (exit, exec, a kill): the
+// kernel closes its TCP socket; SO_LINGER 0 makes that close a reset.
+void peer_ends(Pair& p, bool reset) {
+    if (reset) {
+        linger lg{1, 0};
+        REQUIRE(setsockopt(p.tcp[0], SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    }
+    close(p.tcp[0]);
+    p.tcp[0] = p.a.tcp_fd = -1;
+    pollfd end{p.tcp[1], POLLRDHUP, 0}; // its FIN or reset has arrived
+    REQUIRE(poll(&end, 1, 10000) == 1);
+}
+} // namespace
+
+TEST_CASE("a peer that ends without a word and had read all of ours: its last bytes then EOF") {
+    // TCP's close of a process that ended sends a FIN when nothing is left
+    // unread: the survivor reads an end of stream. (A forked child that
+    // exec'd as the last holder, a killed server: it read ECONNRESET.)
+    Pair p;
+    use_tcp(p);
+    REQUIRE(send_buf(p.a, "last", 4) == 4);
+    peer_ends(p, false);
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 4);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 0);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 0);
+    short ev = smc_poll_events(p.b);
+    CHECK((ev & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP));
+    CHECK((ev & (POLLERR | POLLHUP)) == 0);
+    CHECK(smc_arm(p.b, POLLIN | POLLRDHUP) == (POLLIN | POLLRDHUP));
+}
+
+TEST_CASE("a peer that ends without a word and left ours unread: a reset") {
+    Pair p;
+    use_tcp(p);
+    char buf[8];
+    SECTION("bytes of ours it never read (TCP's close answers them with a reset)") {
+        REQUIRE(send_buf(p.b, "x", 1) == 1);
+        peer_ends(p, false);
+        CHECK(smc_arm(p.b, POLLIN) & POLLERR);
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    }
+    SECTION("its TCP socket reset") {
+        peer_ends(p, true);
+        CHECK(smc_arm(p.b, POLLIN) & POLLERR);
+        CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    }
+}
+
+TEST_CASE("an error queued on the TCP socket is not the peer's end") {
+    // POLLERR without POLLRDHUP/POLLHUP: the peer is alive.
+    Pair p;
+    CHECK_FALSE(smc_note_tcp_end(p.b, POLLERR));
+    CHECK_FALSE(p.b.peer_gone.load());
+    CHECK(smc_note_tcp_end(p.b, POLLRDHUP | POLLIN));
+    CHECK_FALSE(p.b.peer_reset.load());
 }
 
 TEST_CASE("wake-up pair: only a Unix stream socket passes for a peer's wake-up end") {

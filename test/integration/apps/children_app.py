@@ -8,8 +8,14 @@ server --children fork-blocked: one thread blocks in recv on the accepted
         connection while the main thread forks; the child closes its copy
         and exits. Prints 'CHILD <exit status> <seconds>', says "go", then
         echoes.
-client: one connection, --lines request/answer rounds, each checked
-        (with --wait-go, after the server's "go" line); prints 'DONE ok=<n>'.
+server --children fork-exit / fork-exec: forks after each accept; the child
+        ends with the connection open, by os._exit (a multiprocessing
+        worker's end) or by exec'ing `true` (the socket is close-on-exec);
+        the parent reaps it, echoes, and closes. --conns connections in turn.
+client: --conns connections in turn, each --lines request/answer rounds,
+        each checked (with --wait-go, after the server's "go" line; with
+        --expect-eof, then an end of stream, not a reset); prints
+        'DONE ok=<n>' (connections with every answer right).
 """
 import argparse
 import os
@@ -82,38 +88,80 @@ def serve_fork_blocked(conn, lines):
         conn.sendall(line)
 
 
+def serve_child_ends(conn, lines, how):
+    pid = os.fork()
+    if pid == 0:
+        if how == "fork-exec":
+            os.execv("/bin/true", ["true"])
+        os._exit(0)
+    os.waitpid(pid, 0)
+    f = conn.makefile("rb")
+    for _ in range(lines):
+        line = f.readline()
+        if not line:
+            return
+        conn.sendall(line)
+
+
 def server(args):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", 0))
     ls.listen(8)
     print("READY", ls.getsockname()[1], flush=True)
-    conn, _ = ls.accept()
-    (serve_spawn if args.children == "spawn" else serve_fork_blocked)(conn, args.lines)
-    conn.close()
+    for _ in range(args.conns):
+        conn, _ = ls.accept()
+        if args.children == "spawn":
+            serve_spawn(conn, args.lines)
+        elif args.children == "fork-blocked":
+            serve_fork_blocked(conn, args.lines)
+        else:
+            serve_child_ends(conn, args.lines, args.children)
+        conn.close()
 
 
-def client(args):
+def one_client(args):
     s = socket.create_connection(("127.0.0.1", args.port), timeout=args.deadline)
     f = s.makefile("rb")
     if args.wait_go and f.readline() != b"go\n":
-        print("DONE ok=0 (no go)", flush=True)
-        return 1
-    ok = 0
+        print("no go", flush=True)
+        return False
     for i in range(args.lines):
         line = f"line {i} {'x' * (i % 97)}\n".encode()
         s.sendall(line)
         if f.readline() != line:
+            print(f"answer {i} wrong", flush=True)
+            return False
+    if args.expect_eof:
+        try:
+            end = s.recv(100)
+        except OSError as e:
+            print(f"after the answers: {e!r}, not an end of stream", flush=True)
+            return False
+        if end != b"":
+            print(f"after the answers: {end!r}, not an end of stream", flush=True)
+            return False
+    s.close()
+    return True
+
+
+def client(args):
+    ok = 0
+    for _ in range(args.conns):
+        if not one_client(args):
             break
         ok += 1
     print(f"DONE ok={ok}", flush=True)
-    return 0 if ok == args.lines else 1
+    return 0 if ok == args.conns else 1
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("role", choices=["server", "client"])
-    p.add_argument("--children", choices=["spawn", "fork-blocked"], default="spawn")
+    p.add_argument("--children", choices=["spawn", "fork-blocked", "fork-exit", "fork-exec"],
+                   default="spawn")
+    p.add_argument("--conns", type=int, default=1)
+    p.add_argument("--expect-eof", action="store_true", help="an end of stream after the answers")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--lines", type=int, default=20)
     p.add_argument("--deadline", type=float, default=30)
