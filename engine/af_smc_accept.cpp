@@ -253,6 +253,10 @@ int hand_out(Accepted& a, sockaddr* addr, socklen_t* len, bool nonblock, bool cl
     // Only what differs from how it was accepted (nginx accepts every
     // connection alike: three system calls a connection saved).
     const Origin& o = a.origin;
+    if (addr && !len) { // the kernel takes the connection, fails its copy-out and closes it
+        discard_accepted(a);
+        return fail(EFAULT);
+    }
     if (o.flags < 0 || bool(o.flags & SOCK_NONBLOCK) != nonblock) {
         int fl = sys::real().fcntl(fd, F_GETFL);
         if (fl >= 0)
@@ -533,6 +537,11 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
         int saved = errno;
         Intake in = intake(l, lfd, flags, use_accept4);
         if (in.fd == kQueued) continue;
+        if (in.fd >= 0 && addr && !len) { // as hand_out
+            g_fds.clear(in.fd);
+            sys::real().close(in.fd);
+            return fail(EFAULT);
+        }
         if (in.fd >= 0 && addr && len) copy_address(in.origin, addr, len);
         if (in.fd < 0 || in.untracked) return in.fd;
         if (in.late) slot(in.fd).store(kLateClc);
@@ -667,6 +676,10 @@ void on_limit_hs(int fd, bool on) {
 int accept(int lfd, sockaddr* addr, socklen_t* len, int flags, bool use_accept4) {
     SmcListener* l = acquire_listener(lfd);
     if (!l) return accept_plain(lfd, addr, len, flags, use_accept4);
+    if (use_accept4 && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))) { // the kernel's first check
+        l->unref();
+        return fail(EINVAL);
+    }
     int rc = accept_smc(l, lfd, addr, len, flags, use_accept4);
     int saved = errno;
     l->unref();

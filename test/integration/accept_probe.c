@@ -3,7 +3,9 @@
  * handshake is queued by one accept() and handed out by a later one: every
  * accepted socket must have the flags of the call that returned it, and
  * the address the kernel gives (cut to the buffer, with the full length).
- * Prints "OK <n>" or the first failure. */
+ * Then the kernel's argument errors: unknown flags (EINVAL, nothing
+ * taken), an address without a length (EFAULT; the kernel takes the
+ * connection and closes it). Prints "OK <n>" or the first failure. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,6 +54,14 @@ static int client(uint16_t port) {
             return 1;
         close(s);
     }
+    /* One more, which the server's accept without a length closes. */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char end;
+    if (s < 0 || connect(s, (struct sockaddr*)&to, sizeof to) != 0) return 1;
+    if (read_full(s, &end, 1) == 0) return 1; /* closed: EOF or a reset, never a byte */
+    close(s);
     return 0;
 }
 
@@ -97,6 +107,22 @@ int main(void) {
         close(fd);
         ++done;
     }
+    if (accept4(l, NULL, NULL, 0x4000) != -1 || errno != EINVAL) return fail("unknown flags", k);
+    int efault = 0;
+    for (int tries = 0; tries < 100 && !efault; ++tries) {
+        struct sockaddr_in from;
+        int fd = accept4(l, (struct sockaddr*)&from, NULL, 0);
+        if (fd >= 0) return fail("an address without a length was accepted", k);
+        if (errno == EFAULT)
+            efault = 1;
+        else if (errno != EAGAIN)
+            return fail("an address without a length", k);
+        else {
+            struct pollfd p = {l, POLLIN, 0};
+            poll(&p, 1, 1000);
+        }
+    }
+    if (!efault) return fail("an address without a length: no EFAULT", k);
     int st = 0;
     waitpid(pid, &st, 0);
     if (done < N || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return fail("client", k);
