@@ -8,18 +8,23 @@
 // connections' pairs; the peer queues the connection in a shared ready ring
 // and rings one doorbell per pair of processes, and a thread of ours makes
 // that connection's pair readable (one descriptor fewer per connection, one
-// thread hop more per wake-up).
+// thread hop more per wake-up). "dgram" is the third candidate (ARCHITECTURE,
+// "readiness"): each connection's doorbell an unconnected Unix datagram
+// socket bound to an abstract name, rung by sendto(name) from one waker
+// socket per process: no far end, nothing passed per connection.
 //
-//   usmc-bench-doorbell <pair|tcp|data|hop> [connections] [seconds]
+//   usmc-bench-doorbell <pair|tcp|data|hop|dgram> [connections] [seconds]
 #include "bench_common.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +33,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-enum Mode { kPair, kTcpBell, kTcpData, kHop };
+enum Mode { kPair, kTcpBell, kTcpData, kHop, kDgram };
 
 // One direction's mailbox: the message count and the receiver's "wake me".
 struct box {
@@ -48,6 +54,8 @@ struct conn {
     int far;     // hop: the far end of our pair, written by our engine thread
     uint32_t id; // hop: the connection's index
     uint64_t seen;
+    struct sockaddr_un peer; // dgram: the name of the peer's doorbell
+    socklen_t peer_len;
 };
 
 // hop: connections the peer made ready for us, and the doorbell that wakes
@@ -62,6 +70,7 @@ struct ready {
 static struct ready* g_ready_in;  // the peer queues into it, our engine takes
 static struct ready* g_ready_out; // we queue into it, the peer's engine takes
 static int g_bell_in = -1, g_bell_out = -1;
+static int g_waker = -1; // dgram: this process's one socket that rings doorbells by name
 static struct conn* g_mine;
 static _Atomic int g_stop;
 
@@ -75,6 +84,12 @@ static int post(struct conn* c) {
     if (g_mode == kTcpData) return send(c->fd, "r", 1, MSG_NOSIGNAL) == 1;
     atomic_fetch_add(&c->out->seq, 1);
     if (!atomic_exchange(&c->out->waiting, 0)) return 1;
+    if (g_mode == kDgram) {
+        // A full queue already means "woken".
+        ssize_t r = sendto(g_waker, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                           (const struct sockaddr*)&c->peer, c->peer_len);
+        return r == 1 || (r < 0 && errno == EAGAIN);
+    }
     if (g_mode != kHop) return send(c->fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
     uint64_t t = atomic_load(&g_ready_out->tail);
     g_ready_out->ids[t % (uint64_t)g_conns] = c->id;
@@ -153,13 +168,14 @@ out:
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <pair|tcp|data|hop> [connections] [seconds]\n", argv[0]);
+        fprintf(stderr, "usage: %s <pair|tcp|data|hop|dgram> [connections] [seconds]\n", argv[0]);
         return 2;
     }
-    g_mode = strcmp(argv[1], "pair") == 0  ? kPair
-             : strcmp(argv[1], "tcp") == 0 ? kTcpBell
-             : strcmp(argv[1], "hop") == 0 ? kHop
-                                           : kTcpData;
+    g_mode = strcmp(argv[1], "pair") == 0    ? kPair
+             : strcmp(argv[1], "tcp") == 0   ? kTcpBell
+             : strcmp(argv[1], "hop") == 0   ? kHop
+             : strcmp(argv[1], "dgram") == 0 ? kDgram
+                                             : kTcpData;
     if (argc > 2) g_conns = atoi(argv[2]);
     if (argc > 3) g_seconds = atof(argv[3]);
     if (g_conns < 1 || g_conns > 100000) return 2;
@@ -178,6 +194,21 @@ int main(int argc, char** argv) {
         int far_a = -1, far_b = -1;
         if (g_mode == kPair) {
             if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) die("socketpair");
+        } else if (g_mode == kDgram) {
+            struct sockaddr_un name[2];
+            socklen_t name_len[2];
+            for (int k = 0; k < 2; ++k) {
+                fds[k] = socket(AF_UNIX, SOCK_DGRAM, 0);
+                memset(&name[k], 0, sizeof name[k]);
+                name[k].sun_family = AF_UNIX;
+                int len = snprintf(name[k].sun_path + 1, sizeof name[k].sun_path - 1,
+                                   "usmc-bench-%d-%zu-%d", (int)getpid(), i, k);
+                name_len[k] = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+                if (fds[k] < 0 || bind(fds[k], (struct sockaddr*)&name[k], name_len[k]))
+                    die("bind");
+            }
+            a[i].peer = name[1], a[i].peer_len = name_len[1];
+            b[i].peer = name[0], b[i].peer_len = name_len[0];
         } else if (g_mode == kHop) {
             int pa[2], pb[2];
             if (socketpair(AF_UNIX, SOCK_STREAM, 0, pa) || socketpair(AF_UNIX, SOCK_STREAM, 0, pb))
@@ -186,8 +217,12 @@ int main(int argc, char** argv) {
         } else {
             tcp_pair(l, &sa, 0, 0, fds);
         }
-        a[i] = (struct conn){&boxes[2 * i], &boxes[2 * i + 1], fds[0], far_a, (uint32_t)i, 0};
-        b[i] = (struct conn){&boxes[2 * i + 1], &boxes[2 * i], fds[1], far_b, (uint32_t)i, 0};
+        struct sockaddr_un pa = a[i].peer, pb = b[i].peer;
+        socklen_t la = a[i].peer_len, lb = b[i].peer_len;
+        a[i] =
+            (struct conn){&boxes[2 * i], &boxes[2 * i + 1], fds[0], far_a, (uint32_t)i, 0, pa, la};
+        b[i] =
+            (struct conn){&boxes[2 * i + 1], &boxes[2 * i], fds[1], far_b, (uint32_t)i, 0, pb, lb};
     }
     size_t ready_size = sizeof(struct ready) + sizeof(uint32_t) * n;
     struct ready* ra =
@@ -198,6 +233,7 @@ int main(int argc, char** argv) {
     int bell[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, bell)) die("socketpair");
     close(l);
+    if (g_mode == kDgram && (g_waker = socket(AF_UNIX, SOCK_DGRAM, 0)) < 0) die("socket");
     pid_t kid = fork();
     pthread_t eng;
     if (kid == 0) {
@@ -206,6 +242,10 @@ int main(int argc, char** argv) {
             close(a[i].fd);
         g_ready_in = rb, g_ready_out = ra, g_bell_in = g_bell_out = bell[1], g_mine = b;
         if (g_mode == kHop && pthread_create(&eng, NULL, engine, NULL)) die("thread");
+        if (g_mode == kDgram) { // a waker of its own, as each process has
+            close(g_waker);
+            if ((g_waker = socket(AF_UNIX, SOCK_DGRAM, 0)) < 0) die("socket");
+        }
         serve(b, 0);
         atomic_store(&g_stop, 1);
         if (g_mode == kHop) pthread_join(eng, NULL);
@@ -229,7 +269,8 @@ int main(int argc, char** argv) {
     int status;
     wait4(kid, &status, 0, &rk);
     if (done == 0) return 1;
-    const char* names[] = {"socket pair bell", "tcp bell", "tcp data", "per-peer hop"};
+    const char* names[] = {"socket pair bell", "tcp bell", "tcp data", "per-peer hop",
+                           "dgram by name"};
     printf("%-16s c=%-5d %9.0f round trips/s  CPU per round trip: client %5.2f us, server %5.2f "
            "us\n",
            names[g_mode], g_conns, (double)done / elapsed,
