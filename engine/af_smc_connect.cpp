@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <netinet/in.h>
 #include <poll.h>
 
@@ -117,6 +118,23 @@ uint16_t local_port(int fd) {
 // the Proposal went out, no answer came within CLC_WAIT_TIME).
 enum class Early : uint8_t { NotSent, Pending, Sent, Failed, TcpFailed, AcceptLate };
 
+// The handshake is over (on a worker or on the connect watch): the
+// application's view of the socket, the counts, the queue's load.
+void end_client(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
+                const ConnectResult& result) {
+    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
+    uint32_t reason = 0;
+    bool smc = std::holds_alternative<std::monostate>(result);
+    bool tcp_failed =
+        std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
+    finish_connect(fd, c, result, &reason);
+    if (!tcp_failed) count_result(reason, smc);
+    g_engine.client_q.load(std::memory_order_acquire)->end();
+    // Last touch of `c`: close() may free it once worker_done is set.
+    c->phase.notify_all();
+    c->worker_done.store(true, std::memory_order_release);
+}
+
 void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
                 Early early) {
     pollfd p{fd, POLLOUT, 0};
@@ -136,17 +154,7 @@ void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16
         // the outcome from the kernel as usual.
         result = Fallback{0, 0};
     }
-    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
-    uint32_t reason = 0;
-    bool smc = std::holds_alternative<std::monostate>(result);
-    bool tcp_failed =
-        std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
-    finish_connect(fd, c, result, &reason);
-    if (!tcp_failed) count_result(reason, smc);
-    g_engine.client_q.load(std::memory_order_acquire)->end();
-    // Last touch of `c`: close() may free it once worker_done is set.
-    c->phase.notify_all();
-    c->worker_done.store(true, std::memory_order_release);
+    end_client(fd, c, addr, len, port, result);
 }
 
 // Sends the Proposal now if the TCP connection is up and our memory has
@@ -175,6 +183,40 @@ Early early_proposal(int fd) {
 void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
                        Early early);
 
+// On the connect watch, the whole answer to our Proposal there: read it,
+// attach without waiting (the watch reads the endpoint's answer when it
+// comes) and confirm, so no worker takes the connection and no thread waits
+// for the server. False if the answer is not whole yet: a worker reads it.
+bool client_on_watch(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
+    if (!clc::message_waiting(fd)) return false;
+    HandshakeConfig cfg = handshake_config();
+    ism::Device* dev = g_engine.dev;
+    auto step = smc_connect_accept(fd, *c, *dev, cfg, true);
+    if (auto* done = std::get_if<ConnectResult>(&step)) {
+        end_client(fd, c, addr, len, port, *done);
+        return true;
+    }
+    auto accept = std::get<clc::AcceptConfirmD>(step);
+    auto no_dmb = std::make_shared<uint32_t>(0);
+    bool started = ism::attach_async(
+        accept.gid, accept.token, smc_connect_ours(*c, *dev, cfg, no_dmb.get()),
+        cfg.attach_timeout_ms, [=](std::optional<ism::PeerFds> peer) {
+            runtime::count(counters::client_handshakes_on_watch);
+            end_client(fd, c, addr, len, port,
+                       smc_connect_confirm(fd, *c, *dev, cfg, accept, peer, *no_dmb));
+        });
+    if (started) return true;
+    // Every link to that server busy: a worker attaches, waiting for one.
+    HandshakeQueue* q = client_queue();
+    if (q && q->submit([=] {
+            end_client(fd, c, addr, len, port, smc_connect_attach(fd, *c, *dev, cfg, accept));
+        }))
+        return true;
+    clc::send_decline(fd, dev->gid(), fallback::INTERR, cfg.clc_timeout_ms);
+    end_client(fd, c, addr, len, port, Fallback{fallback::INTERR, 0});
+    return true;
+}
+
 // The Proposal is out: the connect watch waits for the server's answer, and
 // a worker takes the handshake only once it is there. A worker blocked on
 // the Accept waits for the server's handshake queue; the server's workers
@@ -184,6 +226,7 @@ void await_accept(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint
     bool watched = connect_watch::add(
         fd, connect_watch::Want::Readable, uint32_t(handshake_config().clc_timeout_ms),
         [=](bool answered) {
+            if (answered && client_on_watch(fd, c, addr, len, port)) return;
             submit_client_job(fd, c, addr, len, port, answered ? Early::Sent : Early::AcceptLate);
         });
     if (!watched) submit_client_job(fd, c, addr, len, port, Early::Sent);

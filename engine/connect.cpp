@@ -30,29 +30,30 @@ bool smc_send_proposal(int fd, const ism::Device& dev, const HandshakeConfig& cf
     return clc::write_message(fd, clc::encode(p), cfg.clc_timeout_ms);
 }
 
-ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
-                                    const HandshakeConfig& cfg, bool proposal_sent) {
-    SmcConn* conn = &c;
+namespace {
+// On failure the connection gives back what the handshake took; its own
+// wake-up pair stays (the caller may have `sig` in epoll sets).
+ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
+    dev.release(c.rx, c.peer_uid);
+    c.rx = ism::Dmb{};
+    dev.unmap_peer(c.tx);
+    if (c.peer_sig >= 0) sys::real().close(c.peer_sig);
+    c.peer_sig = -1;
+    return r;
+}
+} // namespace
+
+ConnectStep smc_connect_accept(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
+                               bool proposal_sent) {
     // Our DMB is made (or reused) at attach time, when the server's user is
     // known; whether it would fit is asked now, while nothing is sent yet
     // and plain TCP costs nothing. (After an early Proposal, a DMB that does
     // not fit ends the attach with a Decline instead.)
     if (!proposal_sent && !dev.has_room(cfg.dmb_size)) return Fallback{fallback::MEM, 0};
-    conn->tcp_fd = fd;
-    conn->busy_poll_us = cfg.busy_poll_us;
-    conn->autocorking_size = cfg.autocorking_size;
-    // On failure the connection gives back what the handshake took; its own
-    // wake-up pair stays (the caller may have `sig` in epoll sets).
-    auto fail = [&](ConnectResult r) {
-        dev.release(conn->rx, conn->peer_uid);
-        conn->rx = ism::Dmb{};
-        dev.unmap_peer(conn->tx);
-        if (conn->peer_sig >= 0) sys::real().close(conn->peer_sig);
-        conn->peer_sig = -1;
-        return r;
-    };
-
-    if (!proposal_sent && !smc_send_proposal(fd, dev, cfg)) return fail(-ECONNRESET);
+    c.tcp_fd = fd;
+    c.busy_poll_us = cfg.busy_poll_us;
+    c.autocorking_size = cfg.autocorking_size;
+    if (!proposal_sent && !smc_send_proposal(fd, dev, cfg)) return fail(c, dev, -ECONNRESET);
 
     auto r =
         clc::read_message(fd, cfg.accept_wait_ms >= 0 ? cfg.accept_wait_ms : cfg.clc_timeout_ms);
@@ -62,14 +63,14 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         // does not accept). Give up on SMC and say so; its Accept, if it
         // comes, is skipped before our application reads (late_clc).
         clc::send_decline(fd, dev.gid(), fallback::CLCWAIT, cfg.clc_timeout_ms);
-        return fail(Fallback{fallback::CLCWAIT, 0});
+        return fail(c, dev, Fallback{fallback::CLCWAIT, 0});
     case clc::ReadStatus::Closed:
-        return fail(-ECONNRESET);
+        return fail(c, dev, -ECONNRESET);
     case clc::ReadStatus::Error:
-        return fail(-(r.err ? r.err : EIO));
+        return fail(c, dev, -(r.err ? r.err : EIO));
     case clc::ReadStatus::NotClc: // the server had already chosen TCP: its bytes are the
                                   // application's
-        return fail(Fallback{fallback::PEERNOSMC, 0});
+        return fail(c, dev, Fallback{fallback::PEERNOSMC, 0});
     case clc::ReadStatus::Message:
         break;
     }
@@ -78,23 +79,27 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         auto d = clc::decode_decline(r.bytes);
         uint32_t diag =
             std::holds_alternative<clc::Decline>(d) ? std::get<clc::Decline>(d).diagnosis : 0;
-        return fail(Fallback{fallback::PEERDECL, diag}); // never decline a Decline
+        return fail(c, dev, Fallback{fallback::PEERDECL, diag}); // never decline a Decline
     }
     auto decoded = clc::decode_accept_confirm_d(r.bytes);
     if (!std::holds_alternative<clc::AcceptConfirmD>(decoded) ||
         std::get<clc::AcceptConfirmD>(decoded).type != clc::Type::Accept) {
         clc::send_decline(fd, dev.gid(), fallback::MODEUNSUPP, cfg.clc_timeout_ms);
-        return fail(Fallback{fallback::MODEUNSUPP, 0});
+        return fail(c, dev, Fallback{fallback::MODEUNSUPP, 0});
     }
-    const auto& accept = std::get<clc::AcceptConfirmD>(decoded);
-    uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
+    return std::get<clc::AcceptConfirmD>(decoded);
+}
 
-    uint32_t no_dmb = 0; // why our DMB could not be had, if that ended the attach
-    auto ours = [&](uid_t server_uid) -> std::optional<ism::Fds> {
+std::function<std::optional<ism::Fds>(uid_t)>
+smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint32_t* no_dmb) {
+    SmcConn* conn = &c;
+    ism::Device* d = &dev;
+    uint32_t size = cfg.dmb_size, roomy = cfg.dmb_roomy;
+    return [conn, d, size, roomy, no_dmb](uid_t server_uid) -> std::optional<ism::Fds> {
         errno = 0;
-        auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), server_uid);
+        auto own = d->allocate(d->size_for(size, roomy), server_uid);
         if (!own) {
-            no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+            *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
             return std::nullopt;
         }
         conn->rx = *own;
@@ -102,7 +107,12 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
         return ism::Fds{conn->rx.fd, conn->rx.size, conn->sig_far, conn->rx.offset,
                         conn->rx.file_size};
     };
-    auto peer = ism::attach(accept.gid, accept.token, ours, cfg.attach_timeout_ms);
+}
+
+ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
+                                  const clc::AcceptConfirmD& accept,
+                                  std::optional<ism::PeerFds> peer, uint32_t no_dmb) {
+    uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
     std::optional<ism::Dmb> peer_dmb;
     if (peer && peer->fds.dmb_size == peer_size)
         peer_dmb =
@@ -116,23 +126,39 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
                                             : uint32_t{fallback::INTERR};
         if (peer) ism::close_fds(peer->fds);
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
-        return fail(Fallback{reason, 0});
+        return fail(c, dev, Fallback{reason, 0});
     }
-    conn->tx = *peer_dmb;
-    conn->peer_sig = peer->fds.sig;
-    conn->gid = dev.gid();
-    conn->token = conn->rx.token;
-    conn->peer_gid = accept.gid;
-    conn->peer_token = accept.token;
+    c.tx = *peer_dmb;
+    c.peer_sig = peer->fds.sig;
+    c.gid = dev.gid();
+    c.token = c.rx.token;
+    c.peer_gid = accept.gid;
+    c.peer_token = accept.token;
 
     clc::AcceptConfirmD confirm;
     confirm.type = clc::Type::Confirm;
     confirm.gid = dev.gid();
-    confirm.token = conn->rx.token;
-    confirm.dmbe_size_code = clc::size_to_code(conn->rx.size, clc::kMaxDmbeSizeCode);
+    confirm.token = c.rx.token;
+    confirm.dmbe_size_code = clc::size_to_code(c.rx.size, clc::kMaxDmbeSizeCode);
     confirm.chid = clc::kChidEmulated;
-    if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+    if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms))
+        return fail(c, dev, -ECONNRESET);
     return std::monostate{};
+}
+
+ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
+                                    const HandshakeConfig& cfg, bool proposal_sent) {
+    auto step = smc_connect_accept(fd, c, dev, cfg, proposal_sent);
+    if (auto* done = std::get_if<ConnectResult>(&step)) return *done;
+    return smc_connect_attach(fd, c, dev, cfg, std::get<clc::AcceptConfirmD>(step));
+}
+
+ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
+                                 const clc::AcceptConfirmD& accept) {
+    uint32_t no_dmb = 0; // why our DMB could not be had, if that ended the attach
+    auto peer = ism::attach(accept.gid, accept.token, smc_connect_ours(c, dev, cfg, &no_dmb),
+                            cfg.attach_timeout_ms);
+    return smc_connect_confirm(fd, c, dev, cfg, accept, peer, no_dmb);
 }
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {

@@ -43,6 +43,7 @@ namespace usmc::counters {
     X(busy_poll_misses, "spins that ended with nothing (then slept)")                              \
     X(busy_poll_yields, "waits that slept at once: more runnable threads than CPUs")               \
     X(connects_watched, "nonblocking connects whose Proposal waited for the TCP connect")          \
+    X(client_handshakes_on_watch, "client handshakes the connect watch finished, no worker")       \
     X(links_made, "Unix links made to a peer process's endpoint (kept; a few per pair at most)")   \
     X(dmb_bytes, "gauge: bytes of this process's DMBs held by connections")                        \
     X(dmb_spare_bytes, "gauge: bytes of this process's DMBs kept for reuse")                       \

@@ -12,11 +12,14 @@
 // same TCP connection, the reason recorded. A result is a working SMC
 // connection, a fallback to TCP, or (timeouts, a vanished peer) an error for
 // the connection, as the kernel reports it.
+#include "engine/clc.hpp"
 #include "engine/conn.hpp"
 #include "engine/ism.hpp"
 #include "engine/ism_endpoint.hpp"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <variant>
 
 namespace usmc {
@@ -51,6 +54,25 @@ using ConnectResult = std::variant<std::monostate /* SMC-D up */, Fallback, int 
 // the server finds it at accept time instead of waiting for it on a worker).
 ConnectResult smc_connect_handshake(int tcp_fd, SmcConn& conn, ism::Device& dev,
                                     const HandshakeConfig& cfg, bool proposal_sent = false);
+// The same in steps, so that no thread waits for the server's endpoint (the
+// connect watch runs them: af_smc_connect.cpp). `smc_connect_accept` reads
+// the server's answer to the Proposal: an Accept, for the attach, or the
+// end of the handshake. `smc_connect_ours` gives the attach our
+// descriptors (the DMB taken for the server's user; why none could be had
+// in `*no_dmb`, which must outlive the attach). `smc_connect_confirm` takes
+// what the attach brought (nullopt: it failed, errno says why), maps the
+// server's DMB and sends the Confirm. `smc_connect_attach` is the attach
+// and the Confirm, waiting.
+using ConnectStep = std::variant<clc::AcceptConfirmD, ConnectResult>;
+ConnectStep smc_connect_accept(int tcp_fd, SmcConn& conn, ism::Device& dev,
+                               const HandshakeConfig& cfg, bool proposal_sent);
+std::function<std::optional<ism::Fds>(uid_t)>
+smc_connect_ours(SmcConn& conn, ism::Device& dev, const HandshakeConfig& cfg, uint32_t* no_dmb);
+ConnectResult smc_connect_confirm(int tcp_fd, SmcConn& conn, ism::Device& dev,
+                                  const HandshakeConfig& cfg, const clc::AcceptConfirmD& accept,
+                                  std::optional<ism::PeerFds> peer, uint32_t no_dmb);
+ConnectResult smc_connect_attach(int tcp_fd, SmcConn& conn, ism::Device& dev,
+                                 const HandshakeConfig& cfg, const clc::AcceptConfirmD& accept);
 // Client: the CLC Proposal (false: the write failed, the connection is broken).
 bool smc_send_proposal(int tcp_fd, const ism::Device& dev, const HandshakeConfig& cfg);
 

@@ -1,5 +1,6 @@
 #include "engine/ism_endpoint.hpp"
 
+#include "engine/connect_watch.hpp"
 #include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
 #include "engine/sys.hpp"
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -426,62 +428,128 @@ void Endpoint::withdraw(uint64_t token) {
     }
 }
 
+namespace {
+
+// One attach, in the steps an exchange on a link takes: our descriptors
+// (asked once, for the endpoint owner's uid), the request, the answer.
+struct AttachState {
+    uint64_t token = 0;
+    std::function<std::optional<Fds>(uid_t)> ours;
+    std::optional<Fds> mine;
+    bool asked = false;
+    uid_t asked_for = 0;
+    int refused = 0;
+    std::optional<PeerFds> result;
+};
+
+// Sends the request on `link`; Done with nothing sent when `ours` gave
+// nothing. `*sent` says whether the request went out.
+lgr::Outcome send_request(AttachState& st, const lgr::Peer& link, bool* sent) {
+    *sent = false;
+    if (!st.asked) {
+        st.asked = true;
+        st.asked_for = link.uid;
+        st.mine = st.ours(link.uid);
+    }
+    if (!st.mine) return lgr::Outcome::Done; // nothing sent: the link stays
+    // A retry on a new link (the old one was stale) may reach another
+    // process under the GID: our DMB (a slot of the segment for peers of
+    // that user) goes only to a peer of the user it was taken for.
+    if (link.uid != st.asked_for) return lgr::Outcome::Broken;
+    Request req{kMagic, st.mine->dmb_size, st.token, st.mine->dmb_offset, st.mine->file_size};
+    int out[kFdCount] = {st.mine->dmb, st.mine->sig};
+    if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
+        // The endpoint closed the link (its owner changed users) or went:
+        // nothing reached it. Anything else (a full queue) is no state
+        // to go on from.
+        return errno == EPIPE || errno == ECONNRESET ? lgr::Outcome::Stale : lgr::Outcome::Broken;
+    *sent = true;
+    return lgr::Outcome::Done;
+}
+
+// Reads the endpoint's answer, which has arrived (the link polled readable).
+lgr::Outcome take_reply(AttachState& st, const lgr::Peer& link) {
+    Reply reply{};
+    int in[kFdCount];
+    bool with_fds = false;
+    Got got = recv_with_fds(link.fd, &reply, sizeof reply, in, &with_fds);
+    if (got == Got::NoRoom) return lgr::Outcome::Done; // errno EMFILE: runs as TCP
+    if (got != Got::Message || reply.magic != kMagic) return lgr::Outcome::Broken;
+    // A refusal carries no descriptors; an acceptance exactly kFdCount.
+    if (reply.status == 0 && with_fds) {
+        PeerFds peer;
+        peer.fds = {in[0], reply.dmb_size, in[1], reply.dmb_offset, reply.file_size};
+        if (!plausible(peer.fds)) {
+            close_fds(peer.fds);
+            return lgr::Outcome::Broken; // a lying endpoint: not again
+        }
+        peer.pid = link.pid;
+        peer.uid = link.uid;
+        st.result = peer;
+    } else if (with_fds) {
+        close_fds_array(in);
+    }
+    st.refused = reply.status;
+    return lgr::Outcome::Done;
+}
+
+// The endpoint's reason, for the caller's Decline: ENOMEM, its DMB memory
+// is spent (MAX_DMB); EMFILE, its descriptors.
+std::optional<PeerFds> attach_result(AttachState& st) {
+    if (!st.result && (st.refused == ENOMEM || st.refused == EMFILE)) errno = st.refused;
+    return st.result;
+}
+
+} // namespace
+
 std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
                               const std::function<std::optional<Fds>(uid_t)>& ours,
                               int timeout_ms) {
-    std::optional<PeerFds> result;
-    std::optional<Fds> mine;
-    bool asked = false;
-    int refused = 0;
-    uid_t asked_for = 0;
+    AttachState st;
+    st.token = token;
+    st.ours = ours;
     lgr::with_link(gid, [&](const lgr::Peer& link) {
-        if (!asked) {
-            asked = true;
-            asked_for = link.uid;
-            mine = ours(link.uid);
-        }
-        if (!mine) return lgr::Outcome::Done; // nothing sent: the link stays
-        // A retry on a new link (the old one was stale) may reach another
-        // process under the GID: our DMB (a slot of the segment for peers of
-        // that user) goes only to a peer of the user it was taken for.
-        if (link.uid != asked_for) return lgr::Outcome::Broken;
-        Request req{kMagic, mine->dmb_size, token, mine->dmb_offset, mine->file_size};
-        int out[kFdCount] = {mine->dmb, mine->sig};
-        if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
-            // The endpoint closed the link (its owner changed users) or went:
-            // nothing reached it. Anything else (a full queue) is no state
-            // to go on from.
-            return errno == EPIPE || errno == ECONNRESET ? lgr::Outcome::Stale
-                                                         : lgr::Outcome::Broken;
+        bool sent = false;
+        lgr::Outcome o = send_request(st, link, &sent);
+        if (!sent) return o;
         pollfd p{link.fd, POLLIN, 0};
         if (sys::real().poll(&p, 1, timeout_ms) != 1) return lgr::Outcome::Broken;
-        Reply reply{};
-        int in[kFdCount];
-        bool with_fds = false;
-        Got got = recv_with_fds(link.fd, &reply, sizeof reply, in, &with_fds);
-        if (got == Got::NoRoom) return lgr::Outcome::Done; // errno EMFILE: runs as TCP
-        if (got != Got::Message || reply.magic != kMagic) return lgr::Outcome::Broken;
-        // A refusal carries no descriptors; an acceptance exactly kFdCount.
-        if (reply.status == 0 && with_fds) {
-            PeerFds peer;
-            peer.fds = {in[0], reply.dmb_size, in[1], reply.dmb_offset, reply.file_size};
-            if (!plausible(peer.fds)) {
-                close_fds(peer.fds);
-                return lgr::Outcome::Broken; // a lying endpoint: not again
-            }
-            peer.pid = link.pid;
-            peer.uid = link.uid;
-            result = peer;
-        } else if (with_fds) {
-            close_fds_array(in);
-        }
-        refused = reply.status;
-        return lgr::Outcome::Done;
+        return take_reply(st, link);
     });
-    // The endpoint's reason, for the caller's Decline: ENOMEM, its DMB
-    // memory is spent (MAX_DMB); EMFILE, its descriptors.
-    if (!result && (refused == ENOMEM || refused == EMFILE)) errno = refused;
-    return result;
+    return attach_result(st);
+}
+
+bool attach_async(uint64_t gid, uint64_t token, std::function<std::optional<Fds>(uid_t)> ours,
+                  int timeout_ms, std::function<void(std::optional<PeerFds>)> done) {
+    auto st = std::make_shared<AttachState>();
+    st->token = token;
+    st->ours = std::move(ours);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto held = lgr::hold(gid);
+        if (!held) {
+            if (st->asked) break; // a stale link, and no other: it ends here
+            return false;         // every link busy: the caller attaches waiting
+        }
+        bool sent = false;
+        lgr::Outcome o = send_request(*st, held->peer, &sent);
+        if (!sent) {
+            lgr::release(*held, o);
+            if (o == lgr::Outcome::Stale) continue; // once more, on a new link
+            break;
+        }
+        lgr::Hold h = *held;
+        bool watched = connect_watch::add(
+            h.peer.fd, connect_watch::Want::Readable, uint32_t(std::max(timeout_ms, 0)),
+            [st, h, done](bool answered) {
+                lgr::release(h, answered ? take_reply(*st, h.peer) : lgr::Outcome::Broken);
+                done(attach_result(*st));
+            });
+        if (watched) return true;
+        lgr::release(h, lgr::Outcome::Broken); // its answer would be read by nobody
+        break;
+    }
+    done(attach_result(*st));
+    return true;
 }
 
 int fetch_shared(uint64_t gid, uint64_t token, pid_t owner, size_t size, int timeout_ms) {

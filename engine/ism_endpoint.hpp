@@ -139,6 +139,14 @@ class Endpoint {
 std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
                               const std::function<std::optional<Fds>(uid_t)>& ours, int timeout_ms);
 
+// The same without waiting, on the connect watch thread only (the link is
+// held from there to the answer, lgr::hold): sends the request and calls
+// `done` there with what attach() would return once the answer is in (or
+// the timeout passed). False if every link to `gid` is busy: nothing was
+// asked or sent, and the caller attaches the waiting way (on a worker).
+bool attach_async(uint64_t gid, uint64_t token, std::function<std::optional<Fds>(uid_t)> ours,
+                  int timeout_ms, std::function<void(std::optional<PeerFds>)> done);
+
 // Memory this process hands to any local process that asks with its token
 // (the registry's pending announcements): a memfd sealed against shrinking
 // and growing, so that no one who maps it can be killed by a truncation

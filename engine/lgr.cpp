@@ -173,6 +173,60 @@ bool with_link(uint64_t gid, const std::function<Outcome(const Peer&)>& exchange
     return done;
 }
 
+std::optional<Hold> hold(uint64_t gid) {
+    if (gid == 0) return std::nullopt;
+    Slot* s = nullptr;
+    {
+        std::lock_guard lock(g_mu);
+        int links = 0;
+        for (auto& t : g_slots) {
+            if (t.gid != gid) continue;
+            ++links;
+            if (t.pins == 0) {
+                s = &t;
+                break;
+            }
+        }
+        if (!s && links < kLinksPerPeer) {
+            sweep_dead();
+            for (auto& t : g_slots) {
+                if (t.pins != 0) continue;
+                if (t.gid == 0) {
+                    s = &t;
+                    break;
+                }
+                if (!s || t.used_ns < s->used_ns) s = &t;
+            }
+            if (s) {
+                close_link(*s); // unpinned: nobody holds its mu
+                s->gid = gid;
+                s->used_ns = 0;
+            }
+        }
+        if (!s) return std::nullopt;
+        s->pins = 1;
+    }
+    s->mu.lock(); // unpinned until now: free at once
+    uid_t euid = geteuid();
+    if (s->peer.fd >= 0 && s->our_euid != euid) close_link(*s);
+    if (s->peer.fd < 0 && !connect_link(*s, gid, euid)) {
+        s->mu.unlock();
+        unpin(*s);
+        return std::nullopt;
+    }
+    return Hold{int(s - g_slots), s->peer};
+}
+
+void release(const Hold& h, Outcome o) {
+    Slot& s = g_slots[h.slot];
+    if (o == Outcome::Done)
+        s.used_ns = sys::mono_ns();
+    else
+        close_link(s);
+    s.mu.unlock();
+    unpin(s);
+}
+
 int open_links() {
     std::lock_guard lock(g_mu);
     int n = 0;

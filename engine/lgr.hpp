@@ -15,6 +15,7 @@
 // another euid of its own.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -46,6 +47,20 @@ enum class Outcome : uint8_t {
 // endpoint, its backlog full, all link slots busy) or the exchange did not
 // end in Done.
 bool with_link(uint64_t gid, const std::function<Outcome(const Peer&)>& exchange);
+
+// A link held for one exchange whose answer comes later, on an event loop
+// (the connect watch): the request goes out now, the answer is read when
+// the link polls readable. Taken and given back on the same thread.
+struct Hold {
+    int slot = -1;
+    Peer peer;
+};
+// An idle link to the endpoint of `gid` (made if there is room for one
+// more), held; nullopt when every link to it is busy or none can be made
+// (with_link waits for one instead).
+std::optional<Hold> hold(uint64_t gid);
+// Ends the exchange: Done keeps the link, anything else closes it.
+void release(const Hold& h, Outcome o);
 
 // Links currently open (tests, stats).
 int open_links();

@@ -27,6 +27,11 @@ with Env() as env:
     check(st["server_accepts"] >= 100, f"nginx workers' accepts counted ({st['server_accepts']})")
     check(st["conn_smcd"] >= 100 and st["client_async_handshakes"] >= 50,
           f"wrk's nonblocking connects used SMC-D ({st['conn_smcd']} ends, {st['fallback_reasons']})")
+    # (The connect watch reads the Accept, attaches without waiting and
+    # confirms: no worker takes the connection when the answer came whole.)
+    check(st["client_handshakes_on_watch"] > 0,
+          f"client handshakes finished on the connect watch ({st['client_handshakes_on_watch']} "
+          f"of {st['client_async_handshakes']})")
     check(st["client_connects"] >= 100, f"wrk's connects counted ({st['client_connects']})")
     check(st["forks"] >= 2, f"nginx workers made stats of their own after fork ({st['forks']})")
 
