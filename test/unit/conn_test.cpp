@@ -3,6 +3,7 @@
 #include "engine/sys.hpp"
 #include "engine/tx.hpp"
 #include "engine/wakeup.hpp"
+#include "test/unit/loopback.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -1292,16 +1293,8 @@ namespace {
 void use_tcp(Pair& p) {
     close(p.tcp[0]);
     close(p.tcp[1]);
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(listen(l, 1) == 0);
-    REQUIRE(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    p.tcp[0] = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(connect(p.tcp[0], reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    int l = test::loopback_listener(1);
+    p.tcp[0] = test::connect_to(l);
     p.tcp[1] = accept(l, nullptr, nullptr);
     REQUIRE(p.tcp[1] >= 0);
     close(l);

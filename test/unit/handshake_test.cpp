@@ -3,6 +3,7 @@
 #include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
 #include "engine/lgr.hpp"
+#include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
@@ -21,28 +22,7 @@ using namespace usmc;
 
 namespace {
 
-// A connected loopback TCP pair (client fd, server fd).
-struct TcpPair {
-    int client = -1, server = -1;
-    TcpPair() {
-        int l = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof a;
-        REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-        REQUIRE(listen(l, 4) == 0);
-        getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
-        client = socket(AF_INET, SOCK_STREAM, 0);
-        REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&a), len) == 0);
-        server = accept(l, nullptr, nullptr);
-        close(l);
-    }
-    ~TcpPair() {
-        if (client >= 0) close(client);
-        if (server >= 0) close(server);
-    }
-};
+using test::TcpPair;
 
 int open_fds() {
     int n = 0;

@@ -7,6 +7,7 @@
 #include "engine/handshake_queue.hpp"
 #include "engine/listener.hpp"
 #include "engine/sys.hpp"
+#include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>
 #include <atomic>
@@ -93,22 +94,9 @@ TEST_CASE("handshake queue: congestion starts at `workers` waiting jobs, lasts t
 
 namespace {
 int listening_socket() {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(listen(fd, 8) == 0);
-    return fd;
+    return test::loopback_listener(8, SOCK_NONBLOCK);
 }
-int connect_to(int lfd) {
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
-    return fd;
-}
+using test::connect_to;
 // A usmc listener on a kernel listener, watched by an epoll set with the
 // application's data; closes all three when the test ends.
 struct WatchedListener {
@@ -233,12 +221,8 @@ TEST_CASE("handshake queue: congestion back right after its hold doubles the hol
 
 TEST_CASE("connect watch: tells when the TCP connect is up, failed or timed out") {
     using namespace std::chrono;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    int lfd = test::loopback_listener(0); // room for one connection, never accepted
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(listen(lfd, 0) == 0); // room for one connection, never accepted
     socklen_t alen = sizeof a;
     getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen);
     int filler = connect_to(lfd);
