@@ -658,7 +658,7 @@ void detail::conns_exec_failed() {
         // Its other holders closed it while we were out: the peer was told,
         // its buffers may serve another connection. Ours fails from now on.
         log::warn("a connection closed by another process during a failed exec is broken");
-        c->broken.store(true, std::memory_order_release);
+        smc_break(*c);
     });
 }
 

@@ -32,6 +32,8 @@
 //
 // The kernel's SMC-D ring starts at 32; usmc keeps the cursors in a cache
 // line of their own so data writes never invalidate them.
+#include "engine/core/close_state.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -61,10 +63,11 @@ enum ProdFlags : uint8_t {
     kUrgPresent = 0x20,
     kConsUpdateReq = 0x10,
 };
+// The connection-state flags, as every transport carries them (core).
 enum ConnFlags : uint8_t {
-    kPeerDoneWriting = 0x80, // shutdown(SHUT_WR)
-    kPeerConnClosed = 0x40,  // orderly close
-    kPeerConnAbort = 0x20,   // abnormal close
+    kPeerDoneWriting = core::kPeerDoneWriting,
+    kPeerConnClosed = core::kPeerConnClosed,
+    kPeerConnAbort = core::kPeerConnAbort,
 };
 enum WaitFlags : uint64_t {
     kWaitData = 1,  // the peer sleeps until data arrives in its DMB

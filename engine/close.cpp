@@ -15,6 +15,7 @@ void tell_peer(SmcConn& c, uint8_t flag) {
                : flag == cdc::kPeerConnClosed ? "closed"
                                               : "abort");
     c.conn_flags.fetch_or(flag, std::memory_order_acq_rel);
+    smc_close_event(c, core::CloseEvent::WeDoneWriting);
     c.publish_flags();
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
     auto& w = c.rx.control()->waiting;
@@ -27,6 +28,35 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     if (flag == cdc::kPeerDoneWriting) wakeup::drain(c.sig_far);
 }
 } // namespace
+
+namespace {
+template <class F>
+core::CloseState move_on(SmcConn& c, F f) {
+    core::CloseState s = c.close_state.load(std::memory_order_acquire);
+    while (true) {
+        core::CloseState n = f(s);
+        if (n == s) return s;
+        if (c.close_state.compare_exchange_weak(s, n, std::memory_order_acq_rel)) {
+            log::debug("fd {}: {} -> {}", c.tcp_fd, core::name(s), core::name(n));
+            return n;
+        }
+    }
+}
+} // namespace
+
+core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {
+    return move_on(c, [e](core::CloseState s) { return core::next(s, e); });
+}
+
+core::CloseState smc_close_state(SmcConn& c) {
+    uint8_t flags = cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+    if (!(flags & core::kConnFlagsKnown)) return c.close_state.load(std::memory_order_acquire);
+    return move_on(c, [flags](core::CloseState s) { return core::with_peer_flags(s, flags); });
+}
+
+void smc_break(SmcConn& c) {
+    smc_close_event(c, core::CloseEvent::Broken);
+}
 
 bool smc_conn_init_wakeups(SmcConn& c) {
     c.tx_prod.store({});

@@ -21,6 +21,7 @@
 // own cursors; a bad one marks the connection broken (ECONNRESET), nothing
 // else.
 #include "engine/cdc.hpp"
+#include "engine/core/close_state.hpp"
 #include "engine/forkref.hpp"
 #include "engine/ism.hpp"
 
@@ -54,10 +55,11 @@ struct SmcConn {
     cdc::SharedCursor rx_cons;          // bytes consumed from our ring (under rx_mu)
     cdc::Cursor rx_cons_announced;      // what the peer has been told (receiver thread only)
     std::atomic<uint8_t> conn_flags{0}; // cdc::ConnFlags we sent
-    std::atomic<bool> broken{false};
-    std::atomic<bool> peer_gone{false};  // TCP connection closed under us
-    std::atomic<bool> peer_reset{false}; // ... by a reset (set before peer_gone)
-    std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF
+    // What recv, send and poll answer from (any thread moves it on, with
+    // smc_close_event / smc_close_state; core/close_state.hpp).
+    std::atomic<core::CloseState> close_state{core::CloseState::Open};
+    std::atomic<bool> peer_gone{false}; // TCP connection closed under us (after close_state has it)
+    std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
     std::atomic<bool> sent_after_peer_close{false}; // the one write TCP takes after the peer closed
     std::atomic<bool> waking_overrun{
         false}; // the peer held kWakingData past the bound once (rx.cpp)
@@ -215,9 +217,9 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
 uint32_t smc_rx_available(const SmcConn& c);
 uint32_t smc_tx_unconsumed(const SmcConn& c);
 
-// Readiness as poll() bits, computed from the cursors (for poll/select):
-// POLLPRI while urgent data waits to be read with MSG_OOB.
-short smc_poll_events(const SmcConn& c);
+// Readiness as poll() bits, computed from the cursors and the close state
+// (for poll/select): POLLPRI while urgent data waits to be read with MSG_OOB.
+short smc_poll_events(SmcConn& c);
 
 // Urgent data with TCP's semantics (Linux tcp_recv_urg, SIOCATMARK).
 // recv(MSG_OOB): the urgent byte (1, or 0 with len 0), -EINVAL when there
@@ -250,17 +252,28 @@ void smc_self_wake(SmcConn& c);
 void smc_block_writable(SmcConn& c);
 void smc_open_writable(SmcConn& c, bool filled_here = false);
 
+// The close state moved on by `e` (any thread): the new state.
+core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e);
+// The close state with the peer's connection flags as its control line
+// shows them now folded in: SMC-D's receive of the CDC flags.
+core::CloseState smc_close_state(SmcConn& c);
+// A word of the peer's out of bounds, or our wake-up pair gone: every call
+// fails with ECONNRESET from now on.
+void smc_break(SmcConn& c);
+inline bool smc_broken(const SmcConn& c) {
+    return c.close_state.load(std::memory_order_acquire) == core::CloseState::Broken;
+}
+
 // Looks at the TCP connection without reading: marks peer_gone when it has
 // ended (the peer process died, or closed after announcing it).
 bool smc_check_peer(SmcConn& c);
-// Marks peer_gone (and peer_reset) from a poll of the TCP socket with
-// POLLRDHUP asked for; true when it has ended.
+// From a poll of the TCP socket with POLLRDHUP asked for: true when it has
+// ended, and then its end is in the close state (the peer's last flags
+// first) and peer_gone set. Closed by a FIN with every byte we sent read is
+// how TCP shows a process that ended with the connection open (exit, exec,
+// a kill): an end of stream, as a close. A reset, or bytes of ours unread
+// (TCP's close answers them with a reset): ECONNRESET.
 bool smc_note_tcp_end(SmcConn& c, short revents);
-// The peer's TCP socket closed (not reset) without a word in the control
-// line, every byte we sent read: how TCP shows a process that ended (exit,
-// exec, a kill) with the connection open and nothing unread: an end of
-// stream. (Anything unread, and TCP's close sends a reset.)
-bool smc_peer_left_quietly(const SmcConn& c);
 
 // shutdown(SHUT_WR) / close / abort: tell the peer through the control line
 // and wake it if it waits. smc_close does not wake our own threads: callers

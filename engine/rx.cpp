@@ -209,7 +209,7 @@ bool urg_take_in(SmcConn& c, uint64_t prod_word) {
                   "connection broken",
                   c.tcp_fd, mark.wrap, mark.count, cons.wrap, cons.count, prod.wrap, prod.count,
                   ring);
-        c.broken.store(true, std::memory_order_release);
+        smc_break(c);
         return false;
     }
     Urg u;
@@ -261,11 +261,11 @@ ssize_t smc_recv_urgent(SmcConn& c, void* buf, size_t len, bool peek) {
     std::unique_lock lock(c.rx_mu, std::try_to_lock);
     uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
     if (lock.owns_lock()) urg_take_in(c, prod_word);
-    if (c.broken.load(std::memory_order_acquire)) return -ECONNRESET;
+    if (smc_broken(c)) return -ECONNRESET;
     uint32_t key = c.rx_urg_key.load(std::memory_order_acquire);
     if (cdc::urg_count_of(prod_word) != uint16_t(key)) {
         // On its way (TCP's urgent data not yet arrived): EOF ends the wait.
-        if (peer_conn_flags(c)) return 0;
+        if (core::recv_at_end(smc_close_state(c)) != core::AtEnd::Wait) return 0;
         return -EAGAIN;
     }
     if (!(key & SmcConn::kUrgStands)) return -EINVAL;
@@ -320,8 +320,8 @@ void smc_arm_for_data(SmcConn& c) {
 void smc_drain_wakeup(SmcConn& c) {
     bool self = c.self_woken.exchange(false, std::memory_order_acq_rel);
     if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
-        return; // armed and not yet taken: the peer has not written
-    if (!wakeup::drain(c.sig)) c.broken.store(true, std::memory_order_release); // pair shut down
+        return;                              // armed and not yet taken: the peer has not written
+    if (!wakeup::drain(c.sig)) smc_break(c); // pair shut down
 }
 
 void smc_self_wake(SmcConn& c) {
@@ -353,7 +353,9 @@ void SmcConn::adopt_published() {
     pub_lock_.clear(std::memory_order_release);
     rx_cons_announced = cdc::unpack_cons(word);
     rx_cons.store(rx_cons_announced);
-    conn_flags.fetch_or(cdc::conn_flags_of(word), std::memory_order_acq_rel);
+    uint8_t ours = cdc::conn_flags_of(word) & core::kConnFlagsKnown;
+    conn_flags.fetch_or(ours, std::memory_order_acq_rel);
+    if (ours) smc_close_event(*this, core::CloseEvent::WeDoneWriting);
     uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
     tx_prod.store(cdc::unpack_prod(prod));
     tx_urg_count = cdc::urg_count_of(prod);
@@ -410,7 +412,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     };
     while (true) {
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
-        if (c.broken.load(std::memory_order_acquire)) return got ? ssize_t(got) : -ECONNRESET;
+        if (smc_broken(c)) return got ? ssize_t(got) : -ECONNRESET;
         uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
         auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
         if (!avail) {
@@ -420,7 +422,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
                       "broken",
                       c.tcp_fd, prod.wrap, prod.count, c.rx_cons.load().wrap,
                       c.rx_cons.load().count, c.rx.ring_size());
-            c.broken.store(true, std::memory_order_release);
+            smc_break(c);
             continue;
         }
         // Our ring full (the peer could not write more): Buffer full, once a call.
@@ -460,9 +462,12 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // passes over. Wait for more than those.)
         uint32_t hidden = *avail;
         // Nothing to read: EOF, reset, or wait.
-        uint8_t pf = peer_conn_flags(c);
-        bool gone = !pf && (c.peer_gone.load(std::memory_order_acquire) || smc_check_peer(c));
-        if (pf || gone) {
+        core::AtEnd end = core::recv_at_end(smc_close_state(c));
+        // (Its TCP socket gone without a word: its end is in the state now.)
+        if (end == core::AtEnd::Wait && !c.peer_gone.load(std::memory_order_acquire) &&
+            smc_check_peer(c))
+            end = core::recv_at_end(smc_close_state(c));
+        if (end != core::AtEnd::Wait) {
             // The peer publishes its last bytes before its flags, and both
             // before it closes its TCP socket: the look at the ring above may
             // have come before its last bytes, the end of the stream after.
@@ -472,11 +477,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             // wake-up that said so may be the one the drain took.
             if (drained) smc_self_wake(c);
             drained = false;
-            if (gone) pf = peer_conn_flags(c); // its close, if it said so
-            if (pf & cdc::kPeerConnAbort) return got ? ssize_t(got) : -ECONNRESET;
-            if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) return ssize_t(got);
-            if (smc_peer_left_quietly(c)) return ssize_t(got);
-            return got ? ssize_t(got) : -ECONNRESET; // gone without a word, ours unread
+            if (end == core::AtEnd::Reset) return got ? ssize_t(got) : -ECONNRESET;
+            return ssize_t(got);
         }
         if (got > 0 && !waitall) return ssize_t(got);
         if (!nonblock && wait::spin(c.busy_poll_us, [&] {
@@ -532,14 +534,12 @@ bool smc_note_tcp_end(SmcConn& c, short revents) {
     // a live socket, IP_RECVERR.)
     if (!(revents & (POLLRDHUP | POLLHUP))) return false;
     log::debug("fd {}: the peer's TCP socket is gone (poll {:#x})", c.tcp_fd, unsigned(revents));
-    if (revents & POLLHUP) c.peer_reset.store(true, std::memory_order_release);
+    // Its last flags first: it published them before its socket closed.
+    smc_close_state(c);
+    bool quiet = !(revents & POLLHUP) && smc_tx_unconsumed(c) == 0;
+    smc_close_event(c, quiet ? core::CloseEvent::TcpEndQuiet : core::CloseEvent::TcpEndLost);
     c.peer_gone.store(true, std::memory_order_release);
     return true;
-}
-
-bool smc_peer_left_quietly(const SmcConn& c) {
-    return c.peer_gone.load(std::memory_order_acquire) &&
-           !c.peer_reset.load(std::memory_order_acquire) && smc_tx_unconsumed(c) == 0;
 }
 
 short smc_arm(SmcConn& c, short want) {
@@ -587,41 +587,29 @@ void smc_restore_level(SmcConn& c) {
     if (smc_poll_events(c) & (POLLIN | POLLERR | POLLHUP)) smc_self_wake(c);
 }
 
-short smc_poll_events(const SmcConn& c) {
+short smc_poll_events(SmcConn& c) {
     short ev = 0;
-    // Before the ring and the flags: a peer publishes both before it closes
-    // its TCP socket, so with `gone` seen they are seen as it left them.
-    bool gone = c.peer_gone.load(std::memory_order_acquire);
+    // Before the ring: a peer publishes its data before its flags, and both
+    // before it closes its TCP socket, so with its end seen its last bytes
+    // are seen too.
+    core::CloseState st = smc_close_state(c);
     uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
     auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
-    uint8_t pf = peer_conn_flags(c);
-    if (!avail || c.broken.load()) return POLLIN | POLLOUT | POLLERR | POLLHUP;
+    if (!avail || st == core::CloseState::Broken) return core::end_events(core::CloseState::Broken);
     uint32_t data = *avail;
     if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
         // POLLPRI while the urgent byte waits for recv(MSG_OOB). At the mark
         // without SO_OOBINLINE the byte is not readable data (tcp_poll).
         UrgView v = urg_view(c, prod_word);
-        if (v.bad) return POLLIN | POLLOUT | POLLERR | POLLHUP; // recv reports it
+        if (v.bad) return core::end_events(core::CloseState::Broken); // recv reports it
         if (v.urg.state == kUrgValid) ev |= POLLPRI;
         if (v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load() && data > 0 && !oob_inline(c))
             --data;
     }
-    if (data > 0 || (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed))) ev |= POLLIN;
-    if (pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed)) ev |= POLLRDHUP;
-    // A peer gone after an orderly close is TCP's CLOSE_WAIT (no error), and
-    // so is one that left quietly; gone with our bytes unread: a reset.
-    bool orderly = pf & (cdc::kPeerDoneWriting | cdc::kPeerConnClosed);
-    if (gone && !orderly && !(pf & cdc::kPeerConnAbort) && smc_peer_left_quietly(c)) {
-        orderly = true;
-        ev |= POLLIN | POLLRDHUP;
-    }
-    if (pf & cdc::kPeerConnAbort || (gone && !orderly)) ev |= POLLIN | POLLERR | POLLHUP;
-    // Writable: room in the peer's ring, or a write fails at once (EPIPE:
-    // we shut down writing, or the peer closed and will never read again,
-    // as TCP reports POLLOUT after SEND_SHUTDOWN or a reset).
-    if (smc_tx_unconsumed(c) < c.tx.ring_size() || (c.conn_flags.load() & cdc::kPeerDoneWriting) ||
-        (pf & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) || gone)
-        ev |= POLLOUT;
+    if (data > 0) ev |= POLLIN;
+    // EOF, reset, and writable when a write fails at once.
+    ev |= core::end_events(st);
+    if (smc_tx_unconsumed(c) < c.tx.ring_size()) ev |= POLLOUT;
     return ev;
 }
 

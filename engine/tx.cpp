@@ -31,16 +31,6 @@ std::optional<uint32_t> peer_free(const SmcConn& c) {
     return c.tx.ring_size() - *used;
 }
 
-uint8_t peer_conn_flags(const SmcConn& c) {
-    return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
-}
-
-// The peer will never read again: it closed, aborted, or died.
-bool peer_stopped(const SmcConn& c) {
-    return (peer_conn_flags(c) & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) ||
-           c.peer_gone.load(std::memory_order_acquire);
-}
-
 // Copies up to `max` bytes of the iovecs (from logical offset `skip`) into the
 // peer's ring at our producer cursor, wrapping at the ring's end.
 uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
@@ -222,8 +212,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     // TCP takes the first write after the peer closed (the peer's kernel
     // answers it with a reset, which fails the next one); programs rely on
     // it (a server answering a client that gave up). Nobody will read it.
-    if ((peer_conn_flags(c) & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) ==
-            cdc::kPeerConnClosed &&
+    if (core::send_gate(smc_close_state(c)) == core::SendGate::TakeOnce &&
         !c.sent_after_peer_close.exchange(true, std::memory_order_acq_rel))
         return ssize_t(total);
     timespec deadline{};
@@ -242,12 +231,13 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     bool filled = false;     // this call filled `sig` (armed for space)
     while (sent < total) {
         if (c.closing.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -EBADF;
-        if (c.broken.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -ECONNRESET;
-        if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped)
-            return sent ? ssize_t(sent) : -EPIPE;
-        if (peer_stopped(c)) {
-            // Writable from now on, as TCP after a reset (our fill of `sig`
-            // may have come after the close's or the peer watch's drain).
+        core::SendGate gate = core::send_gate(smc_close_state(c));
+        if (gate == core::SendGate::Reset) return sent ? ssize_t(sent) : -ECONNRESET;
+        if (gate != core::SendGate::Go) {
+            // We stopped, or the peer will never read again (it closed,
+            // aborted or died). Writable from now on, as TCP after a reset
+            // (our fill of `sig` may have come after the close's or the
+            // peer watch's drain).
             smc_open_writable(c, filled);
             return sent ? ssize_t(sent) : -EPIPE;
         }
@@ -258,7 +248,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
                       "broken",
                       c.tcp_fd, cons.wrap, cons.count, c.tx_prod.load().wrap,
                       c.tx_prod.load().count, c.tx.ring_size());
-            c.broken.store(true, std::memory_order_release);
+            smc_break(c);
             continue;
         }
         if (*free == 0) {
@@ -284,8 +274,9 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // fill, and the peer watch's after the look at the top).
             free = peer_free(c);
             if (free && *free > 0) continue;
-            if (!free || peer_stopped(c)) continue; // reported at the top of the loop
-            if (sent > 0) return ssize_t(sent);     // partial write, as TCP does
+            if (!free || core::send_gate(smc_close_state(c)) != core::SendGate::Go)
+                continue;                       // reported at the top of the loop
+            if (sent > 0) return ssize_t(sent); // partial write, as TCP does
             if (nonblock) return -EAGAIN;
             int left = timeout_ms >= 0 ? deadline_left(deadline) : -1;
             if (timeout_ms >= 0 && left == 0) return -EAGAIN;

@@ -214,7 +214,7 @@ void do_recv(Fixture& f, Reader& in, uint8_t op) {
     Cursor before = c.rx_cons.load();
     uint64_t prod_word = c.rx.control()->prod.load();
     auto avail = cdc::distance(before, cdc::unpack_prod(prod_word), f.rx_ring);
-    bool was_broken = c.broken.load();
+    bool was_broken = smc_broken(c);
     // Urgent data about (a new urgent count, or a mark that stands): the
     // read may leave urgent bytes out of the stream (consumed, or passed
     // over by a peek) and stops at the mark.
@@ -241,7 +241,7 @@ void do_recv(Fixture& f, Reader& in, uint8_t op) {
             same = ring_matches(c.rx.ring(), f.rx_ring, (at + 1) % f.rx_ring, out, size_t(r));
         FUZZ_CHECK(same);
     }
-    if (!avail) FUZZ_CHECK(c.broken.load() && r == -ECONNRESET);
+    if (!avail) FUZZ_CHECK(smc_broken(c) && r == -ECONNRESET);
 }
 
 // recv(MSG_OOB) and SIOCATMARK. (The urgent byte is read from our ring:
@@ -289,13 +289,15 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
     Cursor peer_cons = cdc::unpack_cons(cons_word);
     auto used = cdc::distance(peer_cons, before, f.tx_ring);
     // As TCP, the first write after the peer closed is taken whole, and
-    // nothing of it reaches the ring.
+    // nothing of it reaches the ring. The peer's flags count as the close
+    // state has them: a word it wrote before (a reset, say) is not undone
+    // by what it writes now.
     constexpr uint8_t kEnded = cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
-    uint8_t peer_flags = cdc::conn_flags_of(cons_word);
-    bool taken_unsent =
-        len > 0 && !(c.conn_flags.load() & kEnded) &&
-        (peer_flags & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) == cdc::kPeerConnClosed &&
-        !c.sent_after_peer_close.load();
+    core::CloseState state =
+        core::with_peer_flags(c.close_state.load(), cdc::conn_flags_of(cons_word));
+    bool taken_unsent = len > 0 && !(c.conn_flags.load() & kEnded) &&
+                        core::send_gate(state) == core::SendGate::TakeOnce &&
+                        !c.sent_after_peer_close.load();
     bool urgent = op & 0x20;
     uint16_t count = c.tx_urg_count;
     ssize_t r = smc_send(c, &iov, 1, !blocking, blocking ? 0 : -1, false, urgent);

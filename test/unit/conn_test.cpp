@@ -377,7 +377,7 @@ TEST_CASE("hostile peer cursors break only this connection") {
         p.b.rx.control()->prod.store(cdc::pack_prod({0, 0xfffffff0u}));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf) == -ECONNRESET);
-        CHECK(p.b.broken.load());
+        CHECK(smc_broken(p.b));
     }
     SECTION("producer cursor two wraps ahead") {
         Pair p;
@@ -1125,7 +1125,7 @@ TEST_CASE("hostile urgent marks break only this connection, never read outside t
         forge(p, 1, {0, 100}, {0, 10});
         CHECK(smc_poll_events(p.b) & POLLERR);
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
-        CHECK(p.b.broken.load());
+        CHECK(smc_broken(p.b));
     }
     SECTION("a mark outside the ring") {
         Pair p;
@@ -1147,7 +1147,7 @@ TEST_CASE("hostile urgent marks break only this connection, never read outside t
         CHECK(smc_recv_urgent(p.b, buf, 1, false) == -EAGAIN);
         CHECK_FALSE(smc_poll_events(p.b) & (POLLPRI | POLLERR));
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 4);
-        CHECK_FALSE(p.b.broken.load());
+        CHECK_FALSE(smc_broken(p.b));
     }
     SECTION("the other connection is untouched") {
         Pair bad, good;
@@ -1235,7 +1235,7 @@ TEST_CASE("urgent data between threads: a reader, an out-of-band reader and poll
     // once each way.)
     CHECK(inline_urgent <= size_t(kRounds));
     CHECK(size_t(oob_bytes.load()) <= size_t(kRounds));
-    CHECK_FALSE(p.b.broken.load());
+    CHECK_FALSE(smc_broken(p.b));
 }
 
 TEST_CASE("a read whose arm takes the peer watch's wake-up for a dead peer still ends") {
@@ -1351,13 +1351,53 @@ TEST_CASE("a peer that ends without a word and left ours unread: a reset") {
     }
 }
 
+TEST_CASE("a peer that ended quietly takes one more write, as a closed TCP peer does") {
+    Pair p;
+    use_tcp(p);
+    peer_ends(p, false);
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 0);
+    CHECK(send_buf(p.b, "late", 4) == 4);
+    CHECK(send_buf(p.b, "x", 1) == -EPIPE);
+}
+
+TEST_CASE("a peer that shut down writing and then vanished with ours unread: EOF, EPIPE, POLLERR") {
+    // TCP: a reset in CLOSE_WAIT leaves the FIN taken (reads end) and
+    // fails writes (tcp_reset: EPIPE).
+    Pair p;
+    use_tcp(p);
+    REQUIRE(send_buf(p.b, "unread", 6) == 6);
+    smc_shutdown_write(p.a);
+    peer_ends(p, false);
+    REQUIRE(smc_check_peer(p.b)); // (what the peer watch does when it sees the end)
+    char buf[8];
+    CHECK(smc_arm(p.b, POLLIN) & POLLERR);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 0);
+    CHECK(send_buf(p.b, "x", 1) == -EPIPE);
+    CHECK(p.b.close_state.load() == core::CloseState::EofThenReset);
+}
+
+TEST_CASE("a vanished peer's later words do not take its reset back") {
+    Pair p;
+    use_tcp(p);
+    peer_ends(p, true);
+    char buf[8];
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    // Whoever still maps the line writes "done writing", then "closed".
+    smc_shutdown_write(p.a);
+    smc_close(p.a, false);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
+    CHECK(smc_poll_events(p.b) & POLLERR);
+}
+
 TEST_CASE("an error queued on the TCP socket is not the peer's end") {
     // POLLERR without POLLRDHUP/POLLHUP: the peer is alive.
     Pair p;
     CHECK_FALSE(smc_note_tcp_end(p.b, POLLERR));
     CHECK_FALSE(p.b.peer_gone.load());
+    CHECK(p.b.close_state.load() == core::CloseState::Open);
     CHECK(smc_note_tcp_end(p.b, POLLRDHUP | POLLIN));
-    CHECK_FALSE(p.b.peer_reset.load());
+    CHECK(p.b.close_state.load() == core::CloseState::PeerClosed); // FIN, nothing of ours unread
 }
 
 TEST_CASE("wake-up pair: only a Unix stream socket passes for a peer's wake-up end") {
