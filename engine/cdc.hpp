@@ -33,29 +33,20 @@
 // The kernel's SMC-D ring starts at 32; usmc keeps the cursors in a cache
 // line of their own so data writes never invalidate them.
 #include "engine/core/close_state.hpp"
+#include "engine/core/cursor.hpp"
 
 #include <atomic>
 #include <cstdint>
-#include <optional>
 
 namespace usmc::cdc {
 
-struct Cursor {
-    uint16_t wrap = 0;
-    uint32_t count = 0; // offset in the ring, < ring size
-    bool operator==(const Cursor&) const = default;
-};
-
-// Cursor arithmetic on a ring of `size` bytes.
-Cursor advance(Cursor c, uint32_t n, uint32_t size); // n <= size
-// Bytes from `older` to `newer`, or nullopt when `newer` is behind `older` or
-// more than one ring ahead: what a bounds check on a peer's cursor needs.
-std::optional<uint32_t> distance(Cursor older, Cursor newer, uint32_t size);
-bool valid(Cursor c, uint32_t size); // count inside the ring
-
-// max(ring_size / 10, SOCK_MIN_SNDBUF / 2): consumer-cursor announcements
-// wait for this much consumption (seed: RMB window update fix).
-uint32_t update_limit(uint32_t ring_size);
+// The cursors and their arithmetic are the core's (transport-independent).
+using core::advance;
+using core::Cursor;
+using core::distance;
+using core::SharedCursor;
+using core::update_limit;
+using core::valid;
 
 enum ProdFlags : uint8_t {
     kWriteBlocked = 0x80,
@@ -119,18 +110,5 @@ inline uint8_t prod_flags_of(uint64_t cons_word) {
 inline uint8_t conn_flags_of(uint64_t cons_word) {
     return uint8_t(cons_word >> 56);
 }
-
-// A cursor one thread advances (under its lock) while others read it without
-// one (poll, FIONREAD): one atomic word, so a reader never pairs the wrap of
-// one value with the count of another (a torn cursor looks impossible, and
-// poll then reported an error it took back a moment later).
-class SharedCursor {
-  public:
-    Cursor load() const { return unpack_prod(word_.load(std::memory_order_acquire)); }
-    void store(Cursor c) { word_.store(pack_prod(c), std::memory_order_release); }
-
-  private:
-    std::atomic<uint64_t> word_{0};
-};
 
 } // namespace usmc::cdc

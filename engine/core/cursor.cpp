@@ -1,8 +1,8 @@
-#include "engine/cdc.hpp"
+#include "engine/core/cursor.hpp"
 
 #include <algorithm>
 
-namespace usmc::cdc {
+namespace usmc::core {
 
 Cursor advance(Cursor c, uint32_t n, uint32_t size) {
     uint64_t next = uint64_t{c.count} + n;
@@ -33,4 +33,4 @@ uint32_t update_limit(uint32_t ring_size) {
     return std::max(ring_size / 10, kSockMinSndbufHalf);
 }
 
-} // namespace usmc::cdc
+} // namespace usmc::core
