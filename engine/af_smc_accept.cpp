@@ -15,6 +15,7 @@
 #include "engine/handshake.hpp"
 #include "engine/learn.hpp"
 #include "engine/log.hpp"
+#include "engine/loop.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
 #include <netinet/in.h>
 #include <new>
 #include <poll.h>
@@ -426,15 +428,23 @@ bool check_backlog(SmcListener* l) {
 }
 
 // Handshakes progress without the application, as the kernel's listen work
-// runs without it: once this process has accepted on a listener, a thread of
+// runs without it: once this process has accepted on a listener, the loop of
 // ours takes connections the application has left waiting for a while
 // (kGraceMs) into the listener's queue, handshakes included, up to the
 // backlog. (Not before: a pre-fork parent that never accepts must not take
 // its children's connections.)
+// (On the engine's event loop: the listener's readiness, then a timer for
+// the grace.)
 constexpr int kGraceMs = 10;
 std::mutex g_watch_mu;
-int g_watch_ep = -1;
-std::vector<SmcListener*>* g_watched = nullptr; // each with a reference
+struct WatchedListener {
+    SmcListener* l; // with a reference
+    uint64_t watch; // its pending loop watch (readiness or the grace timer), 0 if none
+};
+// By a key never used twice, which the loop's handlers carry: a listener
+// removed meanwhile (and another made at its address) is not theirs.
+std::map<uint64_t, WatchedListener>* g_watched = nullptr;
+uint64_t g_next_watch_key = 1;
 
 void watch_listener(SmcListener* l) {
     // No client has announced an SMC connect: whatever waits is plain TCP
@@ -465,41 +475,36 @@ void watch_listener(SmcListener* l) {
     }
 }
 
-void watch_loop(int ep) {
-    epoll_event ev[32];
-    while (true) {
-        int n = sys::real().epoll_wait(ep, ev, 32, -1);
-        if (n <= 0) continue;
-        // Give the application its chance first.
-        std::this_thread::sleep_for(std::chrono::milliseconds(kGraceMs));
-        std::lock_guard lock(g_watch_mu);
-        for (int i = 0; i < n; ++i) {
-            auto* l = static_cast<SmcListener*>(ev[i].data.ptr);
-            if (!g_watched ||
-                std::find(g_watched->begin(), g_watched->end(), l) == g_watched->end())
-                continue; // closed meanwhile
-            watch_listener(l);
-            epoll_event again{};
-            again.events = EPOLLIN | EPOLLONESHOT;
-            again.data.ptr = l;
-            sys::real().epoll_ctl(ep, EPOLL_CTL_MOD, l->fd(), &again);
-        }
-    }
+void listener_event(uint64_t key, bool grace_over);
+
+// Under g_watch_mu: the listener's next wait on the loop.
+void arm_listener(uint64_t key, WatchedListener& w, bool grace) {
+    w.watch =
+        grace ? loop::add(-1, 0, kGraceMs, [key](uint32_t) { listener_event(key, true); })
+              : loop::add(w.l->fd(), EPOLLIN, -1, [key](uint32_t) { listener_event(key, false); });
+}
+
+void listener_event(uint64_t key, bool grace_over) {
+    std::lock_guard lock(g_watch_mu);
+    if (!g_watched) return;
+    auto it = g_watched->find(key);
+    if (it == g_watched->end()) return; // closed meanwhile
+    // Readable: give the application its chance first.
+    if (grace_over) watch_listener(it->second.l);
+    arm_listener(key, it->second, !grace_over);
 }
 
 void listen_watch_add(SmcListener* l, int lfd) {
     std::lock_guard lock(g_watch_mu);
     l->set_accepts_here();
-    if (!g_watched) g_watched = new std::vector<SmcListener*>;
-    if (g_watch_ep < 0 && (g_watch_ep = sys::start_epoll_thread(watch_loop, "usmc-listen")) < 0)
-        return;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLONESHOT;
-    ev.data.ptr = l;
-    if (sys::real().epoll_ctl(g_watch_ep, EPOLL_CTL_ADD, lfd, &ev) == 0) {
-        l->ref();
-        g_watched->push_back(l);
-    }
+    if (!g_watched) g_watched = new std::map<uint64_t, WatchedListener>;
+    (void)lfd; // (the listener's own descriptor: l->fd())
+    uint64_t key = g_next_watch_key++;
+    WatchedListener w{l, 0};
+    arm_listener(key, w, false);
+    if (!w.watch) return;
+    l->ref();
+    g_watched->emplace(key, w);
 }
 
 int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags,
@@ -558,17 +563,16 @@ namespace detail {
 void listen_watch_remove(SmcListener* l) {
     std::lock_guard lock(g_watch_mu); // waits for an intake in progress
     if (!g_watched) return;
-    auto it = std::find(g_watched->begin(), g_watched->end(), l);
+    auto it = std::find_if(g_watched->begin(), g_watched->end(),
+                           [l](const auto& e) { return e.second.l == l; });
     if (it == g_watched->end()) return;
+    if (it->second.watch) loop::cancel(it->second.watch); // (its fd out of the loop's set)
     g_watched->erase(it);
-    sys::real().epoll_ctl(g_watch_ep, EPOLL_CTL_DEL, l->fd(), nullptr);
     l->unref();
 }
 
 void listen_watch_fork_child() {
     new (&g_watch_mu) std::mutex();
-    if (g_watch_ep >= 0) sys::real().close(g_watch_ep);
-    g_watch_ep = -1;
     g_watched = nullptr; // the parent's list (a copy here); its references stay unused
 }
 

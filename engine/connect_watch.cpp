@@ -1,132 +1,25 @@
 #include "engine/connect_watch.hpp"
 
-#include "engine/log.hpp"
-#include "engine/sys.hpp"
+#include "engine/loop.hpp"
 
-#include <map>
-#include <mutex>
-#include <new>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <vector>
 
 namespace usmc::connect_watch {
 
-namespace {
-
-struct Watch {
-    int fd;
-    Want want;
-    uint64_t deadline_ms;
-    std::function<void(bool)> done;
-};
-
-std::mutex g_mu;
-int g_epfd = -1;
-int g_wake = -1; // eventfd in the set (epoll data 0): an earlier deadline is news
-uint64_t g_sleep_until = UINT64_MAX; // the deadline the thread sleeps to, under g_mu
-uint64_t g_next_id = 1;
-std::map<uint64_t, Watch>* g_watches = nullptr; // by id (the epoll data), under g_mu
-
-uint64_t now_ms() {
-    return sys::mono_ns() / 1000000;
-}
-
-// Takes the watch out of the set (and its fd out of the epoll set, before
-// the caller can close it). Under g_mu.
-std::function<void(bool)> take(std::map<uint64_t, Watch>::iterator it) {
-    sys::real().epoll_ctl(g_epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
-    auto done = std::move(it->second.done);
-    g_watches->erase(it);
-    return done;
-}
-
-void run(int epfd) {
-    epoll_event ev[64];
-    int timeout = -1;
-    while (true) {
-        int n = sys::real().epoll_wait(epfd, ev, 64, timeout);
-        if (n < 0 && errno != EINTR) return;
-        std::vector<std::pair<std::function<void(bool)>, bool>> ready;
-        {
-            std::lock_guard lock(g_mu);
-            for (int i = 0; i < n; ++i) {
-                if (ev[i].data.u64 == 0) {
-                    uint64_t v;
-                    ssize_t rc = sys::real().read(g_wake, &v, sizeof v);
-                    (void)rc;
-                    continue;
-                }
-                auto it = g_watches->find(ev[i].data.u64);
-                if (it == g_watches->end()) continue;
-                // Readable: whatever came (an answer, a hang-up, an error)
-                // is for the handshake to read.
-                bool up = it->second.want == Want::Readable ||
-                          ((ev[i].events & EPOLLOUT) && !(ev[i].events & (EPOLLERR | EPOLLHUP)));
-                ready.emplace_back(take(it), up);
-            }
-            uint64_t now = now_ms(), next = UINT64_MAX;
-            for (auto it = g_watches->begin(); it != g_watches->end();) {
-                if (it->second.deadline_ms <= now) {
-                    ready.emplace_back(take(it++), false);
-                } else {
-                    next = std::min(next, it->second.deadline_ms);
-                    ++it;
-                }
-            }
-            g_sleep_until = next;
-            timeout = next == UINT64_MAX ? -1 : int(std::min<uint64_t>(next - now, 60000));
-        }
-        // Outside the lock: a callback may add (another connect's) watch.
-        for (auto& [done, up] : ready)
-            done(up);
-    }
-}
-
-} // namespace
-
 bool add(int fd, Want want, uint32_t timeout_ms, std::function<void(bool ok)> done) {
-    std::lock_guard lock(g_mu);
-    if (!g_watches) g_watches = new std::map<uint64_t, Watch>;
-    if (g_epfd < 0) {
-        int wake = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-        if (wake < 0 || (g_epfd = sys::start_epoll_thread(run, "usmc-connwatch")) < 0) {
-            if (wake >= 0) sys::real().close(wake);
-            log::warn("cannot start the connect watch thread");
-            return false;
-        }
-        g_wake = wake;
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.u64 = 0;
-        sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, g_wake, &ev);
-    }
-    uint64_t id = g_next_id++;
-    epoll_event ev{};
-    ev.events = (want == Want::Readable ? EPOLLIN | EPOLLRDHUP : EPOLLOUT) | EPOLLONESHOT;
-    ev.data.u64 = id;
-    if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
-    uint64_t deadline = now_ms() + timeout_ms;
-    g_watches->emplace(id, Watch{fd, want, deadline, std::move(done)});
-    // The thread sleeps until the nearest deadline it knew of; only an
-    // earlier one (a first watch, or a shorter timeout) needs a wake-up.
-    if (deadline < g_sleep_until) {
-        g_sleep_until = deadline; // one wake-up is enough until it recomputes
-        uint64_t v = 1;
-        ssize_t rc = sys::real().write(g_wake, &v, sizeof v);
-        (void)rc;
-    }
-    return true;
+    uint32_t events = want == Want::Readable ? EPOLLIN | EPOLLRDHUP : EPOLLOUT;
+    int timeout = int(std::min<uint32_t>(timeout_ms, INT32_MAX));
+    return loop::add(fd, events, timeout, [want, done = std::move(done)](uint32_t ev) {
+               // Readable: whatever came (an answer, a hang-up, an error) is for
+               // the handshake to read. 0: the deadline passed.
+               bool up = ev != 0 && (want == Want::Readable ||
+                                     ((ev & EPOLLOUT) && !(ev & (EPOLLERR | EPOLLHUP))));
+               done(up);
+           }) != 0;
 }
 
 void on_fork_child() {
-    new (&g_mu) std::mutex();
-    if (g_epfd >= 0) sys::real().close(g_epfd);
-    if (g_wake >= 0) sys::real().close(g_wake);
-    g_epfd = g_wake = -1;
-    g_sleep_until = UINT64_MAX;
-    g_watches = nullptr; // the parent's (its memory is a copy here)
+    loop::on_fork_child();
 }
 
 } // namespace usmc::connect_watch

@@ -6,8 +6,8 @@
 // clc_detect_timeout_ms for the Proposal. Left to the client's
 // handshake queue, it waited behind handshakes that wait for Accepts, and
 // the server's wait ran out (connections that should have been SMC-D ran
-// TCP, and server workers sat idle). One thread per process watches such
-// sockets in a private epoll set.
+// TCP, and server workers sat idle). The engine's event loop watches such
+// sockets (loop.hpp).
 //
 // The same thread waits for the server's Accept after a Proposal went out,
 // so a client worker never blocks on the server's handshake queue: with
@@ -30,7 +30,7 @@ enum class Want : uint8_t { Connected, Readable };
 // without the watch).
 bool add(int fd, Want want, uint32_t timeout_ms, std::function<void(bool ok)> done);
 
-// A forked child: the thread is gone; start again on first use.
+// A forked child: the loop's thread is gone; it starts again on first use.
 void on_fork_child();
 
 } // namespace usmc::connect_watch

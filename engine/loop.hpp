@@ -1,0 +1,39 @@
+#pragma once
+// The engine's event loop: one thread per process (started on first use)
+// that waits, in one private epoll set, for what the engine waits for
+// without the application: a TCP connect to complete, a peer's first CLC
+// bytes or its answer (connect_watch), a listener the application has left
+// waiting (the listen watcher, af_smc_accept.cpp), the end of an
+// epoll-watched connection's TCP socket (peer_watch), and their deadlines.
+// One thread rather than one per watcher: each was an epoll_wait of its
+// own, a thread to wake and a stack per process.
+//
+// A watch is one-shot: `on_event` runs once on the loop thread, with the
+// epoll events that came or 0 at its deadline, and the watch is gone. A
+// handler must not wait on anything another process holds (it runs the
+// other watchers' events too); it may add watches.
+#include <cstdint>
+#include <functional>
+
+namespace usmc::loop {
+
+// Watches `fd` for `events` (EPOLLIN, EPOLLOUT, EPOLLRDHUP...; one-shot),
+// until `timeout_ms` has passed (-1: no deadline; 0: at the loop's next
+// turn). fd -1 is a timer: `on_event(0)` after `timeout_ms`. The caller
+// keeps `fd` open until the handler has run or the watch is cancelled.
+// Returns the watch's id, 0 if it could not be made (`on_event` is then
+// never called).
+uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_t)> on_event);
+
+// Takes a watch out (its fd out of the epoll set, before the caller closes
+// it). False if it had fired already: its handler runs or ran, and the
+// caller's own state must tell it that its object is gone.
+bool cancel(uint64_t id);
+
+// Watches not yet fired (tests).
+size_t pending();
+
+// A forked child: the thread is gone; start again on first use.
+void on_fork_child();
+
+} // namespace usmc::loop

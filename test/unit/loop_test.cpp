@@ -1,0 +1,107 @@
+// The engine's event loop (loop.hpp): readiness, deadlines, timers, cancel.
+#include "engine/loop.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace usmc;
+using namespace std::chrono;
+
+namespace {
+// What handlers reported, waited for by event (never by sleeping).
+struct Seen {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::pair<int, uint32_t>> calls; // (tag, events)
+    void note(int tag, uint32_t ev) {
+        std::lock_guard l(mu);
+        calls.emplace_back(tag, ev);
+        cv.notify_all();
+    }
+    bool wait_for(size_t n, milliseconds limit = milliseconds(10000)) {
+        std::unique_lock l(mu);
+        return cv.wait_for(l, limit, [&] { return calls.size() >= n; });
+    }
+    std::pair<int, uint32_t> at(size_t i) {
+        std::lock_guard l(mu);
+        return calls.at(i);
+    }
+};
+} // namespace
+
+TEST_CASE("loop: a watch fires once with its events, a timer at its deadline") {
+    auto seen_p = std::make_shared<Seen>(); // outlives a handler still returning
+    Seen& seen = *seen_p;
+    int sp[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
+    size_t before = loop::pending(); // (watches of earlier cases may stand)
+    auto start = steady_clock::now();
+    REQUIRE(loop::add(sp[0], EPOLLIN, -1, [seen_p](uint32_t ev) { seen_p->note(1, ev); }));
+    REQUIRE(loop::add(-1, 0, 30, [seen_p](uint32_t ev) { seen_p->note(2, ev); }));
+    REQUIRE(seen.wait_for(1));
+    CHECK(seen.at(0) == std::pair<int, uint32_t>(2, 0)); // nothing readable yet
+    CHECK(steady_clock::now() - start >= milliseconds(29));
+    REQUIRE(write(sp[1], "x", 1) == 1);
+    REQUIRE(seen.wait_for(2));
+    CHECK(seen.at(1).first == 1);
+    CHECK(seen.at(1).second & EPOLLIN);
+    CHECK(loop::pending() <= before); // one-shot: both are gone
+    close(sp[0]);
+    close(sp[1]);
+}
+
+TEST_CASE("loop: a deadline ends a watch with 0; a cancelled watch never fires") {
+    auto seen_p = std::make_shared<Seen>(); // outlives a handler still returning
+    Seen& seen = *seen_p;
+    int sp[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
+    uint64_t cancelled =
+        loop::add(sp[0], EPOLLIN, -1, [seen_p](uint32_t ev) { seen_p->note(3, ev); });
+    REQUIRE(cancelled);
+    CHECK(loop::cancel(cancelled));
+    CHECK_FALSE(loop::cancel(cancelled));
+    REQUIRE(write(sp[1], "x", 1) == 1); // readable now: nobody is told
+    int other[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, other) == 0);
+    REQUIRE(loop::add(other[0], EPOLLIN, 20, [seen_p](uint32_t ev) { seen_p->note(4, ev); }));
+    REQUIRE(seen.wait_for(1));
+    CHECK(seen.at(0) == std::pair<int, uint32_t>(4, 0));
+    // (Its fd is out of the set: a new watch of it can be made.)
+    REQUIRE(loop::add(sp[0], EPOLLIN, -1, [seen_p](uint32_t ev) { seen_p->note(5, ev); }));
+    REQUIRE(seen.wait_for(2));
+    CHECK(seen.at(1).first == 5);
+    std::lock_guard l(seen.mu);
+    for (auto& c : seen.calls)
+        CHECK(c.first != 3);
+    for (int fd : {sp[0], sp[1], other[0], other[1]})
+        close(fd);
+}
+
+TEST_CASE("loop: a handler may add the next watch") {
+    // (Everything the handlers touch is theirs: the case may end while the
+    // last one is still returning.)
+    struct Chain {
+        Seen seen;
+        int left = 3;
+    };
+    auto chain = std::make_shared<Chain>();
+    struct Step {
+        std::shared_ptr<Chain> chain;
+        void operator()(uint32_t) const {
+            bool more = --chain->left > 0; // (only the loop thread touches `left`)
+            if (more) loop::add(-1, 0, 1, *this);
+            chain->seen.note(6, 0);
+        }
+    };
+    REQUIRE(loop::add(-1, 0, 0, Step{chain}));
+    REQUIRE(chain->seen.wait_for(3));
+    CHECK(loop::add(-1, 0, -1, [](uint32_t) {}) == 0); // a timer that never fires is refused
+}
