@@ -85,6 +85,7 @@ struct SmcConn {
     uint32_t tx_held = 0;
     std::atomic<bool> corked{false};
     std::atomic<bool> cork_listed{false};
+    uint64_t cork_key = 0; // its entry in the backstop's table (under tx_mu)
 
     std::mutex tx_mu; // one sender at a time
     std::mutex rx_mu; // one receiver at a time

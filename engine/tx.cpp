@@ -4,6 +4,7 @@
 #include "engine/tx.hpp"
 
 #include "engine/log.hpp"
+#include "engine/loop.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
@@ -12,10 +13,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <thread>
 #include <time.h>
+#include <unordered_map>
 #include <vector>
 
 namespace usmc {
@@ -109,20 +109,19 @@ void flush_locked(SmcConn& c) {
 }
 
 // The backstop: held bytes are published at the latest kCorkCeilingMs after
-// they were first held, by one thread per process started on first need.
-using Clock = std::chrono::steady_clock;
+// they were first held, by a timer on the engine's event loop.
 struct Corked {
     SmcConn* c;
-    Clock::time_point due;
+    uint64_t watch; // its pending timer
 };
-// Never destroyed: the thread may wait on the condition variable at exit
-// (destroying it there would block exit), and a forked child starts a fresh
+// Never destroyed (a timer may fire at exit); a forked child starts a fresh
 // one (the parent's lock may have been held at the fork).
 struct CorkState {
     std::mutex mu;
-    std::condition_variable cv;
-    std::vector<Corked> corked; // under mu
-    bool thread = false;
+    // By a key never used twice, which the timer carries: a connection
+    // forgotten meanwhile (and another at its address) is not its.
+    std::unordered_map<uint64_t, Corked> corked; // under mu
+    uint64_t next_key = 1;
 };
 std::atomic<CorkState*> g_cork{nullptr};
 
@@ -135,34 +134,30 @@ CorkState& cork_state() {
     return *s;
 }
 
-void cork_loop(CorkState* st) {
-    sys::name_this_thread("usmc-cork");
-    std::unique_lock lock(st->mu);
-    while (true) {
-        if (st->corked.empty()) {
-            st->cv.wait(lock);
-            continue;
-        }
-        auto now = Clock::now();
-        auto first =
-            std::min_element(st->corked.begin(), st->corked.end(),
-                             [](const Corked& a, const Corked& b) { return a.due < b.due; });
-        if (first->due > now) {
-            st->cv.wait_until(lock, first->due);
-            continue;
-        }
-        // (Holding the lock keeps smc_cork_forget, and so the connection's
-        // end, waiting. A sender inside tx_mu publishes by itself or holds
-        // again: look again a little later.)
-        std::unique_lock tx(first->c->tx_mu, std::try_to_lock);
-        if (!tx.owns_lock()) {
-            first->due = now + std::chrono::milliseconds(1);
-            continue;
-        }
-        flush_locked(*first->c);
-        first->c->cork_listed.store(false, std::memory_order_relaxed);
-        st->corked.erase(first);
+void cork_due(uint64_t key);
+
+uint64_t cork_timer(uint64_t key, int ms) {
+    return loop::add(-1, 0, ms, [key](uint32_t) { cork_due(key); });
+}
+
+void cork_due(uint64_t key) {
+    CorkState& st = cork_state();
+    std::lock_guard lock(st.mu);
+    auto it = st.corked.find(key);
+    if (it == st.corked.end()) return; // forgotten meanwhile
+    SmcConn& c = *it->second.c;
+    // (Holding the lock keeps smc_cork_forget, and so the connection's end,
+    // waiting. A sender inside tx_mu publishes by itself or holds again:
+    // look again a little later.)
+    // (A timer on the running loop is always to be had.)
+    std::unique_lock tx(c.tx_mu, std::try_to_lock);
+    if (!tx.owns_lock()) {
+        it->second.watch = cork_timer(key, 1);
+        return;
     }
+    flush_locked(c);
+    c.cork_listed.store(false, std::memory_order_relaxed);
+    st.corked.erase(it);
 }
 
 // Under tx_mu: bytes are held; make sure the backstop knows.
@@ -170,12 +165,15 @@ void cork_list(SmcConn& c) {
     if (c.cork_listed.exchange(true, std::memory_order_relaxed)) return;
     CorkState& st = cork_state();
     std::lock_guard lock(st.mu);
-    st.corked.push_back({&c, Clock::now() + std::chrono::milliseconds(kCorkCeilingMs)});
-    if (!st.thread) {
-        st.thread = true;
-        std::thread(cork_loop, &st).detach();
+    uint64_t key = st.next_key++;
+    uint64_t watch = cork_timer(key, kCorkCeilingMs);
+    if (!watch) { // no loop: nothing may stay held
+        flush_locked(c);
+        c.cork_listed.store(false, std::memory_order_relaxed);
+        return;
     }
-    st.cv.notify_one();
+    c.cork_key = key;
+    st.corked.emplace(key, Corked{&c, watch});
 }
 
 int deadline_left(const timespec& deadline) {
@@ -332,12 +330,15 @@ void smc_cork_forget(SmcConn& c) {
     if (!c.cork_listed.load(std::memory_order_relaxed)) return;
     CorkState& st = cork_state();
     std::lock_guard lock(st.mu);
-    std::erase_if(st.corked, [&](const Corked& e) { return e.c == &c; });
+    if (auto it = st.corked.find(c.cork_key); it != st.corked.end() && it->second.c == &c) {
+        loop::cancel(it->second.watch);
+        st.corked.erase(it);
+    }
     c.cork_listed.store(false, std::memory_order_relaxed);
 }
 
 void smc_cork_after_fork_child() {
-    // The parent's thread and lock state do not exist here; what the parent
+    // The parent's timers and lock state do not exist here; what the parent
     // held is the parent's to publish.
     g_cork.store(nullptr, std::memory_order_release); // (the parent's copy is left alone)
 }
