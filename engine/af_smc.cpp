@@ -14,6 +14,7 @@
 #include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
+#include "engine/space_watch.hpp"
 #include "engine/sys.hpp"
 #include "engine/tx.hpp"
 #include "engine/wakeup.hpp"
@@ -104,6 +105,7 @@ void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
 
 void activated(int fd, SmcConn& c) {
     using namespace counters;
+    smc_unblock(c); // writable now, and reachable by the peer's wake-ups
     runtime::count_traffic(kRx, kBufs + bucket_of(c.rx.size));
     runtime::count_traffic(kTx, kBufs + bucket_of(c.tx.size));
     diag::publish(runtime::get().seg, c, fd);
@@ -135,9 +137,8 @@ void fold_counters(SmcConn* c) {
 // child closes last would keep its bytes counted here until MAX_DMB); the
 // peer's DMB may be a mapping our device caches: it goes back there.
 void drop_local(SmcConn* c) {
+    space_watch::remove(c);
     smc_close_wakeups(*c);
-    if (c->peer_sig >= 0) sys::real().close(c->peer_sig);
-    c->peer_sig = -1;
     {
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev) {
@@ -159,8 +160,7 @@ void quiesce_pollers(SmcConn* c) {
         c->pair_retired.store(true);
         for (int spins = 0; c->sig_pollers.load() > 1; ++spins) {
             if (spins % 64 == 0) {
-                wakeup::send(c->sig_far);
-                wakeup::drain(c->sig_far);
+                smc_wake_all(*c);
             }
             nanosleep(&pause, nullptr);
         }
@@ -178,6 +178,7 @@ void release(SmcConn* c) {
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
     smc_flush(*c);   // held (corked) bytes are sent, as close() sends them
     smc_cork_forget(*c);
+    space_watch::remove(c);
     // Take `sig` out of every epoll set: forked children may hold copies
     // of it, so the kernel would keep the registrations (and their epoll_data).
     {
@@ -218,6 +219,7 @@ void discard(SmcConn* c) {
     if (c->learn_word) forkref::free(c->learn_word); // never handed out: nothing learned
     peer_watch::remove(c);
     smc_cork_forget(*c);
+    space_watch::remove(c);
     for (auto& r : c->connecting_regs) // closed while its handshake ran
         note_epoll_member(r.epfd, -1);
     c->connecting_regs.clear();
@@ -707,6 +709,8 @@ void on_fork_child() {
     // queues on first need. (The parent's objects are left alone: their
     // locks may be held.)
     peer_watch::on_fork_child();
+    space_watch::on_fork_child();
+    wakeup::after_fork_child();
     connect_watch::on_fork_child();
     lgr::on_fork_child();
     smc_cork_after_fork_child();

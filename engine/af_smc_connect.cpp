@@ -89,8 +89,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         // is of no more use: it goes as soon as they have left (a TCP
         // connection must not hold usmc's descriptors: at c=10 000 wrk's
         // quarter held ~1 700 of them for fallbacks).
-        wakeup::send(c->sig_far);
-        wakeup::drain(c->sig_far);
+        smc_wake_all(*c);
         smc_retire_wakeups(*c);
     }
     *reason_out = reason;
@@ -258,12 +257,11 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
     HandshakeQueue* q = client_queue();
     auto* c = new SmcConn;
     c->learn_ticket = learner;
-    if (!q || !smc_conn_init_wakeups(*c)) {
+    if (!q || !smc_conn_init_wakeups(*c, true, ism::random64())) {
         discard(c);
         *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         return 1; // go on as plain TCP
     }
-    smc_block_writable(*c); // not writable until done
     c->tcp_fd = fd;
     c->nonblock.store(true);
     c->phase.store(Phase::Connecting);
@@ -335,7 +333,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     conn->learn_ticket = learner;
     ConnectResult result = Fallback{fallback::MEM, 0};
     errno = 0;
-    if (!smc_conn_init_wakeups(*conn) && errno == EMFILE)
+    if (!smc_conn_init_wakeups(*conn, true, ism::random64()) && errno == EMFILE)
         result = Fallback{fallback::FDLIMIT, 0};
     else if (conn->sig >= 0)
         result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());

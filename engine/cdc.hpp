@@ -13,7 +13,9 @@
 //       waiter, taken by the notifier with one atomic RMW: exactly one
 //       wake-up per wait
 //   40  usmc: the urgent mark  wrap:16 count:32 + urgent count:16
-//   48..63 reserved (usmc keeps nothing here that the owner must trust: the
+//   48  usmc: the bell of the peer's process (space_watch.hpp), set before
+//       it asks for kWaitSpace: rung when that wait is taken
+//   56..63 reserved (usmc keeps nothing here that the owner must trust: the
 //       peer maps this line read-write)
 //
 // Urgent data (TCP's MSG_OOB). The kernel's CDC message carries the
@@ -80,7 +82,8 @@ struct alignas(64) Control {
     uint64_t reserved1;
     std::atomic<uint64_t> waiting;
     std::atomic<uint64_t> urg;
-    uint64_t reserved2[2];
+    std::atomic<uint64_t> space_bell;
+    uint64_t reserved2;
 };
 static_assert(sizeof(Control) == kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -20,12 +20,12 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
     auto& w = c.rx.control()->waiting;
     uint64_t was = w.exchange(0, std::memory_order_seq_cst);
-    if (was & cdc::kWaitData) wakeup::send(c.peer_sig);
-    if (was & cdc::kWaitSpace) wakeup::drain(c.peer_sig);
+    if (was & cdc::kWaitData) wakeup::send(c.peer_wakers, c.peer_sig_name);
+    if (was & cdc::kWaitSpace) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make `sig` writable. (A close has woken them in
-    // smc_quiesce already, and its pair goes right after: nothing to do.)
-    if (flag == cdc::kPeerDoneWriting) wakeup::drain(c.sig_far);
+    // smc_quiesce already, and its `sig` goes right after: nothing to do.)
+    if (flag == cdc::kPeerDoneWriting) smc_open_writable(c, true);
 }
 } // namespace
 
@@ -58,11 +58,46 @@ void smc_break(SmcConn& c) {
     smc_close_event(c, core::CloseEvent::Broken);
 }
 
-bool smc_conn_init_wakeups(SmcConn& c) {
+bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     c.tx_prod.store({});
     c.rx_cons.store({});
     c.rx_cons_announced = cdc::Cursor{};
-    return wakeup::make_pair(&c.sig, &c.sig_far);
+    c.sig = wakeup::make_sig(blocked);
+    if (c.sig < 0) return false;
+    wakeup::Name name = wakeup::sig_name(token);
+    if (!wakeup::name_sig(c.sig, name)) { // (taken: a 64-bit random name)
+        sys::real().close(c.sig);
+        c.sig = -1;
+        errno = EADDRINUSE;
+        return false;
+    }
+    c.sig_name = name;
+    c.token = token;
+    c.sig_blocked.store(blocked, std::memory_order_release);
+    return true;
+}
+
+bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
+    c.peer_sig_name = wakeup::sig_name(peer_token);
+    if (!c.peer_wakers) c.peer_wakers = wakeup::wakers_for(peer_gid);
+    return c.peer_wakers != nullptr;
+}
+
+void smc_unblock(SmcConn& c) {
+    if (c.sig_blocked.load(std::memory_order_acquire) &&
+        c.sig_blocked.exchange(false, std::memory_order_acq_rel))
+        wakeup::unblock(c.sig);
+}
+
+void smc_wake_all(SmcConn& c) {
+    smc_unblock(c);
+    smc_self_wake(c);
+    smc_open_writable(c, true);
+}
+
+void smc_ring_peer_bell(SmcConn& c) {
+    uint64_t bell = c.rx.control()->space_bell.load(std::memory_order_relaxed);
+    if (bell) wakeup::send(c.peer_wakers, wakeup::bell_name(bell));
 }
 
 // Neither takes the rx/tx locks: a thread blocked in recv or send must not
@@ -73,10 +108,12 @@ void smc_shutdown_write(SmcConn& c) {
 
 void smc_close_wakeups(SmcConn& c) {
     if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
-    for (int* fd : {&c.sig, &c.sig_far}) {
-        if (*fd >= 0) sys::real().close(*fd);
-        *fd = -1;
-    }
+    if (c.sig >= 0) sys::real().close(c.sig);
+    c.sig = -1;
+    int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
+    if (sink >= 0) sys::real().close(sink);
+    wakeup::release(c.peer_wakers);
+    c.peer_wakers = nullptr;
 }
 
 // (seq_cst both ways: a poll() that counted itself in before the retirement
@@ -99,8 +136,7 @@ void smc_sig_leave(SmcConn& c) {
 
 void smc_quiesce(SmcConn& c) {
     c.closing.store(true, std::memory_order_release);
-    wakeup::send(c.sig_far);  // wake a blocked recv
-    wakeup::drain(c.sig_far); // wake a blocked send
+    smc_wake_all(c); // blocked recv and send
     { std::lock_guard wait_rx(c.rx_mu); }
     { std::lock_guard wait_tx(c.tx_mu); }
 }

@@ -1,7 +1,7 @@
 #pragma once
 // One side of an SMC-D connection's data path: our DMB (the peer produces
 // into it), the peer's DMB (we produce into it), the cursors only this side
-// writes, and the sockets that carry wake-ups (wakeup.hpp).
+// writes, and the socket that carries wake-ups (wakeup.hpp).
 //
 // Wake-ups cost a system call, so they are sent only to a peer that said it
 // is waiting (cdc::WaitFlags, set by the waiter in the peer's control line
@@ -9,13 +9,13 @@
 // Both sides use seq_cst for "publish cursor, then look at the wait flag" and
 // "set wait flag, then look at the cursor again", so a wake-up is never lost.
 //
-//   sig       our pair's near end, what poll and epoll sets watch. Readable
-//             when data or EOF may be waiting: the peer sends a byte into
-//             `sig_far`; we drain `sig` when we find the ring empty.
-//             Writable when space may be free: we fill it when the peer's
-//             ring is full; the peer drains `sig_far` (making it writable)
-//             when it frees space. So an epoll set watches it for EPOLLIN
-//             and EPOLLOUT directly, one registration per connection.
+//   sig       ours, what poll and epoll sets watch: a datagram socket bound
+//             to a name made from our token. Readable when data or EOF may
+//             be waiting: the peer sends a datagram to it by name; we drain
+//             it when we find the ring empty. Writable when space may be
+//             free: we fill it (into our sink) when the peer's ring is
+//             full, and drain the sink when space is found, by our own
+//             calls or when the peer rings our bell (space_watch.hpp).
 //
 // Every cursor read from shared memory is checked against the ring and our
 // own cursors; a bad one marks the connection broken (ECONNRESET), nothing
@@ -24,6 +24,7 @@
 #include "engine/core/close_state.hpp"
 #include "engine/forkref.hpp"
 #include "engine/ism.hpp"
+#include "engine/wakeup.hpp"
 
 #include <atomic>
 #include <mutex>
@@ -41,12 +42,15 @@ enum class Phase : uint8_t { Active, Connecting, Tcp };
 
 struct SmcConn {
     std::atomic<Phase> phase{Phase::Active};
-    ism::Dmb rx;       // ours: the peer writes data and its control line here
-    ism::Dmb tx;       // the peer's: we write data and our control line there
-    int sig = -1;      // ours: the near end of our wake-up pair
-    int sig_far = -1;  // its far end: the peer holds a copy; we wake ourselves through it
-    int peer_sig = -1; // the far end of the peer's pair: we send to wake it, drain to let it write
-    int tcp_fd = -1;   // the TCP connection: a dead peer shows up here
+    ism::Dmb rx;                           // ours: the peer writes data and its control line here
+    ism::Dmb tx;                           // the peer's: we write data and our control line there
+    int sig = -1;                          // ours (wakeup.hpp)
+    std::atomic<int> sink{-1};             // where `sig` puts its fill (made at the first)
+    std::atomic<bool> sig_blocked{false};  // connecting: `sig` connected to the blocker
+    wakeup::Name sig_name;                 // ours, for wake-ups of our own
+    wakeup::Name peer_sig_name;            // the peer's `sig`
+    wakeup::Wakers* peer_wakers = nullptr; // what we wake the peer's process through
+    int tcp_fd = -1;                       // the TCP connection: a dead peer shows up here
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 
@@ -137,6 +141,7 @@ struct SmcConn {
     // ring must arm the peer's wake-up, as EAGAIN does.
     std::atomic<bool> epoll_watched{false};
     uint64_t peer_watch_id = 0; // its key in peer_watch (0: not watched), under that lock
+    uint64_t space_key = 0;     // its key in space_watch (0: not waiting), under that lock
     // While Connecting: the application's registrations, replayed on the TCP
     // socket if the handshake falls back (under epoll_mu).
     struct EpollReg {
@@ -145,7 +150,7 @@ struct SmcConn {
     };
     std::vector<EpollReg> connecting_regs;
     // A handshake that fell back leaves a TCP connection that needs no
-    // wake-up pair: it is closed once no poll() of ours is inside a call on
+    // `sig`: it is closed once no poll() of ours is inside a call on
     // it (smc_retire_wakeups), so fallbacks do not keep usmc's descriptors.
     std::atomic<int> sig_pollers{0};
     std::atomic<bool> pair_retired{false};
@@ -154,10 +159,10 @@ struct SmcConn {
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
 
-    // System calls saved on our own pair (rx.cpp, tx.cpp). The peer sends
-    // a wake-up only after taking our kWaitData flag, so while the flag is
-    // still set and we sent nothing ourselves, `sig` holds no byte and needs
-    // no draining; `sig_far` needs draining only if we filled `sig`.
+    // System calls saved on `sig` (rx.cpp, tx.cpp). The peer sends a
+    // wake-up only after taking our kWaitData flag, so while the flag is
+    // still set and we sent nothing ourselves, `sig` holds no datagram and
+    // needs no draining; the sink needs draining only if we filled `sig`.
     std::atomic<bool> self_woken{false}; // we woke `sig` since our last drain
     std::atomic<bool> sig_filled{false}; // we filled `sig` since our last drain
     std::atomic<bool> sig_shrunk{false}; // its send buffer is at the minimum (wakeup::fill)
@@ -185,12 +190,23 @@ struct SmcConn {
     void store_cons_word();
 };
 
-// Makes the wake-up pair of a new connection and zeroes the local cursors.
-// Returns false if the pair cannot be made.
-bool smc_conn_init_wakeups(SmcConn& c);
-// Closes the wake-up pair (`sig`, `sig_far`), once, whichever thread asks.
+// Makes the `sig` of a new connection, named after `token` (ours in CLC:
+// chosen before it is announced), `blocked`: a connecting client's,
+// unwritable until smc_unblock. Zeroes the local cursors. False if it
+// cannot be made.
+bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token);
+// Notes where the peer's `sig` is (its token in CLC) and how to reach its
+// process. False if no waker can be had.
+bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token);
+// A connecting client's `sig` now reachable and writable.
+void smc_unblock(SmcConn& c);
+// Wakes everything that waits on `sig` (readable and writable): its end,
+// or its retirement, is to be seen.
+void smc_wake_all(SmcConn& c);
+// Closes `sig` and its sink, once, whichever thread asks, and lets go of
+// the peer's wakers.
 void smc_close_wakeups(SmcConn& c);
-// A connection that went TCP gives its pair up: closed now, or by the last
+// A connection that went TCP gives its `sig` up: closed now, or by the last
 // poll() that uses it. A poll() of a Connecting connection reads `sig` only
 // between smc_sig_enter (false: retired, look at the TCP socket) and
 // smc_sig_leave.
@@ -246,19 +262,23 @@ void smc_arm_for_data(SmcConn& c);
 // ourselves (for data the peer slipped in, or level-triggered truth).
 void smc_drain_wakeup(SmcConn& c);
 void smc_self_wake(SmcConn& c);
-// `sig` writable: fill it (not writable: the peer's ring is full), or make
-// it writable again (only if we filled it). `filled_here`: the caller's own
-// fill may have landed after another thread took the flag and drained, so
-// it drains whatever the flag says.
+// `sig` writable: fill it (not writable: the peer's ring is full; it also
+// names our bell to the peer, which the caller asks for space with), or
+// make it writable again (only if we filled it). `filled_here`: the
+// caller's own fill may have landed after another thread took the flag and
+// drained, so it drains whatever the flag says.
 void smc_block_writable(SmcConn& c);
 void smc_open_writable(SmcConn& c, bool filled_here = false);
+// The peer freed space we asked for (kWaitSpace taken): ring the bell its
+// process named in our control line (space_watch.hpp).
+void smc_ring_peer_bell(SmcConn& c);
 
 // The close state moved on by `e` (any thread): the new state.
 core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e);
 // The close state with the peer's connection flags as its control line
 // shows them now folded in: SMC-D's receive of the CDC flags.
 core::CloseState smc_close_state(SmcConn& c);
-// A word of the peer's out of bounds, or our wake-up pair gone: every call
+// A word of the peer's out of bounds, or our `sig` gone: every call
 // fails with ECONNRESET from now on.
 void smc_break(SmcConn& c);
 inline bool smc_broken(const SmcConn& c) {

@@ -37,8 +37,6 @@ ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
     dev.release(c.rx, c.peer_uid);
     c.rx = ism::Dmb{};
     dev.unmap_peer(c.tx);
-    if (c.peer_sig >= 0) sys::real().close(c.peer_sig);
-    c.peer_sig = -1;
     return r;
 }
 } // namespace
@@ -104,8 +102,7 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
         }
         conn->rx = *own;
         conn->peer_uid = server_uid;
-        return ism::Fds{conn->rx.fd, conn->rx.size, conn->sig_far, conn->rx.offset,
-                        conn->rx.file_size};
+        return ism::Fds{conn->rx.fd, conn->rx.size, conn->rx.offset, conn->rx.file_size};
     };
 }
 
@@ -129,16 +126,18 @@ ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const Ha
         return fail(c, dev, Fallback{reason, 0});
     }
     c.tx = *peer_dmb;
-    c.peer_sig = peer->fds.sig;
+    if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
+        clc::send_decline(fd, dev.gid(), fallback::FDLIMIT, cfg.clc_timeout_ms);
+        return fail(c, dev, Fallback{fallback::FDLIMIT, 0});
+    }
     c.gid = dev.gid();
-    c.token = c.rx.token;
     c.peer_gid = accept.gid;
     c.peer_token = accept.token;
 
     clc::AcceptConfirmD confirm;
     confirm.type = clc::Type::Confirm;
     confirm.gid = dev.gid();
-    confirm.token = c.rx.token;
+    confirm.token = c.token; // our `sig`'s name
     confirm.dmbe_size_code = clc::size_to_code(c.rx.size, clc::kMaxDmbeSizeCode);
     confirm.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms))
@@ -163,8 +162,6 @@ ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const Han
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
     smc_close_wakeups(c);
-    if (c.peer_sig >= 0) sys::real().close(c.peer_sig);
-    c.peer_sig = -1;
     if (c.rx.valid()) {
         uint8_t peer_flags =
             cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));

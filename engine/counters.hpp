@@ -51,7 +51,8 @@ namespace usmc::counters {
     X(learn_unpaid, "SMC-D connections that ended without paying for their set-up")                \
     X(learn_probes, "connects run SMC-D to re-measure while learned TCP (probes)")                 \
     X(dmb_segments, "DMB segments created (one memfd of several DMB slots for peers of one user)") \
-    X(dmb_slots, "DMBs taken as a slot of a segment (no new shared memory, no descriptor)")
+    X(dmb_slots, "DMBs taken as a slot of a segment (no new shared memory, no descriptor)")        \
+    X(space_backstop_unfills, "writers made writable by the backstop, not by the peer's bell")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -4,7 +4,6 @@
 #include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
 #include "engine/sys.hpp"
-#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -84,9 +83,9 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds, in
             sys::real().close(received[i]);
         return ok ? Got::Message : Got::Malformed;
     }
-    // The wake-up socket stays for the connection's life: into usmc's range. The
-    // memfd's (first) is closed as soon as it is mapped, or at once when the
-    // mapping is cached: not worth two more system calls.
+    // The memfd's (first) is closed as soon as it is mapped, or at once when
+    // the mapping is cached: not worth two more system calls. Any other
+    // stays: into usmc's range.
     fds[0] = received[0];
     bool placed = true;
     for (int i = 1; i < nfds; ++i) {
@@ -103,16 +102,13 @@ Got recv_with_fds(int sock, void* data, size_t len, int* fds, bool* with_fds, in
     return Got::Message;
 }
 
-// The descriptors must be what they claim: a regular file (memfd) of the
-// announced size and a Unix stream socket (its file flags do not matter:
-// every call on it is nonblocking per call, wakeup.hpp).
+// The descriptor must be what it claims: a regular file (memfd) of the
+// announced size.
 bool plausible(const Fds& f) {
     struct stat st;
     uint32_t file_size = f.file_size ? f.file_size : f.dmb_size; // 0: the DMB's own file
-    if (!slot_claim_ok(f.dmb_size, f.dmb_offset, file_size) || fstat(f.dmb, &st) != 0 ||
-        !S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(file_size))
-        return false;
-    return wakeup::plausible(f.sig);
+    return slot_claim_ok(f.dmb_size, f.dmb_offset, file_size) && fstat(f.dmb, &st) == 0 &&
+           S_ISREG(st.st_mode) && st.st_size == static_cast<off_t>(file_size);
 }
 
 void close_fds_array(int* fds) {
@@ -123,10 +119,8 @@ void close_fds_array(int* fds) {
 } // namespace
 
 void close_fds(Fds& f) {
-    for (int* fd : {&f.dmb, &f.sig}) {
-        if (*fd >= 0) sys::real().close(*fd);
-        *fd = -1;
-    }
+    if (f.dmb >= 0) sys::real().close(f.dmb);
+    f.dmb = -1;
 }
 
 namespace {
@@ -339,7 +333,7 @@ bool Endpoint::handle(int index) {
         break;
     }
     PeerFds peer;
-    peer.fds = {fds[0], req.dmb_size, fds[1], req.dmb_offset, req.file_size};
+    peer.fds = {fds[0], req.dmb_size, req.dmb_offset, req.file_size};
     peer.pid = link.pid;
     peer.uid = link.uid;
     Reply reply{kMagic, EACCES, 0, 0, 0, 0};
@@ -379,7 +373,7 @@ bool Endpoint::handle(int index) {
     reply.dmb_offset = ours->offset;
     reply.file_size = ours->file_size;
     links_[index].used_ns = sys::mono_ns();
-    int out[kFdCount] = {ours->fd, spec.sig};
+    int out[kFdCount] = {ours->fd};
     bool sent = send_with_fds(link.fd, &reply, sizeof reply, out, kFdCount);
     cv_.notify_all();
     return sent;
@@ -457,7 +451,7 @@ lgr::Outcome send_request(AttachState& st, const lgr::Peer& link, bool* sent) {
     // that user) goes only to a peer of the user it was taken for.
     if (link.uid != st.asked_for) return lgr::Outcome::Broken;
     Request req{kMagic, st.mine->dmb_size, st.token, st.mine->dmb_offset, st.mine->file_size};
-    int out[kFdCount] = {st.mine->dmb, st.mine->sig};
+    int out[kFdCount] = {st.mine->dmb};
     if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
         // The endpoint closed the link (its owner changed users) or went:
         // nothing reached it. Anything else (a full queue) is no state
@@ -478,7 +472,7 @@ lgr::Outcome take_reply(AttachState& st, const lgr::Peer& link) {
     // A refusal carries no descriptors; an acceptance exactly kFdCount.
     if (reply.status == 0 && with_fds) {
         PeerFds peer;
-        peer.fds = {in[0], reply.dmb_size, in[1], reply.dmb_offset, reply.file_size};
+        peer.fds = {in[0], reply.dmb_size, reply.dmb_offset, reply.file_size};
         if (!plausible(peer.fds)) {
             close_fds(peer.fds);
             return lgr::Outcome::Broken; // a lying endpoint: not again

@@ -1,12 +1,11 @@
 #pragma once
-// Attaching to a peer's DMB: how the descriptors of a DMB and of its side's
-// wake-up pair (wakeup.hpp) reach the peer of a handshake. The server side of a handshake runs an
-// endpoint: an abstract Unix socket in its network namespace, named after its
-// ISM GID, served by one engine thread. A client process links to it once
-// (lgr.hpp) and, after each CLC Accept, presents the token from it on that
-// link; the endpoint answers only for an offered, unused token (single use),
-// swapping descriptors both ways with SCM_RIGHTS. Nothing is reachable by
-// guessing: without the 64-bit random token the endpoint gives nothing.
+// Attaching to a peer's DMB: how the descriptor of a DMB (its segment)
+// reaches the peer of a handshake (wake-ups need none: wakeup.hpp). The
+// server side of a handshake runs an endpoint: an abstract Unix socket in its network namespace,
+// named after its ISM GID, served by one engine thread. A client process links to it once (lgr.hpp)
+// and, after each CLC Accept, presents the token from it on that link; the endpoint answers only
+// for an offered, unused token (single use), swapping DMB descriptors both ways with SCM_RIGHTS.
+// Nothing is reachable by guessing: without the 64-bit random token the endpoint gives nothing.
 #include "engine/ism.hpp"
 
 #include <condition_variable>
@@ -24,7 +23,6 @@ namespace usmc::ism {
 struct Fds {
     int dmb = -1;
     uint32_t dmb_size = 0;
-    int sig = -1; // the far end of the sender's wake-up pair
     // The DMB's place in its file (a slot of a segment, ism.hpp): `dmb_size`
     // bytes at `dmb_offset` of a file of `file_size` (0: the DMB's own file).
     uint32_t dmb_offset = 0;
@@ -42,11 +40,9 @@ struct PeerFds {
 void close_fds(Fds& f);
 
 // What the server offers under a token: a DMB of `dmb_size` (taken at
-// attach time) and the far end of its wake-up pair (it stays ours; the peer
-// gets a copy).
+// attach time).
 struct OfferSpec {
     uint32_t dmb_size = 0;
-    int sig = -1;
 };
 
 // A completed attach, server side: the peer's descriptors and our DMB.

@@ -14,7 +14,7 @@ namespace usmc::ism::wire {
 
 constexpr uint32_t kMagic = 0x55534d41;      // "USMA"
 constexpr uint32_t kShareMagic = 0x55534d53; // "USMS"
-constexpr int kFdCount = 2;                  // DMB, wake-up socket
+constexpr int kFdCount = 1;                  // the DMB (its segment)
 constexpr int kShareFdCount = 1;             // the shared memfd
 // Descriptors taken from one message at most: the receive buffer has room
 // for this many, and a message with more arrives with MSG_CTRUNC (refused).

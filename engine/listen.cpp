@@ -59,12 +59,12 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
     auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
-    if (!smc_conn_init_wakeups(*conn)) {
+    if (!smc_conn_init_wakeups(*conn, false, token)) {
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});
     }
-    ep.offer(token, {dmb_size, conn->sig_far});
+    ep.offer(token, {dmb_size});
 
     clc::AcceptConfirmD accept;
     accept.type = clc::Type::Accept;
@@ -119,7 +119,8 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     conn->peer_uid = peer->uid; // our DMB, once released, is reused only for this user
     conn->gid = dev.gid();
     conn->token = token; // the Accept's: the client attached with it to reach our DMB
-    conn->peer_sig = peer->fds.sig;
+    if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token))
+        return fail(-ECONNRESET); // the client believes SMC is up: only an error is honest
     return conn;
 }
 

@@ -46,7 +46,7 @@ void deliver(uint64_t key) {
     // Wake readers and writers: they look and see EOF, a reset or EPIPE.
     // A wake-up of our own, so the next drain takes it.
     smc_self_wake(*c);
-    wakeup::drain(c->sig_far);
+    smc_open_writable(*c, true);
 }
 
 void add(SmcConn* c) {

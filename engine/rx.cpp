@@ -85,7 +85,7 @@ void after_consume(SmcConn& c, bool ring_empty) {
     if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits)) return;
     c.publish_cons();
     if (w.fetch_and(~uint64_t{cdc::kWaitSpace}, std::memory_order_seq_cst) & cdc::kWaitSpace) {
-        wakeup::drain(c.peer_sig); // drained = writable for the peer
+        smc_ring_peer_bell(c); // its loop makes its `sig` writable
         c.notifications.fetch_add(1, std::memory_order_relaxed);
     }
 }
@@ -320,13 +320,13 @@ void smc_arm_for_data(SmcConn& c) {
 void smc_drain_wakeup(SmcConn& c) {
     bool self = c.self_woken.exchange(false, std::memory_order_acq_rel);
     if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
-        return;                              // armed and not yet taken: the peer has not written
-    if (!wakeup::drain(c.sig)) smc_break(c); // pair shut down
+        return; // armed and not yet taken: the peer has not written
+    wakeup::drain(c.sig);
 }
 
 void smc_self_wake(SmcConn& c) {
     c.self_woken.store(true, std::memory_order_release);
-    wakeup::send(c.sig_far);
+    wakeup::send(wakeup::wakers_for_self(), c.sig_name);
 }
 
 void SmcConn::store_cons_word() {

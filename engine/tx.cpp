@@ -6,6 +6,7 @@
 #include "engine/log.hpp"
 #include "engine/loop.hpp"
 #include "engine/runtime.hpp"
+#include "engine/space_watch.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
@@ -79,7 +80,7 @@ void wake_peer_reader(SmcConn& c) {
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    wakeup::send(c.peer_sig);
+    wakeup::send(c.peer_wakers, c.peer_sig_name);
     w.fetch_and(~uint64_t{cdc::kWakingData}, std::memory_order_seq_cst);
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
@@ -186,15 +187,33 @@ int deadline_left(const timespec& deadline) {
 } // namespace
 
 void smc_block_writable(SmcConn& c) {
-    // Filled: no longer writable, and the peer's drain of the far end makes
-    // it writable again. (Already filled: the send finds no room, EAGAIN.)
+    // Filled: no longer writable; draining the sink makes it writable again,
+    // which the peer asks of us by ringing our bell. (Already filled: the
+    // send finds no room, EAGAIN.) Without a bell nobody would drain it:
+    // `sig` then stays writable, a level-triggered writer spins.
+    uint64_t bell = space_watch::bell();
+    if (!bell) return;
+    auto& ours = c.tx.control()->space_bell; // the peer reads it when it frees space
+    if (ours.load(std::memory_order_relaxed) != bell) ours.store(bell, std::memory_order_relaxed);
     c.sig_filled.store(true, std::memory_order_release);
-    wakeup::fill(c.sig, !c.sig_shrunk.exchange(true, std::memory_order_relaxed));
+    if (!wakeup::fill(c.sig, c.token, c.sink,
+                      !c.sig_shrunk.exchange(true, std::memory_order_relaxed))) {
+        c.sig_filled.store(false, std::memory_order_release);
+        return;
+    }
+    space_watch::add(&c);
 }
 
 void smc_open_writable(SmcConn& c, bool filled_here) {
     if (!c.sig_filled.exchange(false, std::memory_order_acq_rel) && !filled_here) return;
-    wakeup::drain(c.sig_far);
+    wakeup::unfill(c.sink.load(std::memory_order_acquire));
+}
+
+bool smc_tx_space_or_end(SmcConn& c) {
+    if (c.closing.load(std::memory_order_acquire)) return true;
+    if (core::send_gate(smc_close_state(c)) != core::SendGate::Go) return true;
+    auto free = peer_free(c);
+    return !free || *free > 0;
 }
 
 ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms, bool more,

@@ -38,4 +38,8 @@ void smc_cork_forget(SmcConn& c);
 // In a forked child: the flusher thread is the parent's.
 void smc_cork_after_fork_child();
 
+// A writer waiting for space need wait no longer: the peer's ring has room,
+// or the connection ended or broke (space_watch.hpp).
+bool smc_tx_space_or_end(SmcConn& c);
+
 } // namespace usmc

@@ -3,69 +3,295 @@
 #include "engine/sys.hpp"
 
 #include <cerrno>
-#include <sys/socket.h>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <sys/ioctl.h>
+#include <unordered_map>
+#include <vector>
+
+#include <linux/sockios.h>
 
 namespace usmc::wakeup {
 
 namespace {
-// Above the minimum send buffer (SOCK_MIN_SNDBUF, ~4.5 KiB with its
-// overhead), so one send leaves the sender unwritable (the kernel reports
-// writable only below a quarter of the buffer); a drain takes it in one read.
-constexpr size_t kFillBytes = 4096;
-constexpr int kMaxDrainReads = 4;
+
+// One fill: more than a quarter of the smallest send buffer
+// (SOCK_MIN_SNDBUF, ~4.5 KiB with its overhead), so one queued fill leaves
+// `sig` unwritable.
+constexpr size_t kFillBytes = 2048;
+// The blocker's queue must stay longer than net.unix.max_dgram_qlen (10
+// by default): a datagram a socket sends itself is not held to that limit.
+constexpr int kBlockerDatagrams = 64;
+constexpr int kDrainBatch = 16;
+constexpr int kMaxDrainCalls = 4;
+// A waker's send buffer: as large as the kernel allows (net.core.wmem_max),
+// so that one holds many undrained wake-ups.
+constexpr int kWakerSndbuf = 4 << 20;
+// Pools nobody uses are kept for a while (short-lived connections to the
+// same peer come and go); past this many the oldest go.
+constexpr size_t kMaxIdlePools = 32;
+
+Name make_name(const char* kind, uint64_t id) {
+    Name n;
+    n.sun.sun_family = AF_UNIX;
+    // Abstract: a leading NUL, no file, gone with the socket.
+    int len = std::snprintf(n.sun.sun_path + 1, sizeof n.sun.sun_path - 1, "usmc-%s-%016llx", kind,
+                            static_cast<unsigned long long>(id));
+    n.len = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + len);
+    return n;
+}
+
+const sockaddr* addr(const Name& n) {
+    return reinterpret_cast<const sockaddr*>(&n.sun);
+}
+
+int new_dgram(bool strict) {
+    int fd = sys::real().socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    return strict ? sys::place_high_strict(fd) : sys::place_high(fd);
+}
+
+// The blocker: made once per process, its queue filled by itself and never
+// drained (a forked child shares it, and does not drain it either).
+std::mutex g_blocker_mu;
+int g_blocker = -1;
+Name g_blocker_name; // under g_blocker_mu until g_blocker is set
+
+bool blocker(Name* out) {
+    std::lock_guard lock(g_blocker_mu);
+    if (g_blocker < 0) {
+        int fd = new_dgram(false);
+        if (fd < 0) return false;
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        socklen_t len = sizeof a;
+        // An address of the family alone: the kernel picks an abstract name.
+        if (sys::real().bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(sa_family_t)) != 0 ||
+            sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+            sys::real().close(fd);
+            return false;
+        }
+        Name n;
+        n.sun = a;
+        n.len = len;
+        static const char b = 0;
+        for (int i = 0; i < kBlockerDatagrams; ++i)
+            if (sys::real().sendto(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, addr(n), n.len) != 1) {
+                sys::real().close(fd);
+                return false;
+            }
+        g_blocker_name = n;
+        g_blocker = fd;
+    }
+    *out = g_blocker_name;
+    return true;
+}
+
 } // namespace
 
-bool make_pair(int* near_end, int* far_end) {
-    int sv[2];
-    *near_end = *far_end = -1;
-    if (sys::real().socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
-        return false;
-    int a = sys::place_high_strict(sv[0]);
-    int b = sys::place_high_strict(sv[1]);
-    if (a < 0 || b < 0) {
-        if (a >= 0) sys::real().close(a);
-        if (b >= 0) sys::real().close(b);
+Name sig_name(uint64_t token) {
+    return make_name("s", token);
+}
+
+Name bell_name(uint64_t id) {
+    return make_name("b", id);
+}
+
+int make_sig(bool blocked) {
+    Name b;
+    if (blocked && !blocker(&b)) return -1;
+    int fd = new_dgram(true);
+    if (fd < 0) {
         errno = EMFILE;
-        return false;
+        return -1;
     }
-    *near_end = a;
-    *far_end = b;
-    return true;
-}
-
-void send(int fd) {
-    char b = 1;
-    ssize_t rc = sys::real().send(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)rc;
-}
-
-bool drain(int fd) {
-    char buf[kFillBytes];
-    for (int i = 0; i < kMaxDrainReads; ++i) {
-        ssize_t n = sys::real().recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0) return false;
-        if (n < static_cast<ssize_t>(sizeof buf)) return true; // empty now (or EAGAIN)
+    if (blocked && sys::real().connect(fd, addr(b), b.len) != 0) {
+        sys::real().close(fd);
+        return -1;
     }
-    return true;
+    return fd;
 }
 
-void fill(int fd, bool shrink) {
+bool name_sig(int sig, const Name& name) {
+    return sys::real().bind(sig, addr(name), name.len) == 0;
+}
+
+void unblock(int sig) {
+    sockaddr none{};
+    none.sa_family = AF_UNSPEC;
+    sys::real().connect(sig, &none, sizeof none);
+}
+
+void drain(int fd) {
+    char bytes[kDrainBatch];
+    iovec iov[kDrainBatch];
+    mmsghdr msgs[kDrainBatch];
+    std::memset(msgs, 0, sizeof msgs);
+    for (int i = 0; i < kDrainBatch; ++i) {
+        iov[i] = {&bytes[i], 1};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (int i = 0; i < kMaxDrainCalls; ++i)
+        if (sys::real().recvmmsg(fd, msgs, kDrainBatch, MSG_DONTWAIT, nullptr) < kDrainBatch)
+            return;
+}
+
+bool fill(int sig, uint64_t token, std::atomic<int>& sink, bool shrink) {
+    Name to = make_name("k", token);
+    if (sink.load(std::memory_order_acquire) < 0) {
+        int s = new_dgram(true);
+        Name from = sig_name(token);
+        // Bound by name (ours while it lives) and connected to `sig`: only
+        // `sig` can send into it.
+        if (s >= 0 && (sys::real().bind(s, addr(to), to.len) != 0 ||
+                       sys::real().connect(s, addr(from), from.len) != 0)) {
+            sys::real().close(s);
+            s = -1;
+        }
+        int none = -1;
+        if (s < 0)
+            return sink.load(std::memory_order_acquire) >= 0 && fill(sig, token, sink, shrink);
+        if (!sink.compare_exchange_strong(none, s, std::memory_order_acq_rel))
+            sys::real().close(s); // (cannot happen: the winner holds the name)
+    }
     if (shrink) {
         int smallest = 1; // the kernel rounds up to its minimum
-        sys::real().setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest);
+        sys::real().setsockopt(sig, SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest);
     }
     static const char zeros[kFillBytes] = {};
-    ssize_t rc = sys::real().send(fd, zeros, sizeof zeros, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)rc;
+    return sys::real().sendto(sig, zeros, sizeof zeros, MSG_DONTWAIT | MSG_NOSIGNAL, addr(to),
+                              to.len) == ssize_t(sizeof zeros);
 }
 
-bool plausible(int fd) {
-    // (Not a socket: ENOTSOCK. No fstat needed.)
-    int type = 0, domain = 0;
-    socklen_t len = sizeof type, dlen = sizeof domain;
-    return sys::real().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) == 0 &&
-           domain == AF_UNIX && sys::real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-           type == SOCK_STREAM;
+// --- Wakers ---
+
+struct Wakers {
+    uint64_t gid = 0;
+    int refs = 0;            // under g_pools_mu
+    uint64_t idle_since = 0; // under g_pools_mu, while refs == 0
+    std::atomic<int> fd{-1}; // the member sends go through
+    std::mutex grow_mu;
+    std::vector<int> members; // under grow_mu
+    int sndbuf = 0;           // what the kernel gave each member
+};
+
+namespace {
+
+std::mutex g_pools_mu;
+std::unordered_map<uint64_t, Wakers*>* g_pools = nullptr; // under g_pools_mu
+
+int new_member(Wakers* w) {
+    int fd = new_dgram(false);
+    if (fd < 0) return -1;
+    int want = kWakerSndbuf;
+    sys::real().setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+    socklen_t len = sizeof w->sndbuf;
+    sys::real().getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &w->sndbuf, &len);
+    w->members.push_back(fd);
+    return fd;
+}
+
+// Whether `fd`'s send buffer has no room for another wake-up (rather than
+// the receiver's queue being full).
+bool member_full(const Wakers* w, int fd) {
+    int queued = 0;
+    if (sys::real().ioctl(fd, SIOCOUTQ, &queued) != 0) return true;
+    return queued + 4096 > w->sndbuf;
+}
+
+// After `full` was found full: another member with room, or a new one.
+bool move_on(Wakers* w, int full) {
+    std::lock_guard lock(w->grow_mu);
+    if (w->fd.load(std::memory_order_acquire) != full) return true; // another thread moved on
+    for (int fd : w->members)
+        if (fd != full && !member_full(w, fd)) {
+            w->fd.store(fd, std::memory_order_release);
+            return true;
+        }
+    int fd = new_member(w);
+    if (fd < 0) return false;
+    w->fd.store(fd, std::memory_order_release);
+    return true;
+}
+
+void free_pool(Wakers* w) {
+    for (int fd : w->members)
+        sys::real().close(fd);
+    delete w;
+}
+
+} // namespace
+
+Wakers* wakers_for(uint64_t gid) {
+    std::lock_guard lock(g_pools_mu);
+    if (!g_pools) g_pools = new std::unordered_map<uint64_t, Wakers*>;
+    auto it = g_pools->find(gid);
+    if (it != g_pools->end()) {
+        ++it->second->refs;
+        return it->second;
+    }
+    auto* w = new Wakers;
+    w->gid = gid;
+    int fd = new_member(w);
+    if (fd < 0) {
+        delete w;
+        return nullptr;
+    }
+    w->fd.store(fd, std::memory_order_release);
+    w->refs = 1;
+    g_pools->emplace(gid, w);
+    return w;
+}
+
+Wakers* wakers_for_self() {
+    static std::atomic<Wakers*> self{nullptr};
+    Wakers* w = self.load(std::memory_order_acquire);
+    if (w) return w;
+    w = wakers_for(0); // (two threads may both ask: the pool is the same)
+    self.store(w, std::memory_order_release);
+    return w;
+}
+
+void release(Wakers* w) {
+    if (!w) return;
+    std::lock_guard lock(g_pools_mu);
+    if (--w->refs > 0 || w->gid == 0) return;
+    w->idle_since = sys::mono_ns();
+    size_t idle = 0;
+    Wakers* oldest = nullptr;
+    for (auto& [gid, p] : *g_pools)
+        if (p->refs == 0 && p->gid != 0) {
+            ++idle;
+            if (!oldest || p->idle_since < oldest->idle_since) oldest = p;
+        }
+    if (idle > kMaxIdlePools && oldest) {
+        g_pools->erase(oldest->gid);
+        free_pool(oldest);
+    }
+}
+
+void send(Wakers* w, const Name& to) {
+    if (!w || !to.valid()) return;
+    static const char b = 1;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        int fd = w->fd.load(std::memory_order_acquire);
+        if (sys::real().sendto(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, addr(to), to.len) == 1)
+            return;
+        // ECONNREFUSED: nobody holds the name any more. EAGAIN: the
+        // receiver's queue is full (it is readable: done), or our buffer.
+        if (errno != EAGAIN || !member_full(w, fd) || !move_on(w, fd)) return;
+    }
+}
+
+void after_fork_child() {
+    new (&g_pools_mu) std::mutex();
+    new (&g_blocker_mu) std::mutex();
+    if (g_pools)
+        for (auto& [gid, w] : *g_pools)
+            new (&w->grow_mu) std::mutex();
 }
 
 } // namespace usmc::wakeup

@@ -1,42 +1,101 @@
 #pragma once
-// Wake-ups between the two processes of an SMC-D connection.
+// Wake-ups between the two processes of an SMC-D connection, and the one
+// descriptor per connection side that poll() and the application's epoll
+// sets watch in place of its TCP socket: `sig`, an unconnected Unix datagram
+// socket bound to an abstract name made from the token its side announced
+// in CLC. Nothing travels per connection: the peer reaches `sig` by name.
 //
-// Each side makes one Unix stream socket pair and keeps both ends; the peer
-// gets a copy of the far end. The near end is what poll() and the
-// application's epoll sets watch for the connection:
-//   readable  a wake-up byte is queued: data or a close may be waiting. The
-//             peer (or we ourselves) sends one into the far end; we drain
-//             the near end when we find the ring empty.
-//   writable  unless we filled the near end's small send buffer (the peer's
-//             ring was full): the peer drains the far end when it frees
-//             space, and the kernel then reports the near end writable.
+//   readable  a datagram is queued: data or an end may be waiting. The peer
+//             (or we ourselves) sends one, from a waker socket of its own
+//             (below), when it takes our "waiting for data" flag; we drain
+//             `sig` when we find the ring empty.
+//   writable  unless `sig` holds a fill: the peer's ring was full, and `sig`
+//             sent a 2 KiB datagram into its sink, a socket of ours made at
+//             the connection's first fill and connected to `sig` (nobody
+//             else can send into it). With `sig`'s send buffer at the
+//             minimum, one queued fill is more than a quarter of it, so the
+//             kernel stops reporting it writable until the sink is drained;
+//             readability is untouched. We drain the sink: when our own
+//             calls find space, and when the peer rings our bell (a
+//             datagram to one bound socket per process, space_watch.hpp)
+//             after freeing space we waited for.
+//   blocked   a connecting client's `sig` is connected to this process's
+//             blocker, a socket whose receive queue is kept full: the kernel
+//             then reports `sig` unwritable (its peer cannot take a
+//             datagram) and refuses every other sender (EPERM). Disconnecting
+//             it when the connection is up gives the OUT edge.
 //
-// Why sockets and not eventfds: the peer holds a copy of every object it
-// signals us through, and an eventfd's blocking mode belongs to its open
-// file, which the peer can change (F_SETFL). An eventfd write has no per-call
-// nonblocking flag, so a peer that saturated the count and cleared
-// O_NONBLOCK could block one of our writes for good. Every call here passes
-// MSG_DONTWAIT (nonblocking per call, whatever the file's flags) and
-// MSG_NOSIGNAL (a pair someone shut down gives EPIPE, never SIGPIPE). The
-// peer can still fill, drain or shut down the ends it holds: that fakes or
-// withholds readiness of its own connection only.
+// Why datagrams by name: a socket pair per connection cost three
+// descriptors per side (both ends, and the peer's far end, passed with
+// SCM_RIGHTS at every attach); this costs one (two while a connection's
+// sink exists), and no descriptor crosses between processes for it.
+//
+// Wakers: a datagram is charged to its sender's send buffer until it is
+// read, so one waker socket holds at most a few hundred undrained wake-ups.
+// Each peer process (by GID) gets a pool of its own that grows while its
+// members are full (a peer that never drains fills only its own pool), and
+// our own process one for self-wake-ups.
+//
+// Anyone local can send a datagram to an unconnected `sig` (its name is in
+// /proc/net/unix): a spurious "readable", taken by our next drain (a drain
+// takes no control messages: descriptors a stranger attaches are closed by
+// the kernel). It never forges data or an end, and a full queue already
+// means "readable". Every call passes MSG_DONTWAIT and MSG_NOSIGNAL.
+#include <atomic>
+#include <cstdint>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 namespace usmc::wakeup {
 
-// A new pair (nonblocking, close-on-exec, in usmc's descriptor range).
-// False (errno EMFILE, ...) if it cannot be made; nothing is left open then.
-bool make_pair(int* near_end, int* far_end);
-// One wake-up byte into `fd`. A full queue already means "readable".
-void send(int fd);
-// Takes every byte queued on `fd` (a bounded number of reads). False if the
-// other end was shut down (end of stream): someone broke the pair.
-bool drain(int fd);
-// Fills `fd`'s send buffer, so that it no longer polls writable until the
-// other end is drained. `shrink` first, once per descriptor: the buffer at
-// the kernel's minimum, so one send fills it. (Only then: most connections
-// never fill, and a system call per connection set-up is worth saving.)
-void fill(int fd, bool shrink);
-// Whether `fd`, received from a peer, is a Unix stream socket (what the
-// calls above assume).
-bool plausible(int fd);
+// An abstract Unix address.
+struct Name {
+    sockaddr_un sun{};
+    socklen_t len = 0;
+    bool valid() const { return len != 0; }
+};
+// The `sig` of the connection side that announced `token` in CLC, and the
+// bell of the process whose bell id is `id` (space_watch.hpp).
+Name sig_name(uint64_t token);
+Name bell_name(uint64_t id);
+
+// A new `sig` (nonblocking, close-on-exec, in usmc's descriptor range),
+// `blocked` or not; -1 (errno EMFILE, ...) if it cannot be made.
+int make_sig(bool blocked);
+// Binds `sig` to its name: before the token is announced, so that nobody
+// else can hold the name. False if the name is taken (or the bind fails).
+bool name_sig(int sig, const Name& name);
+// A blocked `sig` becomes unconnected: writable, reachable by name.
+void unblock(int sig);
+// Takes every datagram queued on `fd` (one system call).
+void drain(int fd);
+
+// Makes `sig` (named after `token`) unwritable: its sink gets one fill.
+// The sink (`sink`, made on first use and kept) is bound to a name made
+// from the same token and connected to `sig`. `shrink`: first set `sig`'s
+// send buffer to the minimum (once per `sig`). False if the sink cannot be
+// made (`sig` then stays writable).
+bool fill(int sig, uint64_t token, std::atomic<int>& sink, bool shrink);
+// The sink drained: `sig` writable again.
+inline void unfill(int sink) {
+    if (sink >= 0) drain(sink);
+}
+
+// A pool of waker sockets for one peer process (GID), counted by the
+// connections that use it.
+struct Wakers;
+// The pool for `gid` (made if needed); nullptr if no socket can be made.
+// 0 is this process's own (self-wake-ups).
+Wakers* wakers_for(uint64_t gid);
+void release(Wakers* w);
+// This process's own pool (made on first use, kept): wake-ups we send our
+// own `sig`. nullptr if no socket can be made.
+Wakers* wakers_for_self();
+// One datagram to `to` (a `sig` or a bell). A full receive queue already
+// means "woken"; a full waker moves on to another of the pool.
+void send(Wakers* w, const Name& to);
+
+// In a forked child: the pools' lock may have been held at the fork.
+void after_fork_child();
 
 } // namespace usmc::wakeup

@@ -101,32 +101,36 @@ Buffer& dmb_buffer(int side, uint32_t ring, std::unique_ptr<Buffer>& scratch) {
     return *b;
 }
 
-// The wake-up sockets only carry wake-ups, and rx.cpp/tx.cpp ignore what
-// their sends and receives return: stand-ins (no system call per operation)
-// keep the target fast and every run independent of the last.
-struct Events {
-    int sig, sig_far, peer_sig;
-};
-// (Negative: a system call that reaches one anyway fails with EBADF.)
-constexpr Events kEvents{-103, -102, -101};
+// The wake-up socket only carries wake-ups, and rx.cpp/tx.cpp ignore what
+// its sends and receives return: stand-ins (no system call per operation)
+// keep the target fast and every run independent of the last. No socket
+// can be made: no waker, sink or bell (wake-ups and fills are then skipped,
+// as when descriptors run out), so nothing outlives a run.
+// (Negative: a system call that reaches it anyway fails with EBADF.)
+constexpr int kSig = -101;
 
-ssize_t fake_recv(int fd, void*, size_t, int) {
-    if (fd < kEvents.sig || fd > kEvents.peer_sig) std::abort(); // nothing else is read
-    errno = EAGAIN;                                              // drained
+int fake_recvmmsg(int fd, mmsghdr*, unsigned, int, timespec*) {
+    if (fd != kSig) std::abort(); // nothing else is read
+    errno = EAGAIN;               // drained
     return -1;
 }
 
-ssize_t fake_send(int fd, const void*, size_t n, int) {
-    if (fd < kEvents.sig || fd > kEvents.peer_sig) std::abort();
+ssize_t fake_sendto(int, const void*, size_t n, int, const sockaddr*, socklen_t) {
     return static_cast<ssize_t>(n);
+}
+
+int no_socket(int, int, int) {
+    errno = EMFILE;
+    return -1;
 }
 
 void setup_once() {
     static const bool done = [] {
         log::set_level(log::LogLevel::Error); // broken cursors are logged as warnings
         sys::resolve();
-        sys::g_table.recv = fake_recv;
-        sys::g_table.send = fake_send;
+        sys::g_table.recvmmsg = fake_recvmmsg;
+        sys::g_table.sendto = fake_sendto;
+        sys::g_table.socket = no_socket;
         return true;
     }();
     (void)done;
@@ -328,7 +332,6 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     setup_once();
-    const Events& ev = kEvents;
     Reader in{data, size};
     uint8_t rx_line[cdc::kControlBytes], tx_line[cdc::kControlBytes];
     in.bytes(rx_line, sizeof rx_line);
@@ -349,9 +352,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.tx.base = txb.base;
     c.tx.size = c.tx.file_size = txb.size;
     c.tx.control()->waiting.store(without_waking(c.tx.control()->waiting.load()));
-    c.sig = ev.sig;
-    c.sig_far = ev.sig_far;
-    c.peer_sig = ev.peer_sig;
+    c.sig = kSig;
     c.tcp_fd = -1; // no TCP connection: a dead peer shows only in shared memory
     c.busy_poll_us = 0;
     c.autocorking_size = 0;

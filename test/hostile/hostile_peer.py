@@ -8,13 +8,14 @@ entry, announces its connect in the listener's Pending memory (a sealed
 memfd it asks the listener's endpoint for, with the entry's token),
 sends a valid SMC-D Proposal, reads the Accept (the server's GID and DMB
 token), attaches on the server's abstract Unix endpoint with its own sealed
-memfd DMB and the far end of its own wake-up socket pair, and sends the
-Confirm. Then it
+memfd DMB, binds its wake-up socket to the name its Confirm token makes
+(engine/wakeup.hpp), and sends the Confirm. Then it
 misbehaves, in one of these modes:
 
-  flip-flags      clear O_NONBLOCK on the wake-up socket the server sent (the
-                  open file is shared: this flips the server's own copy) and
-                  fill every queue it can send into
+  flip-flags      (no descriptor of the server's is shared any more, so
+                  there are no file flags to flip) fill the queue of the
+                  server's wake-up socket by name, ask it to wake us for
+                  data and space, and keep its queue full while held
   garbage-cursors write impossible cursors and flags into both control lines
                   and wake the server
   owner-refs      write a large value into offset 40 of the server's DMB
@@ -263,13 +264,19 @@ def cursor(wrap, count):
     return wrap | count << 16
 
 
-def wakeup_pair():
-    """A wake-up pair as usmc makes it (engine/wakeup.cpp): ours, and the far
-    end the server gets."""
-    ours, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    for s in (ours, far):
-        s.setblocking(False)
-    return ours, far
+def sig_name(token):
+    """The abstract name of the wake-up socket of the side that announced
+    `token` in CLC (engine/wakeup.cpp)."""
+    return f"\0usmc-s-{token:016x}".encode()
+
+
+def wakeup_socket(token):
+    """A wake-up socket as usmc makes it: a datagram socket bound to the
+    name its token makes."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    s.bind(sig_name(token))
+    return s
 
 
 # --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
@@ -313,19 +320,22 @@ class Session:
         self.tcp.sendall(proposal(self.gid))
         server_gid, token, size = parse_accept(read_clc(self.tcp))
         self.ours = Dmb(size)
-        self.sig, self.sig_far = wakeup_pair()
+        our_token = random64()
+        self.sig = wakeup_socket(our_token)
+        self.server_sig_name = sig_name(token)
+        self.waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.waker.setblocking(False)
         self.link = link(server_gid)
         socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size)],
-                        [self.ours.fd, self.sig_far.fileno()])
+                        [self.ours.fd])
         msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
         magic, status, their_size, their_offset, _, _ = REPLY.unpack(msg)
-        if magic != ATTACH_MAGIC or status != 0 or len(fds) != 2:
+        if magic != ATTACH_MAGIC or status != 0 or len(fds) != 1:
             for fd in fds:
                 os.close(fd)
             raise ConnectionError(f"attach refused: status {status}, {len(fds)} descriptors")
         self.theirs = Dmb(their_size, fds[0], their_offset)  # a slot of a segment
-        self.server_sig = socket.socket(fileno=fds[1])  # the far end of the server's pair
-        self.tcp.sendall(confirm(self.gid, random64(), size))
+        self.tcp.sendall(confirm(self.gid, our_token, size))
         self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client
 
     def wait_accepted(self, timeout=TIMEOUT):
@@ -344,20 +354,21 @@ class Session:
             raise ConnectionError("the server's echo is not what was sent")
         self.theirs.put(CONS, len(ping) << 16)  # consumed it
 
-    def wake_server(self):
+    def wake_server(self, what=b"\1"):
         try:
-            self.server_sig.send(b"\1", socket.MSG_DONTWAIT)
+            self.waker.sendto(what, socket.MSG_DONTWAIT, self.server_sig_name)
+            return True
         except BlockingIOError:
-            pass  # a full queue: the server is woken already
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server closed its side already (it saw our flag)
+            return False  # a full queue: the server is woken already
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False  # the server closed its side already (it saw our flag)
 
     def close(self, flag_closed=True):
         if flag_closed:  # as a usmc client's close: the flag, then a wake-up
             self.theirs.put(CONS, self.theirs.get(CONS) | CONN_CLOSED << 56)
             self.wake_server()
         self.pending.close()
-        for sock in (self.sig, self.sig_far, self.server_sig):
+        for sock in (self.sig, self.waker):
             sock.close()
         self.ours.close()
         self.theirs.close()
@@ -377,16 +388,15 @@ def hold(args, what, n):
 def flip_flags(args):
     s = Session(args.host, args.port)
     s.wait_accepted()
-    fd = s.server_sig.fileno()
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-    # Every queue the server sends into when it wakes itself is full now,
-    # and the server's own copy of that end is blocking.
+    # Ask the server to wake us for data and for space: every write and
+    # read of its sends us something.
+    s.theirs.put(WAITING, 3)
+    # The queue of the server's wake-up socket full: every wake-up it sends
+    # itself, and ours, finds it full.
     for _ in range(10000):
-        try:
-            s.server_sig.send(b"\0" * 512, socket.MSG_DONTWAIT)
-        except BlockingIOError:
+        if not s.wake_server(b"\0" * 512):
             break
-    hold(args, "connection with the server's wake-up socket blocking and full", 1)
+    hold(args, "connection with the server's wake-up socket full", 1)
     s.close()
 
 

@@ -246,16 +246,16 @@ def cpu_and_switches(pid):
 # -------------------------------------------------------------------- cases
 
 def case_flags(env):
-    """The peer clears O_NONBLOCK on the wake-up socket the server gave it (a
-    shared open file: the server's own copy turns blocking) and fills the
-    queue the server wakes itself through. (2ccbe20: eventfds; with their
-    O_NONBLOCK cleared the server hung in a read once the connection closed.)"""
+    """The peer fills the queue of the server's wake-up socket (by name: no
+    descriptor of the server's is shared since the datagram wake-ups) and
+    asks to be woken for everything. (2ccbe20: eventfds, whose O_NONBLOCK a
+    peer could clear; then socket pairs, whose far end the peer held.)"""
     server, port = start_server(env)
     resident = Resident(env, port)
     check_served(env, port, "before the attack", resident)
     peer = hostile(env, "flip-flags", port)
     held(env, peer)
-    check_served(env, port, "wake-up socket flipped and full, hostile connection open", resident)
+    check_served(env, port, "wake-up socket full, hostile connection open", resident)
     end_peer(env, peer)
     check_served(env, port, "after the hostile connection closed", resident)
     resident.stop()

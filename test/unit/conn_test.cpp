@@ -1,5 +1,7 @@
 #include "engine/conn.hpp"
+#include "engine/loop.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/space_watch.hpp"
 #include "engine/sys.hpp"
 #include "engine/tx.hpp"
 #include "engine/wakeup.hpp"
@@ -30,6 +32,7 @@ namespace {
 
 // Two ends of one SMC-D connection inside one process: a's DMB is b's tx
 // ring and the other way round, as after a real handshake and attach.
+constexpr uint64_t kPeerGid = 0x5eed;
 struct Pair {
     SmcConn a, b;
     ism::Dmb da, db;
@@ -37,14 +40,14 @@ struct Pair {
     explicit Pair(uint32_t size = 64 * 1024) {
         da = *ism::create_dmb(size);
         db = *ism::create_dmb(size);
-        REQUIRE(smc_conn_init_wakeups(a));
-        REQUIRE(smc_conn_init_wakeups(b));
+        REQUIRE(smc_conn_init_wakeups(a, false, ism::random64()));
+        REQUIRE(smc_conn_init_wakeups(b, false, ism::random64()));
         a.rx = da;
         a.tx = db;
         b.rx = db;
         b.tx = da;
-        a.peer_sig = b.sig_far; // (the same descriptor: one process)
-        b.peer_sig = a.sig_far;
+        REQUIRE(smc_conn_peer_wakeups(a, kPeerGid, b.token)); // (both in this process)
+        REQUIRE(smc_conn_peer_wakeups(b, kPeerGid, a.token));
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, tcp) == 0); // stands in for the TCP connection
         a.tcp_fd = tcp[0];
         b.tcp_fd = tcp[1];
@@ -52,7 +55,11 @@ struct Pair {
     ~Pair() {
         smc_cork_forget(a); // the backstop flusher must not see them again
         smc_cork_forget(b);
-        for (int fd : {a.sig, a.sig_far, b.sig, b.sig_far, tcp[0], tcp[1]})
+        space_watch::remove(&a); // nor the space watch
+        space_watch::remove(&b);
+        smc_close_wakeups(a);
+        smc_close_wakeups(b);
+        for (int fd : {tcp[0], tcp[1]})
             if (fd >= 0) close(fd);
         ism::unmap(da);
         ism::unmap(db);
@@ -73,6 +80,14 @@ ssize_t recv_buf(SmcConn& c, void* p, size_t n, int flags = 0, bool nonblock = f
 bool writable(int fd) {
     pollfd p{fd, POLLOUT, 0};
     return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+}
+
+// Writable again once the peer freed space: the peer rings our bell, and
+// our engine loop drains the sink (space_watch.hpp), so it comes a moment
+// later, from another thread.
+bool writable_soon(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    return poll(&p, 1, 10000) == 1 && (p.revents & POLLOUT);
 }
 
 bool readable(int fd) {
@@ -188,7 +203,8 @@ TEST_CASE("a full ring: EAGAIN, sig unwritable, then space frees and it is writa
     std::vector<uint8_t> got(ring);
     CHECK(recv_buf(p.b, got.data(), 100) == 100);
     // 100 bytes consumed is below the update limit, but the writer waits: announced and woken.
-    CHECK(writable(p.a.sig));
+    CHECK(writable_soon(p.a.sig));
+    CHECK(space_watch::waiting() == 0);
     CHECK(send_buf(p.a, data.data() + ring, 100, true) == 100);
     got.resize(ring + 100);
     CHECK(recv_buf(p.b, got.data() + 100, ring) == ssize_t(ring));
@@ -420,6 +436,10 @@ TEST_CASE("between two processes: 32 MiB through shared memory, checksummed") {
     const size_t total = 32u << 20;
     pid_t child = fork();
     if (child == 0) {
+        // As the engine's fork handler does: the parent's loop and bell are
+        // not this process's (a writer waiting for space here needs its own).
+        loop::on_fork_child();
+        space_watch::on_fork_child();
         auto chunk = pattern(65536, 7);
         size_t sent = 0;
         while (sent < total) {
@@ -697,15 +717,14 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
         auto* c = new (mem) SmcConn;
         c->tcp_fd = sv[0];
-        REQUIRE(wakeup::make_pair(&c->sig, &c->sig_far));
+        REQUIRE(smc_conn_init_wakeups(*c, false, ism::random64()));
         peer_watch::add(c);
         REQUIRE(c->peer_watch_id != 0);
         return c;
     };
     auto drop = [](SmcConn* c, int sv[2]) {
         peer_watch::remove(c);
-        close(c->sig);
-        close(c->sig_far);
+        smc_close_wakeups(*c);
         close(sv[0]);
         close(sv[1]);
         c->~SmcConn();
@@ -726,50 +745,130 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
     drop(b, b_sv);
 }
 
-TEST_CASE("wake-up pair: readable when woken, unwritable when filled, and a broken pair shows") {
-    int near_end = -1, far_end = -1;
-    REQUIRE(wakeup::make_pair(&near_end, &far_end));
-    CHECK_FALSE(readable(near_end));
-    CHECK(writable(near_end));
-    wakeup::send(far_end); // the peer wakes us
-    CHECK(readable(near_end));
-    CHECK(wakeup::drain(near_end));
-    CHECK_FALSE(readable(near_end));
-    wakeup::fill(near_end, true); // the peer's ring is full
-    CHECK_FALSE(writable(near_end));
-    wakeup::fill(near_end, false); // again: still not, and it returns
-    CHECK_FALSE(writable(near_end));
-    CHECK(wakeup::drain(far_end)); // the peer freed space
-    CHECK(writable(near_end));
-    REQUIRE(shutdown(far_end, SHUT_WR) == 0); // a peer breaking it
-    CHECK(readable(near_end));
-    CHECK_FALSE(wakeup::drain(near_end));
-    close(near_end);
-    close(far_end);
+namespace {
+struct sockaddr_un_name {
+    sockaddr_un sun{};
+    socklen_t len = sizeof sun;
+};
+sockaddr_un_name name_of(int fd) {
+    sockaddr_un_name n;
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&n.sun), &n.len) == 0);
+    return n;
+}
+} // namespace
+
+TEST_CASE("sig: readable when woken by name, unwritable while its sink holds a fill, and "
+          "nobody else sends into the sink") {
+    uint64_t token = ism::random64();
+    int sig = wakeup::make_sig(false);
+    REQUIRE(sig >= 0);
+    REQUIRE(wakeup::name_sig(sig, wakeup::sig_name(token)));
+    CHECK_FALSE(wakeup::name_sig(wakeup::make_sig(false), wakeup::sig_name(token))); // taken
+    CHECK_FALSE(readable(sig));
+    CHECK(writable(sig));
+    wakeup::Wakers* w = wakeup::wakers_for(0x77);
+    REQUIRE(w);
+    wakeup::send(w, wakeup::sig_name(token)); // the peer wakes us
+    CHECK(readable(sig));
+    CHECK(writable(sig)); // (the wake-up is charged to the waker, not to `sig`)
+    wakeup::drain(sig);
+    CHECK_FALSE(readable(sig));
+    std::atomic<int> sink{-1};
+    REQUIRE(wakeup::fill(sig, token, sink, true)); // the peer's ring is full
+    REQUIRE(sink.load() >= 0);
+    CHECK_FALSE(writable(sig));
+    CHECK_FALSE(readable(sig)); // the fill is in the sink, not in `sig`
+    int first_sink = sink.load();
+    REQUIRE(wakeup::fill(sig, token, sink, false)); // again: still not, and it returns
+    CHECK(sink.load() == first_sink);               // one sink per `sig`
+    CHECK_FALSE(writable(sig));
+    int stranger = socket(AF_UNIX, SOCK_DGRAM, 0);
+    auto sn = name_of(sink.load());
+    CHECK(sendto(stranger, "x", 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sn.sun), sn.len) ==
+          -1);
+    CHECK(errno == EPERM);
+    wakeup::unfill(sink.load()); // space found
+    CHECK(writable(sig));
+    // A stranger can make it readable (spuriously): a drain takes it.
+    auto sg = name_of(sig);
+    CHECK(sendto(stranger, "x", 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sg.sun), sg.len) ==
+          1);
+    CHECK(readable(sig));
+    wakeup::drain(sig);
+    CHECK_FALSE(readable(sig));
+    wakeup::release(w);
+    for (int fd : {sig, sink.load(), stranger})
+        close(fd);
 }
 
-TEST_CASE("wake-up pair: no call blocks when the peer clears O_NONBLOCK on its end and fills "
-          "every queue it can") {
-    int near_end = -1, far_end = -1;
-    REQUIRE(wakeup::make_pair(&near_end, &far_end));
-    int peer = fcntl(far_end, F_DUPFD_CLOEXEC, 0); // the peer's copy: the same open file
-    REQUIRE(peer >= 0);
-    REQUIRE(fcntl(peer, F_SETFL, fcntl(peer, F_GETFL) & ~O_NONBLOCK) == 0);
-    CHECK((fcntl(far_end, F_GETFL) & O_NONBLOCK) == 0); // ours changed with it
+TEST_CASE("sig: a connecting client's is unwritable and deaf to everyone until unblocked") {
+    uint64_t token = ism::random64();
+    int sig = wakeup::make_sig(true);
+    REQUIRE(sig >= 0);
+    REQUIRE(wakeup::name_sig(sig, wakeup::sig_name(token)));
+    CHECK_FALSE(writable(sig));
+    CHECK_FALSE(readable(sig));
+    int epfd = epoll_create1(0);
+    epoll_event ev{EPOLLIN | EPOLLOUT | EPOLLET, {.u64 = 1}};
+    REQUIRE(epoll_ctl(epfd, EPOLL_CTL_ADD, sig, &ev) == 0);
+    epoll_event got{};
+    CHECK(epoll_wait(epfd, &got, 1, 0) == 0);
+    wakeup::Wakers* w = wakeup::wakers_for(0x78);
+    wakeup::send(w, wakeup::sig_name(token)); // refused (EPERM): nobody can reach it yet
+    CHECK_FALSE(readable(sig));
+    wakeup::unblock(sig);
+    REQUIRE(epoll_wait(epfd, &got, 1, 0) == 1); // the OUT edge of "connected"
+    CHECK(got.events == EPOLLOUT);
+    wakeup::send(w, wakeup::sig_name(token));
+    REQUIRE(epoll_wait(epfd, &got, 1, 0) == 1);
+    CHECK((got.events & EPOLLIN));
+    wakeup::release(w);
+    close(epfd);
+    close(sig);
+}
+
+TEST_CASE("sig: a queue a stranger filled blocks no call, and a peer that never drains fills "
+          "only its own wakers") {
+    uint64_t token = ism::random64();
+    int sig = wakeup::make_sig(false);
+    REQUIRE(sig >= 0);
+    REQUIRE(wakeup::name_sig(sig, wakeup::sig_name(token)));
+    int stranger = socket(AF_UNIX, SOCK_DGRAM, 0);
+    auto sg = name_of(sig);
     char junk[512] = {};
-    for (int i = 0; i < 10000 && send(peer, junk, sizeof junk, MSG_DONTWAIT) > 0; ++i) {
+    for (int i = 0; i < 10000 && sendto(stranger, junk, sizeof junk, MSG_DONTWAIT,
+                                        reinterpret_cast<sockaddr*>(&sg.sun), sg.len) > 0;
+         ++i) {
     }
-    alarm(10);                     // a blocking call would end the test here (SIGALRM)
-    wakeup::send(far_end);         // a self wake-up into a full queue
-    CHECK(wakeup::drain(far_end)); // nothing there to take
-    wakeup::fill(near_end, true);  // ours is nonblocking, but fill twice anyway
-    wakeup::fill(near_end, false);
-    CHECK(wakeup::drain(near_end)); // takes the junk, a bounded number of reads
-    CHECK(wakeup::drain(far_end));
+    alarm(10); // a blocking call would end the test here (SIGALRM)
+    wakeup::Wakers* w = wakeup::wakers_for(0x79);
+    wakeup::send(w, wakeup::sig_name(token)); // into a full queue: it is readable anyway
+    CHECK(readable(sig));
+    wakeup::drain(sig); // a bounded number of calls
     alarm(0);
-    close(peer);
-    close(near_end);
-    close(far_end);
+    // Many peers' `sig`s none of which is ever drained: the pool grows
+    // while its members are full, and every wake-up still lands.
+    std::vector<int> sigs;
+    std::vector<uint64_t> tokens;
+    for (int i = 0; i < 3000; ++i) {
+        int s = wakeup::make_sig(false);
+        if (s < 0) break;
+        tokens.push_back(ism::random64());
+        REQUIRE(wakeup::name_sig(s, wakeup::sig_name(tokens.back())));
+        sigs.push_back(s);
+    }
+    REQUIRE(sigs.size() > 1000);
+    for (uint64_t t : tokens)
+        wakeup::send(w, wakeup::sig_name(t));
+    size_t woken = 0;
+    for (int s : sigs)
+        woken += readable(s);
+    CHECK(woken == sigs.size());
+    wakeup::release(w);
+    for (int s : sigs)
+        close(s);
+    close(sig);
+    close(stranger);
 }
 
 namespace {
@@ -1400,31 +1499,14 @@ TEST_CASE("an error queued on the TCP socket is not the peer's end") {
     CHECK(p.b.close_state.load() == core::CloseState::PeerClosed); // FIN, nothing of ours unread
 }
 
-TEST_CASE("wake-up pair: only a Unix stream socket passes for a peer's wake-up end") {
-    int st[2], dg[2], pp[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, st) == 0);
-    REQUIRE(socketpair(AF_UNIX, SOCK_DGRAM, 0, dg) == 0);
-    REQUIRE(pipe(pp) == 0);
-    int tcp = socket(AF_INET, SOCK_STREAM, 0);
-    int file = memfd_create("not-a-socket", 0);
-    CHECK(wakeup::plausible(st[0]));
-    CHECK_FALSE(wakeup::plausible(dg[0]));
-    CHECK_FALSE(wakeup::plausible(pp[0]));
-    CHECK_FALSE(wakeup::plausible(tcp));
-    CHECK_FALSE(wakeup::plausible(file));
-    CHECK_FALSE(wakeup::plausible(-1));
-    for (int fd : {st[0], st[1], dg[0], dg[1], pp[0], pp[1], tcp, file})
-        close(fd);
-}
-
 TEST_CASE("a fill that lands after another thread opened sig is undone by its own caller") {
     // smc_block_writable sets the flag, then fills; another thread (send
     // seeing the peer gone) takes the flag and drains before the fill is in.
     // The filler, finding the connection writable, must drain all the same.
     Pair p;
-    p.b.sig_filled.store(true);  // the filler's first step
-    smc_open_writable(p.b);      // the other thread: flag taken, nothing to drain yet
-    wakeup::fill(p.b.sig, true); // the filler's fill lands
+    p.b.sig_filled.store(true); // the filler's first step
+    smc_open_writable(p.b);     // the other thread: flag taken, nothing to drain yet
+    REQUIRE(wakeup::fill(p.b.sig, p.b.token, p.b.sink, true)); // the filler's fill lands
     CHECK_FALSE(writable(p.b.sig));
     smc_open_writable(p.b); // what the filler did before: the flag is gone, nothing happens
     CHECK_FALSE(writable(p.b.sig));

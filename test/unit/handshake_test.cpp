@@ -100,7 +100,7 @@ std::unique_ptr<SmcConn> handshake_pair(TcpPair& t, ism::Device& server_dev,
         if (first == clc::FirstBytes::Proposal)
             server_result = smc_listen_handshake(t.server, server_dev, ep, cfg);
     });
-    REQUIRE(smc_conn_init_wakeups(c));
+    REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
     ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
     server.join();
     REQUIRE(first == clc::FirstBytes::Proposal);
@@ -165,23 +165,17 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
     delete ep;
 }
 
-// A server's endpoint with one connection's wake-up pair, ready to offer.
+// A server's endpoint, ready to offer.
 struct OfferingEndpoint {
     ism::Device dev{8 << 20, false}; // DMBs of their own: counted one by one
     ism::Endpoint* ep = nullptr;
-    SmcConn tmp;
     OfferingEndpoint() {
         lgr::close_all(); // links of earlier tests: descriptor counts start clean
         ep = ism::Endpoint::start(dev);
         REQUIRE(ep);
-        REQUIRE(smc_conn_init_wakeups(tmp));
     }
-    ~OfferingEndpoint() {
-        close(tmp.sig);
-        close(tmp.sig_far);
-        delete ep;
-    }
-    void offer(uint64_t token) { ep->offer(token, {16384, tmp.sig_far}); }
+    ~OfferingEndpoint() { delete ep; }
+    void offer(uint64_t token) { ep->offer(token, {16384}); }
 };
 
 TEST_CASE_METHOD(
@@ -190,9 +184,7 @@ TEST_CASE_METHOD(
     offer(7);
     CHECK(dev.memory_in_use() == 0); // nothing taken before an attach
     auto mine = ism::create_dmb(16384);
-    auto fds = [&](uid_t) -> std::optional<ism::Fds> {
-        return ism::Fds{mine->fd, mine->size, tmp.sig_far};
-    };
+    auto fds = [&](uid_t) -> std::optional<ism::Fds> { return ism::Fds{mine->fd, mine->size}; };
     auto got = ism::attach(dev.gid(), 7, fds, 500);
     REQUIRE(got);
     CHECK(dev.memory_in_use() == 16384); // taken for this attach
@@ -213,7 +205,7 @@ TEST_CASE_METHOD(
         REQUIRE(fep);
         auto taken = full.allocate(16384, ism::kUnknownPeer);
         REQUIRE(taken);
-        fep->offer(9, {16384, tmp.sig_far});
+        fep->offer(9, {16384});
         int with_link = open_fds();
         lgr::close_all();
         int before = open_fds_settled(with_link - 2); // the link to `dev` closed on both sides
@@ -299,7 +291,7 @@ TEST_CASE("handshake across processes, 8 MiB checksummed", "[fork-threads]") {
     }
     ism::Device dev(8 << 20);
     SmcConn c;
-    REQUIRE(smc_conn_init_wakeups(c));
+    REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
     auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
     REQUIRE(std::holds_alternative<std::monostate>(r));
     std::vector<uint8_t> data(8u << 20);
@@ -361,7 +353,7 @@ TEST_CASE("the server's memory cap: Decline MAX_DMB, client falls back") {
         server_result = smc_listen_handshake(t.server, server_dev, *ep, HandshakeConfig{});
     });
     SmcConn c;
-    REQUIRE(smc_conn_init_wakeups(c));
+    REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
     auto r = smc_connect_handshake(t.client, c, client_dev, HandshakeConfig{});
     server.join();
     REQUIRE(std::holds_alternative<Fallback>(r));
@@ -388,7 +380,7 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
         });
         auto t0 = std::chrono::steady_clock::now();
         SmcConn c;
-        REQUIRE(smc_conn_init_wakeups(c));
+        REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
         auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
         server.join();
         REQUIRE(first == clc::FirstBytes::Proposal);
@@ -401,7 +393,7 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
         ism::Device dev(8 << 20);
         REQUIRE(write(t.server, "220 ready\r\n", 11) == 11); // a server that speaks first, as TCP
         SmcConn c;
-        REQUIRE(smc_conn_init_wakeups(c));
+        REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
         auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
         REQUIRE(std::holds_alternative<Fallback>(r));
         CHECK(std::get<Fallback>(r).reason == fallback::PEERNOSMC);
@@ -419,12 +411,12 @@ TEST_CASE_METHOD(OfferingEndpoint,
     uid_t asked_for = 12345;
     auto theirs = [&](uid_t uid) -> std::optional<ism::Fds> {
         asked_for = uid;
-        return ism::Fds{other->fd, other->size, tmp.sig_far};
+        return ism::Fds{other->fd, other->size};
     };
     CHECK_FALSE(ism::attach(dev.gid(), 43, theirs, 500));     // wrong token
     CHECK_FALSE(ism::attach(dev.gid() + 1, 42, theirs, 500)); // no such endpoint
     auto lying = [&](uid_t) -> std::optional<ism::Fds> {      // size does not match the file
-        return ism::Fds{other->fd, 65536, tmp.sig_far};
+        return ism::Fds{other->fd, 65536};
     };
     CHECK_FALSE(ism::attach(dev.gid(), 42, lying, 500));
     auto none = [](uid_t) -> std::optional<ism::Fds> { return std::nullopt; };
@@ -457,9 +449,7 @@ TEST_CASE_METHOD(OfferingEndpoint,
                  "and user") {
     auto mine = ism::create_dmb(16384);
     REQUIRE(mine);
-    auto fds = [&](uid_t) -> std::optional<ism::Fds> {
-        return ism::Fds{mine->fd, mine->size, tmp.sig_far};
-    };
+    auto fds = [&](uid_t) -> std::optional<ism::Fds> { return ism::Fds{mine->fd, mine->size}; };
     auto attach_ok = [&](uint64_t token) {
         auto got = ism::attach(dev.gid(), token, fds, 1000);
         if (got) ism::close_fds(got->fds);
