@@ -219,10 +219,14 @@ void server_job(SmcListener* l, int fd, const Origin& origin, int rest_ms, bool 
         bool watched = connect_watch::add(
             fd, connect_watch::Want::Readable, uint32_t(hc.clc_timeout_ms),
             [l, fd, origin, pending, token](bool readable) {
-                // The Confirm whole and the attach served (a client attaches
-                // before it confirms): nothing left to wait for, so finish
+                // The Confirm whole, and the attach served (a client attaches
+                // before it confirms) or none coming (a Confirm on a link
+                // group, a Decline): nothing left to wait for, so finish
                 // here rather than wake a worker for it.
-                if (readable && g_engine.ep->attached(token) && clc::message_waiting(fd)) {
+                clc::Header h;
+                if (readable && clc::message_waiting(fd, &h) &&
+                    (h.type != clc::Type::Confirm || !(h.typev2 & 0b10) ||
+                     g_engine.ep->attached(token))) {
                     server_finish(l, fd, origin, pending, token, false);
                     return;
                 }

@@ -196,6 +196,11 @@ bool client_on_watch(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, u
         return true;
     }
     auto accept = std::get<clc::AcceptConfirmD>(step);
+    if (auto done = smc_connect_reuse(fd, *c, *dev, cfg, accept)) { // a link group: no attach
+        runtime::count(counters::client_handshakes_on_watch);
+        end_client(fd, c, addr, len, port, *done);
+        return true;
+    }
     auto no_dmb = std::make_shared<uint32_t>(0);
     bool started = ism::attach_async(
         accept.gid, accept.token, smc_connect_ours(*c, *dev, cfg, no_dmb.get()),

@@ -15,8 +15,13 @@
 //   40  usmc: the urgent mark  wrap:16 count:32 + urgent count:16
 //   48  usmc: the bell of the peer's process (space_watch.hpp), set before
 //       it asks for kWaitSpace: rung when that wait is taken
-//   56..63 reserved (usmc keeps nothing here that the owner must trust: the
-//       peer maps this line read-write)
+//   56  usmc: the owner's CLC token, written by the owner when it claims the
+//       DMB, before it names the DMB in CLC. A connection on an existing link
+//       group maps the DMB its peer names without an attach (link_group.hpp)
+//       and believes the name only if this matches the token of the message:
+//       nobody who cannot write the owner's segment can make it match.
+//       (Nothing here is trusted afterwards: the peer maps this line
+//       read-write.)
 //
 // Urgent data (TCP's MSG_OOB). The kernel's CDC message carries the
 // producer flags urg_data_pending / urg_data_present with the cursor of the
@@ -83,7 +88,7 @@ struct alignas(64) Control {
     std::atomic<uint64_t> waiting;
     std::atomic<uint64_t> urg;
     std::atomic<uint64_t> space_bell;
-    uint64_t reserved2;
+    std::atomic<uint64_t> owner_token;
 };
 static_assert(sizeof(Control) == kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -84,12 +84,13 @@ FirstBytes classify(int fd, int timeout_ms) {
     }
 }
 
-bool message_waiting(int fd) {
+bool message_waiting(int fd, Header* header) {
     uint8_t first[kPeekLen];
     ssize_t n = sys::real().recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
     if (n < ssize_t(kHeaderLen)) return false;
     auto h = parse_header(std::span<const uint8_t>(first, kHeaderLen));
     if (!std::holds_alternative<Header>(h)) return false;
+    if (header) *header = std::get<Header>(h);
     size_t len = std::get<Header>(h).length;
     if (len <= size_t(n)) return true;
     std::vector<uint8_t> whole(len); // (longer than any message usmc sends)

@@ -5,6 +5,8 @@
 // message stay in the socket for the application, and bytes that only look
 // like CLC (NotClc) are never taken.
 // Works on blocking and nonblocking sockets alike (MSG_DONTWAIT + poll).
+#include "engine/clc.hpp"
+
 #include <cstdint>
 #include <vector>
 
@@ -23,8 +25,8 @@ struct ReadResult {
 ReadResult read_message(int fd, int timeout_ms, bool expect_wait = false);
 bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
 // Whether a whole CLC message is waiting on `fd` now (read_message would
-// not wait for any of it). Consumes nothing, never waits.
-bool message_waiting(int fd);
+// not wait for any of it), and its header. Consumes nothing, never waits.
+bool message_waiting(int fd, Header* header = nullptr);
 
 // Sends a Decline with `reason` as the peer diagnosis. `gid` becomes the
 // sender's peer id (0 leaves it zero, as Linux does for SMC-D servers).

@@ -3,6 +3,8 @@
 #include "engine/clc_io.hpp"
 #include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
+#include "engine/link_group.hpp"
+#include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 
 #include <cerrno>
@@ -38,6 +40,35 @@ ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
     c.rx = ism::Dmb{};
     dev.unmap_peer(c.tx);
     return r;
+}
+
+// The server's DMB is ours to write (`theirs`): the Confirm names ours, its
+// first-contact bit saying whether we attached (else the link_id and slot
+// name our DMB in a segment the server has).
+ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
+                           const clc::AcceptConfirmD& accept, const ism::Dmb& theirs,
+                           bool attached) {
+    c.tx = theirs;
+    if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
+        clc::send_decline(fd, dev.gid(), fallback::FDLIMIT, cfg.clc_timeout_ms);
+        return fail(c, dev, Fallback{fallback::FDLIMIT, 0});
+    }
+    c.gid = dev.gid();
+    c.peer_gid = accept.gid;
+    c.peer_token = accept.token;
+
+    clc::AcceptConfirmD confirm;
+    confirm.type = clc::Type::Confirm;
+    confirm.first_contact = attached;
+    confirm.gid = dev.gid();
+    confirm.token = c.token; // our `sig`'s name, and our DMB's owner token
+    confirm.dmbe_size_code = clc::size_to_code(c.rx.size, clc::kMaxDmbeSizeCode);
+    confirm.link_id = attached ? 0 : c.rx.serial;
+    confirm.dmbe_idx = attached ? 0 : uint8_t(c.rx.slot);
+    confirm.chid = clc::kChidEmulated;
+    if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms))
+        return fail(c, dev, -ECONNRESET);
+    return std::monostate{};
 }
 } // namespace
 
@@ -94,15 +125,25 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
     ism::Device* d = &dev;
     uint32_t size = cfg.dmb_size, roomy = cfg.dmb_roomy;
     return [conn, d, size, roomy, no_dmb](uid_t server_uid) -> std::optional<ism::Fds> {
-        errno = 0;
-        auto own = d->allocate(d->size_for(size, roomy), server_uid);
-        if (!own) {
-            *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
-            return std::nullopt;
+        // Claimed already for this user (smc_connect_reuse: the server lacks
+        // its segment), or now.
+        if (conn->rx.valid() && conn->peer_uid != server_uid) {
+            d->release(conn->rx, conn->peer_uid);
+            conn->rx = ism::Dmb{};
         }
-        conn->rx = *own;
-        conn->peer_uid = server_uid;
-        return ism::Fds{conn->rx.fd, conn->rx.size, conn->rx.offset, conn->rx.file_size};
+        if (!conn->rx.valid()) {
+            errno = 0;
+            auto own = d->allocate(d->size_for(size, roomy), server_uid);
+            if (!own) {
+                *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+                return std::nullopt;
+            }
+            own->control()->owner_token.store(conn->token, std::memory_order_release);
+            conn->rx = *own;
+            conn->peer_uid = server_uid;
+        }
+        return ism::Fds{conn->rx.fd, conn->rx.size, conn->rx.offset, conn->rx.file_size,
+                        conn->rx.serial};
     };
 }
 
@@ -125,24 +166,43 @@ ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const Ha
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{reason, 0});
     }
-    c.tx = *peer_dmb;
-    if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
-        clc::send_decline(fd, dev.gid(), fallback::FDLIMIT, cfg.clc_timeout_ms);
-        return fail(c, dev, Fallback{fallback::FDLIMIT, 0});
-    }
-    c.gid = dev.gid();
-    c.peer_gid = accept.gid;
-    c.peer_token = accept.token;
+    dev.groups().note_attach(accept.gid, peer->pid, peer->uid, c.rx.serial, peer->fds.serial,
+                             *peer_dmb);
+    runtime::count(counters::lgr_first_contacts);
+    return confirm_with(fd, c, dev, cfg, accept, *peer_dmb, true);
+}
 
-    clc::AcceptConfirmD confirm;
-    confirm.type = clc::Type::Confirm;
-    confirm.gid = dev.gid();
-    confirm.token = c.token; // our `sig`'s name
-    confirm.dmbe_size_code = clc::size_to_code(c.rx.size, clc::kMaxDmbeSizeCode);
-    confirm.chid = clc::kChidEmulated;
-    if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms))
-        return fail(c, dev, -ECONNRESET);
-    return std::monostate{};
+std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& dev,
+                                               const HandshakeConfig& cfg,
+                                               const clc::AcceptConfirmD& accept) {
+    if (accept.first_contact) return std::nullopt;
+    auto uid = dev.groups().peer_user(accept.gid);
+    if (!uid) return std::nullopt;
+    uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
+    // (A name that does not check out: the attach, where the endpoint of
+    // that GID answers only for its own token.)
+    auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
+                                          accept.token);
+    if (!theirs) return std::nullopt;
+    if (!c.rx.valid()) {
+        errno = 0;
+        auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid);
+        if (!own) {
+            dev.unmap_peer(*theirs);
+            uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+            clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
+            return fail(c, dev, Fallback{reason, 0});
+        }
+        own->control()->owner_token.store(c.token, std::memory_order_release);
+        c.rx = *own;
+        c.peer_uid = *uid;
+    }
+    if (!dev.groups().peer_has(accept.gid, c.rx.serial)) {
+        dev.unmap_peer(*theirs); // the attach brings it again, with ours
+        return std::nullopt;
+    }
+    runtime::count(counters::lgr_reused);
+    return confirm_with(fd, c, dev, cfg, accept, *theirs, false);
 }
 
 ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
@@ -154,6 +214,7 @@ ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
 
 ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
                                  const clc::AcceptConfirmD& accept) {
+    if (auto done = smc_connect_reuse(fd, c, dev, cfg, accept)) return *done;
     uint32_t no_dmb = 0; // why our DMB could not be had, if that ended the attach
     auto peer = ism::attach(accept.gid, accept.token, smc_connect_ours(c, dev, cfg, &no_dmb),
                             cfg.attach_timeout_ms);

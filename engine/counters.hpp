@@ -52,6 +52,9 @@ namespace usmc::counters {
     X(learn_probes, "connects run SMC-D to re-measure while learned TCP (probes)")                 \
     X(dmb_segments, "DMB segments created (one memfd of several DMB slots for peers of one user)") \
     X(dmb_slots, "DMBs taken as a slot of a segment (no new shared memory, no descriptor)")        \
+    X(lgr_first_contacts,                                                                          \
+      "SMC-D connections that attached (first contact of a link group or segment)")                \
+    X(lgr_reused, "SMC-D connections on a link group: no attach, nothing passed")                  \
     X(space_backstop_unfills, "writers made writable by the backstop, not by the peer's bell")
 
 enum Id : uint8_t {

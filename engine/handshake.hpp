@@ -73,6 +73,13 @@ ConnectResult smc_connect_confirm(int tcp_fd, SmcConn& conn, ism::Device& dev,
                                   std::optional<ism::PeerFds> peer, uint32_t no_dmb);
 ConnectResult smc_connect_attach(int tcp_fd, SmcConn& conn, ism::Device& dev,
                                  const HandshakeConfig& cfg, const clc::AcceptConfirmD& accept);
+// On a link group (link_group.hpp): when the Accept names a DMB in a
+// segment we hold and ours lies in one the server holds, map, confirm, done
+// (the connection is up, or failed). nullopt: an attach is needed (our DMB,
+// if claimed here, is kept for it).
+std::optional<ConnectResult> smc_connect_reuse(int tcp_fd, SmcConn& conn, ism::Device& dev,
+                                               const HandshakeConfig& cfg,
+                                               const clc::AcceptConfirmD& accept);
 // Client: the CLC Proposal (false: the write failed, the connection is broken).
 bool smc_send_proposal(int tcp_fd, const ism::Device& dev, const HandshakeConfig& cfg);
 

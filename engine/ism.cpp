@@ -1,6 +1,7 @@
 #include "engine/ism.hpp"
 
 #include "engine/cdc.hpp"
+#include "engine/link_group.hpp"
 #include "engine/runtime.hpp"
 
 #include "engine/sys.hpp"
@@ -203,7 +204,10 @@ Segment::~Segment() {
 }
 
 Device::Device(uint64_t max_memory, bool segments)
-    : gid_(random64()), max_memory_(max_memory), segments_on_(segments) {}
+    : gid_(random64()), max_memory_(max_memory), segments_on_(segments),
+      next_serial_(uint32_t(random64())), groups_(std::make_unique<LinkGroups>(*this)) {}
+
+Device::~Device() = default;
 
 void Device::sweep_waiting() {
     constexpr uint8_t kDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
@@ -265,6 +269,8 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     g->nslots = n;
     g->peer_uid = peer_uid;
     g->owner = gid_;
+    if (++next_serial_ == 0) ++next_serial_;
+    g->serial = next_serial_;
     g->fd = make_sealed_memfd("usmc-dmb", g->file_size());
     if (g->fd < 0) return nullptr;
     void* p = mmap(nullptr, g->file_size(), PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0);
@@ -314,6 +320,7 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
             d.file_size = g->file_size();
             d.seg = g;
             d.slot = i;
+            d.serial = g->serial;
             wipe_for_reuse(d);
             g->tokens[i] = d.token;
             publish();
@@ -556,6 +563,23 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint32_t offset, uint
     it->second.dev = st.st_dev;
     it->second.refs = 1;
     return view_of(*d, offset, size);
+}
+
+std::optional<Dmb> Device::view_peer(uint64_t ino, uint32_t size, uint32_t offset,
+                                     uint32_t file_size) {
+    // (A view of the whole file too: a link group's pin.)
+    if (size == 0 || file_size > kMaxSegmentBytes ||
+        offset > file_size - std::min(size, file_size) || size > file_size)
+        return std::nullopt;
+    std::lock_guard lock(mu_);
+    auto it = peer_maps_.find(ino);
+    if (it == peer_maps_.end() || it->second.dmb.size != file_size) return std::nullopt;
+    PeerMap& m = it->second;
+    if (m.refs++ == 0) {
+        idle_peer_maps_.erase(m.idle);
+        idle_peer_bytes_ -= m.dmb.size;
+    }
+    return view_of(m.dmb, offset, size);
 }
 
 void Device::unmap_peer(Dmb& dmb) {

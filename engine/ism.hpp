@@ -47,6 +47,7 @@
 namespace usmc::ism {
 
 struct Segment;
+class LinkGroups;
 
 struct Dmb {
     int fd = -1;
@@ -65,6 +66,9 @@ struct Dmb {
     // Ours, a slot: its segment (which owns `fd` and the mapping) and index.
     std::shared_ptr<Segment> seg;
     uint32_t slot = 0;
+    // A slot's segment number in its owner's device (0: not a slot), ours
+    // or a peer's (link_group.hpp).
+    uint32_t serial = 0;
 
     bool valid() const { return base != nullptr; }
     cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }
@@ -88,8 +92,9 @@ struct Segment {
     uint32_t slot_size = 0;
     uint32_t nslots = 0;
     uint64_t ino = 0;
-    uint64_t owner = 0; // the device that made it
-    uid_t peer_uid = 0; // whose peers it serves
+    uint64_t owner = 0;  // the device that made it
+    uint32_t serial = 0; // its number in that device: never 0, never used twice
+    uid_t peer_uid = 0;  // whose peers it serves
     std::atomic<uint32_t>* state = nullptr;
     // How the owner counts each slot (under its lock): kSpare, kLive (a
     // connection of ours), kAway (a forked child's: the owner let go of its
@@ -192,6 +197,10 @@ class Device {
     // A slot of a peer's segment: the file is `file_size` bytes, the DMB
     // the `size` bytes at `offset`; the whole file is mapped once.
     std::optional<Dmb> map_peer(int fd, uint32_t size, uint32_t offset = 0, uint32_t file_size = 0);
+    // The `size` bytes at `offset` of a peer's file of `file_size` bytes
+    // that this device maps already (by its inode `ino`), as map_peer gives
+    // it (give it back with unmap_peer); nullopt if it is not mapped here.
+    std::optional<Dmb> view_peer(uint64_t ino, uint32_t size, uint32_t offset, uint32_t file_size);
     // Done with a peer's DMB: it stays mapped for reuse (at most
     // kMaxIdlePeerMaps idle mappings and a quarter of our own memory cap in
     // bytes: they keep the peer's memory; least recently used go first). A
@@ -203,6 +212,9 @@ class Device {
     // Segments this device made, and slots of them held by connections.
     size_t segment_count() const;
     size_t slots_in_use() const;
+    // The link groups of this device's process (link_group.hpp).
+    LinkGroups& groups() { return *groups_; }
+    ~Device();
 
   private:
     struct Free {
@@ -229,6 +241,8 @@ class Device {
     uint64_t idle_peer_bytes_ = 0;
     std::vector<std::shared_ptr<Segment>> segments_;
     size_t claim_pos_ = 0; // where claim_slot starts looking (rotating)
+    uint32_t next_serial_;
+    std::unique_ptr<LinkGroups> groups_;
     mutable std::mutex mu_;
     // Under mu_: a slot of a segment for peers of `peer_uid` (a new segment
     // if all are taken and one fits under the cap), or nullopt.

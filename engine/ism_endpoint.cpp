@@ -212,7 +212,7 @@ Endpoint::~Endpoint() {
     for (auto& [token, o] : offers_)
         if (o.done) {
             close_fds(o.done->peer.fds);
-            dev_->release(o.done->ours, kUnknownPeer);
+            if (!o.spec.claimed) dev_->release(o.done->ours, kUnknownPeer);
         }
 }
 
@@ -333,7 +333,7 @@ bool Endpoint::handle(int index) {
         break;
     }
     PeerFds peer;
-    peer.fds = {fds[0], req.dmb_size, req.dmb_offset, req.file_size};
+    peer.fds = {fds[0], req.dmb_size, req.dmb_offset, req.file_size, req.serial};
     peer.pid = link.pid;
     peer.uid = link.uid;
     Reply reply{kMagic, EACCES, 0, 0, 0, 0};
@@ -348,8 +348,15 @@ bool Endpoint::handle(int index) {
             reply.status = 0;
         }
     }
-    std::optional<Dmb> ours;
-    if (reply.status == 0) {
+    std::optional<Dmb> ours = spec.claimed;
+    // Claimed at the Accept for a user the link group named: it must be
+    // this peer's (a slot of a segment for another user is not given out).
+    if (reply.status == 0 && ours && ours->seg && ours->seg->peer_uid != peer.uid) {
+        reply.status = EACCES;
+        ours.reset();
+        spec.claimed.reset();
+    }
+    if (reply.status == 0 && !ours) {
         // Outside our lock: the device has its own, and a withdraw meanwhile
         // is noticed below.
         ours = dev_->allocate(spec.dmb_size, peer.uid);
@@ -365,13 +372,14 @@ bool Endpoint::handle(int index) {
         }
     }
     if (reply.status != 0) {
-        if (ours) dev_->release(*ours, kUnknownPeer);
+        if (ours && !spec.claimed) dev_->release(*ours, kUnknownPeer);
         close_fds(peer.fds);
         return send_with_fds(link.fd, &reply, sizeof reply, nullptr, 0);
     }
     reply.dmb_size = ours->size;
     reply.dmb_offset = ours->offset;
     reply.file_size = ours->file_size;
+    reply.serial = ours->serial;
     links_[index].used_ns = sys::mono_ns();
     int out[kFdCount] = {ours->fd};
     bool sent = send_with_fds(link.fd, &reply, sizeof reply, out, kFdCount);
@@ -409,16 +417,18 @@ bool Endpoint::attached(uint64_t token) {
 
 void Endpoint::withdraw(uint64_t token) {
     std::optional<Attached> done;
+    bool claimed = false;
     {
         std::lock_guard lock(mu_);
         auto it = offers_.find(token);
         if (it == offers_.end()) return;
         done = std::move(it->second.done);
+        claimed = it->second.spec.claimed.has_value();
         offers_.erase(it);
     }
     if (done) {
         close_fds(done->peer.fds);
-        dev_->release(done->ours, kUnknownPeer);
+        if (!claimed) dev_->release(done->ours, kUnknownPeer); // (else the connection's)
     }
 }
 
@@ -450,7 +460,13 @@ lgr::Outcome send_request(AttachState& st, const lgr::Peer& link, bool* sent) {
     // process under the GID: our DMB (a slot of the segment for peers of
     // that user) goes only to a peer of the user it was taken for.
     if (link.uid != st.asked_for) return lgr::Outcome::Broken;
-    Request req{kMagic, st.mine->dmb_size, st.token, st.mine->dmb_offset, st.mine->file_size};
+    Request req{kMagic,
+                st.mine->dmb_size,
+                st.token,
+                st.mine->dmb_offset,
+                st.mine->file_size,
+                st.mine->serial,
+                0};
     int out[kFdCount] = {st.mine->dmb};
     if (!send_with_fds(link.fd, &req, sizeof req, out, kFdCount))
         // The endpoint closed the link (its owner changed users) or went:
@@ -472,7 +488,7 @@ lgr::Outcome take_reply(AttachState& st, const lgr::Peer& link) {
     // A refusal carries no descriptors; an acceptance exactly kFdCount.
     if (reply.status == 0 && with_fds) {
         PeerFds peer;
-        peer.fds = {in[0], reply.dmb_size, reply.dmb_offset, reply.file_size};
+        peer.fds = {in[0], reply.dmb_size, reply.dmb_offset, reply.file_size, reply.serial};
         if (!plausible(peer.fds)) {
             close_fds(peer.fds);
             return lgr::Outcome::Broken; // a lying endpoint: not again
@@ -551,7 +567,7 @@ int fetch_shared(uint64_t gid, uint64_t token, pid_t owner, size_t size, int tim
     lgr::with_link(gid, [&](const lgr::Peer& link) {
         // Another process under that name (the owner is gone): not ours to ask.
         if (link.pid != owner) return lgr::Outcome::Done;
-        Request req{wire::kShareMagic, 0, token, 0, 0};
+        Request req{wire::kShareMagic, 0, token, 0, 0, 0, 0};
         if (!send_with_fds(link.fd, &req, sizeof req, nullptr, 0))
             return errno == EPIPE || errno == ECONNRESET ? lgr::Outcome::Stale
                                                          : lgr::Outcome::Broken;

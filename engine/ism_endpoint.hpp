@@ -27,6 +27,7 @@ struct Fds {
     // bytes at `dmb_offset` of a file of `file_size` (0: the DMB's own file).
     uint32_t dmb_offset = 0;
     uint32_t file_size = 0;
+    uint32_t serial = 0; // the segment's number in its owner's device (0: none)
 };
 
 // What arrives from the peer: its descriptors (owned by the receiver now)
@@ -39,10 +40,13 @@ struct PeerFds {
 
 void close_fds(Fds& f);
 
-// What the server offers under a token: a DMB of `dmb_size` (taken at
-// attach time).
+// What the server offers under a token: a DMB of `dmb_size`, taken at
+// attach time, or the one it claimed already (`claimed`: a connection on a
+// link group, where the client's user was known at the Accept; it stays
+// the connection's, a withdraw leaves it alone).
 struct OfferSpec {
     uint32_t dmb_size = 0;
+    std::optional<Dmb> claimed;
 };
 
 // A completed attach, server side: the peer's descriptors and our DMB.

@@ -22,12 +22,16 @@ constexpr int kMaxFds = 8;
 
 // A DMB is `dmb_size` bytes at `dmb_offset` of the memfd sent, which is
 // `file_size` bytes (a segment of slots, ism.hpp; or the DMB's own file).
+// `serial`: the segment's number in its owner's device (0: a DMB of its
+// own file), how later CLC messages of the link group name it.
 struct Request {
     uint32_t magic;
     uint32_t dmb_size;
     uint64_t token;
     uint32_t dmb_offset;
     uint32_t file_size;
+    uint32_t serial;
+    uint32_t reserved;
 };
 struct Reply {
     uint32_t magic;
@@ -35,7 +39,7 @@ struct Reply {
     uint32_t dmb_size;
     uint32_t dmb_offset;
     uint32_t file_size;
-    uint32_t reserved;
+    uint32_t serial;
 };
 
 // What one recvmsg() delivered, judged without touching a descriptor.

@@ -3,6 +3,9 @@
 #include "engine/clc_io.hpp"
 #include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
+#include "engine/link_group.hpp"
+#include "engine/log.hpp"
+#include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 
 #include <algorithm>
@@ -19,8 +22,29 @@ constexpr int kConfirmRestMs = 200;
 HandshakeResult abandon(SmcConn& conn, uint64_t token, ism::Device& dev, ism::Endpoint& ep,
                         HandshakeResult res) {
     ep.withdraw(token);
-    smc_conn_release(conn, dev, ism::kUnknownPeer); // it may have been attached: never reused
+    // A DMB claimed for the link group's user goes back for that user (a
+    // slot of its segment, which that user's processes map anyway); one
+    // the endpoint took for an attach that failed is never reused.
+    smc_conn_release(conn, dev, conn.peer_uid);
     return res;
+}
+
+// Our DMB for a client with a link group (its user known from the group):
+// claimed now, its owner's token written, so that the Accept can name it.
+// Whether the client has its segment decides whether it must attach.
+void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint32_t size,
+                     uint64_t token, clc::AcceptConfirmD& accept) {
+    auto uid = dev.groups().peer_user(client_gid);
+    if (!uid) return;
+    auto ours = dev.allocate(size, *uid);
+    if (!ours) return; // the endpoint tries again at attach time
+    ours->control()->owner_token.store(token, std::memory_order_release);
+    conn.rx = *ours;
+    conn.peer_uid = *uid;
+    if (!dev.groups().peer_has(client_gid, ours->serial)) return; // a new segment: attach
+    accept.first_contact = false;
+    accept.link_id = ours->serial;
+    accept.dmbe_idx = uint8_t(ours->slot);
 }
 
 } // namespace
@@ -40,15 +64,16 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         return Fallback{reason, 0};
     }
     const auto& p = std::get<clc::Proposal>(decoded);
-    if (!(p.typev2 == clc::kTypeD || p.typev2 == clc::kTypeB) || p.ism_v2.empty()) {
+    if (!(p.typev2 == clc::kTypeD || p.typev2 == clc::kTypeB) || p.ism_v2.empty() ||
+        p.ism_v2[0].gid == 0) {
         clc::send_decline(fd, 0, fallback::NOSMCDDEV, cfg.clc_timeout_ms);
         return Fallback{fallback::NOSMCDDEV, 0};
     }
 
     auto conn = std::make_unique<SmcConn>();
-    // Our DMB is taken when the client attaches and its user is known (see
-    // ism_endpoint.hpp); whether it would fit is asked now, while a Decline
-    // still costs nothing.
+    // Our DMB is taken when the client's user is known: from its link group,
+    // or when it attaches (ism_endpoint.hpp); whether it would fit is asked
+    // now, while a Decline still costs nothing.
     uint32_t dmb_size = dev.size_for(cfg.dmb_size, cfg.dmb_roomy);
     if (!dev.has_room(dmb_size)) {
         clc::send_decline(fd, 0, fallback::MAX_DMB, cfg.clc_timeout_ms);
@@ -64,15 +89,18 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});
     }
-    ep.offer(token, {dmb_size});
-
     clc::AcceptConfirmD accept;
     accept.type = clc::Type::Accept;
-    accept.first_contact = false;
+    accept.first_contact = true; // the client attaches, unless the group has it all
     accept.gid = dev.gid();
     accept.token = token;
     accept.dmbe_size_code = clc::size_to_code(dmb_size, clc::kMaxDmbeSizeCode);
     accept.chid = clc::kChidEmulated;
+    conn->peer_gid = p.ism_v2[0].gid;
+    claim_for_group(*conn, dev, conn->peer_gid, dmb_size, token, accept);
+    ism::OfferSpec offer{dmb_size, std::nullopt};
+    if (conn->rx.valid()) offer.claimed = conn->rx;
+    ep.offer(token, offer);
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
     *token_out = token;
     return conn;
@@ -93,30 +121,47 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
             std::holds_alternative<clc::Decline>(d) ? std::get<clc::Decline>(d).diagnosis : 0;
         return fail(Fallback{fallback::PEERDECL, diag});
     }
-    auto confirm = clc::decode_accept_confirm_d(c.bytes);
-    // The client attached before sending Confirm, so its descriptors are here.
-    auto attached = ep.wait_attached(token, cfg.attach_timeout_ms);
-    std::optional<ism::PeerFds> peer;
-    if (attached) {
-        conn->rx = attached->ours;
-        peer = attached->peer;
-    }
+    auto decoded = clc::decode_accept_confirm_d(c.bytes);
+    auto* cf = std::get_if<clc::AcceptConfirmD>(&decoded);
+    // The client believes SMC is up: from here on only an error is honest.
+    if (!cf || cf->type != clc::Type::Confirm || cf->token == 0) return fail(-ECONNRESET);
+    uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf->dmbe_size_code));
+    uint64_t proposed_gid = conn->peer_gid;
+    conn->peer_gid = cf->gid;
+    conn->peer_token = cf->token;
     std::optional<ism::Dmb> peer_dmb;
-    if (peer && std::holds_alternative<clc::AcceptConfirmD>(confirm)) {
-        const auto& cf = std::get<clc::AcceptConfirmD>(confirm);
-        uint32_t size = static_cast<uint32_t>(clc::code_to_size(cf.dmbe_size_code));
-        if (cf.type == clc::Type::Confirm && cf.token != 0 && peer->fds.dmb_size == size)
-            peer_dmb = dev.map_peer(peer->fds.dmb, size, peer->fds.dmb_offset, peer->fds.file_size);
-        conn->peer_gid = cf.gid;
-        conn->peer_token = cf.token;
-    }
-    if (!peer_dmb) {
-        if (peer) ism::close_fds(peer->fds);
-        // The client believes SMC is up: only an error is honest now.
-        return fail(-ECONNRESET);
+    if (!cf->first_contact) {
+        // No attach: both DMBs lie in segments the other side has (our
+        // Accept said so of ours). The client's name must check out.
+        if (conn->rx.valid() && cf->gid == proposed_gid)
+            peer_dmb = dev.groups().their_slot(cf->gid, cf->link_id, cf->dmbe_idx, size, cf->token);
+        ep.withdraw(token); // (an attach that comes now is refused)
+        if (!peer_dmb) {
+            log::debug("fd {}: the client's DMB (segment {}, slot {}) is not one of its link "
+                       "group's: connection reset",
+                       fd, cf->link_id, cf->dmbe_idx);
+            return fail(-ECONNRESET);
+        }
+        runtime::count(counters::lgr_reused);
+    } else {
+        // The client attached before sending Confirm, so its descriptors are here.
+        auto attached = ep.wait_attached(token, cfg.attach_timeout_ms);
+        if (!attached) return fail(-ECONNRESET);
+        conn->rx = attached->ours;
+        ism::PeerFds& peer = attached->peer;
+        if (peer.fds.dmb_size == size)
+            peer_dmb = dev.map_peer(peer.fds.dmb, size, peer.fds.dmb_offset, peer.fds.file_size);
+        if (!peer_dmb) {
+            ism::close_fds(peer.fds);
+            return fail(-ECONNRESET);
+        }
+        conn->peer_uid = peer.uid; // our DMB, once released, is reused only for this user
+        runtime::count(counters::lgr_first_contacts);
+        if (cf->gid == proposed_gid)
+            dev.groups().note_attach(cf->gid, peer.pid, peer.uid, conn->rx.serial, peer.fds.serial,
+                                     *peer_dmb);
     }
     conn->tx = *peer_dmb;
-    conn->peer_uid = peer->uid; // our DMB, once released, is reused only for this user
     conn->gid = dev.gid();
     conn->token = token; // the Accept's: the client attached with it to reach our DMB
     if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token))

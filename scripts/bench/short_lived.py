@@ -175,6 +175,8 @@ def main():
                             f"  switches/req wrk {wrk_cs / reqs:4.1f} nginx {nginx_cs / reqs:4.1f}"
                             + (f"  smc-d {smc}/{total} bypassed {st.get('hs_limit_bypassed', 0)}"
                                f"+{st.get('hs_client_bypassed', 0)}"
+                               f" link-group reuse {st.get('lgr_reused', 0)}"
+                               f"/{st.get('lgr_reused', 0) + st.get('lgr_first_contacts', 0)}"
                                if st else ""))
                     notes.setdefault(key, []).append(note)
                     print(f"  c={c:<6} run {rnd + 1} {variant:10} {w['rps']:10.0f} req/s  {note}", flush=True)

@@ -84,11 +84,13 @@ def size_code(size):
 
 
 def confirm(gid, token, dmb_size):
+    """A Confirm after an attach: its first-contact bit says so (without it
+    the server looks for our DMB in a link group, engine/link_group.hpp)."""
     body = bytearray(78)
     struct.pack_into(">QQ", body, 8, gid, token)
     body[25] = size_code(dmb_size) << 4
     struct.pack_into(">H", body, 32, CHID_EMULATED)
-    body[0:8] = clc_header(EYE_D, CONFIRM, len(body), 2, 0, TYPE_D)
+    body[0:8] = clc_header(EYE_D, CONFIRM, len(body), 2, 0b10, TYPE_D)
     body[-4:] = EYE_D
     return bytes(body)
 
@@ -172,7 +174,7 @@ def fetch_pending(host, port):
     """The listener's Pending memfd, asked of its endpoint as a client does."""
     _, gid, token = find_entry(host, port)
     with link(gid) as s:
-        s.sendall(REQUEST.pack(SHARE_MAGIC, 0, token, 0, 0))
+        s.sendall(REQUEST.pack(SHARE_MAGIC, 0, token, 0, 0, 0, 0))
         msg, fds, _, _ = socket.recv_fds(s, REPLY.size, 1)
     magic, status, size, _, _, _ = REPLY.unpack(msg)
     if magic != SHARE_MAGIC or status != 0 or len(fds) != 1 or size != PENDING_SIZE:
@@ -282,8 +284,8 @@ def wakeup_socket(token):
 # --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
 ATTACH_MAGIC = 0x55534D41  # "USMA"
 SHARE_MAGIC = 0x55534D53  # "USMS": the memory a process shares under a token
-REQUEST = struct.Struct("=IIQII")  # magic, dmb_size, token, dmb_offset, file_size
-REPLY = struct.Struct("=IiIIII")  # magic, status, dmb_size, dmb_offset, file_size, reserved
+REQUEST = struct.Struct("=IIQIIII")  # magic, dmb_size, token, dmb_offset, file_size, serial, 0
+REPLY = struct.Struct("=IiIIII")  # magic, status, dmb_size, dmb_offset, file_size, serial
 
 
 def endpoint_address(gid):
@@ -326,7 +328,7 @@ class Session:
         self.waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.waker.setblocking(False)
         self.link = link(server_gid)
-        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size)],
+        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size, 0, 0)],
                         [self.ours.fd])
         msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
         magic, status, their_size, their_offset, _, _ = REPLY.unpack(msg)

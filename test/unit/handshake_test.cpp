@@ -152,6 +152,8 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
         const std::string msg = round == 0 ? "first" : "again";
         CHECK(send_str(c, msg.c_str()) == ssize_t(msg.size()));
         CHECK(recv_str(s, msg.size()) == msg);
+        CHECK(send_str(s, msg.c_str()) == ssize_t(msg.size())); // and back
+        CHECK(recv_str(c, msg.size()) == msg);
         smc_close(c, false);
         smc_close(s, false);
         smc_conn_release(c, client_dev, c.peer_uid);
@@ -175,7 +177,7 @@ struct OfferingEndpoint {
         REQUIRE(ep);
     }
     ~OfferingEndpoint() { delete ep; }
-    void offer(uint64_t token) { ep->offer(token, {16384}); }
+    void offer(uint64_t token) { ep->offer(token, {16384, std::nullopt}); }
 };
 
 TEST_CASE_METHOD(
@@ -205,7 +207,7 @@ TEST_CASE_METHOD(
         REQUIRE(fep);
         auto taken = full.allocate(16384, ism::kUnknownPeer);
         REQUIRE(taken);
-        fep->offer(9, {16384});
+        fep->offer(9, {16384, std::nullopt});
         int with_link = open_fds();
         lgr::close_all();
         int before = open_fds_settled(with_link - 2); // the link to `dev` closed on both sides

@@ -1,0 +1,87 @@
+#pragma once
+// Link groups (the kernel's smc_conn_create: first contact or reuse): what
+// this process and one peer process have exchanged, so that a connection
+// between them claims buffers and nothing more.
+//
+// A first contact is today's attach on the Unix link (ism_endpoint.hpp):
+// each side's DMB travels as its segment's descriptor, with the segment's
+// serial, and the kernel says who the peer is (SO_PEERCRED). The group then
+// keeps, for that peer process (by its GID): its user, the peer's segments
+// we map (pinned in the device's mapping cache) and our segments it has. A
+// later connection whose DMBs both lie in segments the other side has
+// already names them in CLC: the Accept and the Confirm carry the segment's
+// serial (link_id), the slot (dmbe_idx) and the token; the receiver maps
+// the slot from the segment it holds and believes it only if the owner's
+// token in the slot's control line matches the message's (cdc.hpp): only a
+// process that can write the owner's segment can make it match, and the
+// owner gives its segment only to peers of the user it serves. No
+// descriptor travels, there is no attach round trip and no endpoint hop.
+//
+// Anything that does not fit (no group, a new segment on either side, a
+// name that does not check out) takes the attach, which also serves a
+// server's DMB claimed at Accept time: reuse is an optimisation, never a
+// requirement. A GID claimed by two peer processes (another local user may
+// claim anyone's: GIDs are visible in /proc/net/unix) is never reused: both
+// attach every time.
+//
+// Groups not used for kIdleMs are dropped (their pins released); a peer that
+// died thus stops costing our address space.
+#include "engine/ism.hpp"
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <sys/types.h>
+#include <vector>
+
+namespace usmc::ism {
+
+class LinkGroups {
+  public:
+    static constexpr uint64_t kIdleMs = 60000;
+
+    explicit LinkGroups(Device& dev) : dev_(dev) {}
+    ~LinkGroups();
+
+    // The user of the one peer process that has a group under `gid`;
+    // nullopt if none (or more than one) has.
+    std::optional<uid_t> peer_user(uint64_t gid);
+    // An attach with the peer process (pid, uid) of `gid` completed: it has
+    // our segment `our_serial` now, and we map its segment `their_serial`
+    // (`theirs`: our view of its DMB, from map_peer). Serial 0 (a DMB of
+    // its own file) is not kept.
+    void note_attach(uint64_t gid, pid_t pid, uid_t uid, uint32_t our_serial, uint32_t their_serial,
+                     const Dmb& theirs);
+    // Whether the peer of `gid` has our segment `serial`.
+    bool peer_has(uint64_t gid, uint32_t serial);
+    // The peer's DMB its CLC message names: slot `slot` (`size` bytes) of
+    // its segment `serial`, if we map that segment and the owner's token in
+    // the slot is `token`. Give it back with Device::unmap_peer.
+    std::optional<Dmb> their_slot(uint64_t gid, uint32_t serial, uint32_t slot, uint32_t size,
+                                  uint64_t token);
+    size_t count();
+
+  private:
+    struct TheirSeg {
+        uint32_t serial;
+        Dmb pin; // a view of the whole file: keeps it mapped
+    };
+    struct Group {
+        uint64_t gid;
+        pid_t pid;
+        uid_t uid;
+        std::vector<TheirSeg> theirs;
+        std::vector<uint32_t> ours;
+        uint64_t used_ns;
+    };
+    Device& dev_;
+    std::mutex mu_;
+    std::vector<Group> groups_; // few: one per peer process
+
+    // Under mu_: the one group of `gid` (nullptr: none or several), used now.
+    Group* find_locked(uint64_t gid);
+    void expire_locked(uint64_t now_ns);
+    void drop(Group& g);
+};
+
+} // namespace usmc::ism
