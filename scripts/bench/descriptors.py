@@ -86,8 +86,14 @@ def smcd_of(stats_dir, pid):
     return sum(1 for s in socks if s.get("pid") == pid and s.get("mode") == "SMCD")
 
 
-def one(tmp, name, n, wrapped, duration, hard):
+def one(tmp, name, n, wrapped, duration, hard, max_dmb_memory=None):
     d, stats_dir, env = run_dir(tmp, name)
+    if max_dmb_memory:
+        cfg = os.path.join(d, "usmc.toml")
+        with open(cfg, "w") as f:
+            f.write(f'max_dmb_memory = "{max_dmb_memory}"\n')
+        os.chmod(cfg, 0o644)
+        env["USMC_CONFIG"] = cfg
     port = free_port()
     cmd = make_nginx(d, port, workers=1, connections=n + 1024, nofile=hard)
     wrk = ["wrk", "-t", "1", "-c", str(n), "-d", f"{duration}s", "--timeout", "10s",
@@ -129,6 +135,9 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--duration", type=int, default=6, help="seconds per wrk run")
     p.add_argument("--connections", default="1000,3000,10000")
+    p.add_argument("--max-dmb-memory", default=None,
+                   help="usmc's max_dmb_memory for both programs (default: the built-in 256M, "
+                        "room for ~2 000 connections of 128 KiB)")
     args = p.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -141,7 +150,8 @@ def main():
             got = {"tcp": [], "usmc": []}
             for rnd in range(args.runs):
                 for variant in (("tcp", "usmc") if rnd % 2 == 0 else ("usmc", "tcp")):
-                    r = one(tmp, f"{variant}-{n}-{rnd}", n, variant == "usmc", args.duration, hard)
+                    r = one(tmp, f"{variant}-{n}-{rnd}", n, variant == "usmc", args.duration, hard,
+                            args.max_dmb_memory)
                     got[variant].append(r)
                     print(f"  c={n} run {rnd} {variant:4} " + "  ".join(
                         f"{who}: " + " ".join(f"{k} {v}" for k, v in c.items()) for who, c in r.items()),

@@ -16,6 +16,11 @@ misbehaves, in one of these modes:
                   there are no file flags to flip) fill the queue of the
                   server's wake-up socket by name, ask it to wake us for
                   data and space, and keep its queue full while held
+  forged-reuse    after one connection (a link group with the server), make
+                  more whose Confirm names a DMB without attaching, as on a
+                  link group, with names that must not check out: a wrong
+                  owner token, a slot past the file, a GID with no group;
+                  prints 'REFUSED <what>' for each the server reset
   garbage-cursors write impossible cursors and flags into both control lines
                   and wake the server
   owner-refs      write a large value into offset 40 of the server's DMB
@@ -315,20 +320,21 @@ class Session:
     """One SMC-D connection to the server, made the way a usmc client makes
     it; afterwards every descriptor and mapping is the caller's to abuse."""
 
-    def __init__(self, host, port):
-        self.gid = random64()
+    def __init__(self, host, port, gid=None, serial=0, slots=1):
+        self.gid = gid or random64()
         self.pending = Pending(host, port)
         self.tcp = announced_connect(host, port, self.pending)
         self.tcp.sendall(proposal(self.gid))
         server_gid, token, size = parse_accept(read_clc(self.tcp))
-        self.ours = Dmb(size)
+        self.ours = Dmb(size * slots)  # our DMB is its first slot
+        self.size = size
         our_token = random64()
         self.sig = wakeup_socket(our_token)
         self.server_sig_name = sig_name(token)
         self.waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.waker.setblocking(False)
         self.link = link(server_gid)
-        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size, 0, 0)],
+        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size * slots, serial, 0)],
                         [self.ours.fd])
         msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
         magic, status, their_size, their_offset, _, _ = REPLY.unpack(msg)
@@ -337,6 +343,7 @@ class Session:
                 os.close(fd)
             raise ConnectionError(f"attach refused: status {status}, {len(fds)} descriptors")
         self.theirs = Dmb(their_size, fds[0], their_offset)  # a slot of a segment
+        self.server_gid = server_gid
         self.tcp.sendall(confirm(self.gid, our_token, size))
         self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client
 
@@ -400,6 +407,108 @@ def flip_flags(args):
             break
     hold(args, "connection with the server's wake-up socket full", 1)
     s.close()
+
+
+def confirm_named(gid, token, dmb_size, serial, slot):
+    """A Confirm with no attach behind it (first-contact bit clear): it
+    names our DMB as slot `slot` of our segment `serial`, as a connection
+    on a link group does (engine/link_group.hpp)."""
+    body = bytearray(confirm(gid, token, dmb_size))
+    body[7] &= ~(0b10 << 2) & 0xFF
+    body[24] = slot
+    struct.pack_into(">I", body, 28, serial)
+    return bytes(body)
+
+
+def reset_by_server(sock, timeout=TIMEOUT):
+    """Whether the server ends the connection (EOF or a reset) within
+    `timeout`; anything it sends first is skipped."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def echo_on_named(tcp, first, accept, serial, slot):
+    """A connection on the link group the way a usmc client makes it, to
+    show that the names the forged ones imitate are believed when they
+    check out: our DMB is slot `slot` of our segment, the server's the slot
+    its Accept names in the segment the first contact gave us; 4 bytes go
+    through shared memory and come back."""
+    server_token, size, link_id, idx = accept
+    theirs = Dmb(size, os.dup(first.theirs.fd), idx * size)
+    ours = Dmb(size, os.dup(first.ours.fd), slot * size)
+    token = random64()
+    ours.put(56, token)  # the owner token, before the name goes out
+    sig = wakeup_socket(token)
+    tcp.sendall(confirm_named(first.gid, token, size, serial, slot))
+    ping = b"ping"
+    theirs.map[CTRL:CTRL + len(ping)] = ping
+    theirs.put(PROD, len(ping) << 16)
+    try:
+        first.waker.sendto(b"\1", socket.MSG_DONTWAIT, sig_name(server_token))
+    except OSError:
+        pass
+    deadline = time.monotonic() + TIMEOUT
+    while (ours.get(PROD) >> 16) & 0xFFFFFFFF < len(ping) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    echoed = bytes(ours.map[CTRL:CTRL + len(ping)]) == ping
+    theirs.put(CONS, theirs.get(CONS) | CONN_CLOSED << 56)
+    for x in (theirs, ours, sig):
+        x.close()
+    return echoed
+
+
+def forged_reuse(args):
+    serial = 0x5EED
+    # The first connection: a first contact, whose attach says our DMB is
+    # slot 0 of our segment `serial` (a file of two slots: ours alone).
+    first = Session(args.host, args.port, serial=serial, slots=2)
+    first.wait_accepted()
+    right = random64()
+    first.ours.put(56, right)  # the owner token the server reads in our slot
+    cases = (("wrong-token", first.gid, right ^ 1, 0),
+             ("slot-past-the-file", first.gid, right, 9),
+             ("no-group", random64(), right, 0))
+    for what, gid, token, slot in cases:
+        pending = Pending(args.host, args.port)
+        tcp = announced_connect(args.host, args.port, pending)
+        tcp.sendall(proposal(gid))
+        try:
+            _, _, size = parse_accept(read_clc(tcp))
+        except Declined as e:
+            print(f"DECLINED {what} {e}", flush=True)
+            tcp.close()
+            pending.close()
+            continue
+        tcp.sendall(confirm_named(gid, token, size, serial, slot))
+        pending.end(tcp.getsockname()[1])
+        print(f"{'REFUSED' if reset_by_server(tcp) else 'BELIEVED'} {what}", flush=True)
+        tcp.close()
+        pending.close()
+    # And names that check out: slot 1 of our segment.
+    pending = Pending(args.host, args.port)
+    tcp = announced_connect(args.host, args.port, pending)
+    tcp.sendall(proposal(first.gid))
+    msg = read_clc(tcp)
+    _, server_token, size = parse_accept(msg)
+    named = not (msg[7] >> 2) & 0b10  # first-contact bit clear: the Accept names the slot
+    (link_id,) = struct.unpack_from(">I", msg, 28)
+    if named and link_id:
+        ok = echo_on_named(tcp, first, (server_token, size, link_id, msg[24]), serial, 1)
+        print(f"{'ECHOED' if ok else 'SILENT'} right-names", flush=True)
+    else:
+        print("ATTACH-ASKED right-names", flush=True)
+    pending.end(tcp.getsockname()[1])
+    tcp.close()
+    pending.close()
+    first.close()
+    print("DONE", flush=True)
 
 
 def garbage_cursors(args):
@@ -541,6 +650,7 @@ MODES = {
     "flip-flags": flip_flags,
     "garbage-cursors": garbage_cursors,
     "owner-refs": owner_refs,
+    "forged-reuse": forged_reuse,
     "silent-after-proposal": silent_after_proposal,
     "flood-links": flood_links,
     "plain-lookalike": plain_lookalike,

@@ -4,7 +4,7 @@
 byte for byte, within a bounded time, no crash (exit codes checked), and
 only the hostile connection affected.
 
-    test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors
+    test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors forged_reuse
 
 The server is a single-threaded selectors echo server (apps/steady_app.py)
 under usmc-run on 127.0.0.1; its clients are plain (unwrapped) processes,
@@ -360,6 +360,25 @@ def case_owner_refs(env):
     check(smcd == 8 and not reasons, f"after the attack: its 4 connections run SMC-D at both ends "
                                      f"({smcd} SMC-D ends, fallbacks {reasons})")
     check_served(env, port, "after the attack")
+    stop_server(env, server)
+
+
+def case_forged_reuse(env):
+    """After a first contact (a link group with the server), connections
+    whose Confirm names a DMB without attaching, with names that do not
+    check out (engine/link_group.hpp): the server resets each of those
+    connections and serves everyone else."""
+    server, port = start_server(env)
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    out = run_peer(env, "forged-reuse", port)
+    for what in ("wrong-token", "slot-past-the-file", "no-group"):
+        check(f"REFUSED {what}" in out, f"a Confirm naming a DMB with {what.replace('-', ' ')}: the "
+                                       f"server reset that connection ({out.strip()[-300:]!r})")
+    check("ECHOED right-names" in out, f"a connection whose names check out is believed without an "
+                                       f"attach, and echoes ({out.strip()[-300:]!r})")
+    check_served(env, port, "after the forged names", resident)
+    resident.stop()
     stop_server(env, server)
 
 

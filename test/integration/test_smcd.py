@@ -77,11 +77,19 @@ with Env(smcd_mechanics=True) as env:
     seq = 100
     before = env.stats()
     d, after = smc_case(env, f"{seq} connections one after another", ["--mode", "blocking"], [], seq)
-    grew = {k: after.get(k, 0) - before.get(k, 0) for k in ("dmb_slots", "dmb_segments", "dmb_created")}
+    grew = {k: after.get(k, 0) - before.get(k, 0)
+            for k in ("dmb_slots", "dmb_segments", "dmb_created", "lgr_reused", "lgr_first_contacts")}
     check(d["conn_smcd"] == 2 * seq, f"{seq} connections one after another: all SMC-D ({d})")
     check(grew["dmb_slots"] == 2 * seq and grew["dmb_created"] == 0,
           f"every DMB was a slot of a segment, none a file of its own ({grew})")
     check(1 <= grew["dmb_segments"] <= 4, f"two processes made at most two segments each ({grew})")
+    # Link groups (link_group.hpp): the first connection attaches (first
+    # contact), and so does one whose DMB lies in a segment the other side
+    # has not seen; every other names its DMBs in CLC, nothing passed. Each
+    # side counts its own.
+    check(grew["lgr_reused"] + grew["lgr_first_contacts"] == 2 * seq
+          and grew["lgr_reused"] >= 2 * (seq - grew["dmb_segments"] - 1),
+          f"{seq} connections one after another: all but the first contacts on a link group ({grew})")
 
     st = env.stats()
     check(st["smcd_bytes_tx"] >= 2 * (1 << 30), f"SMC-D carried the bytes ({st['smcd_bytes_tx']} sent)")
