@@ -3,6 +3,7 @@
 // sleeping peer is woken to see them.
 #include "engine/conn.hpp"
 #include "engine/log.hpp"
+#include "engine/space_watch.hpp"
 #include "engine/sys.hpp"
 #include "engine/wakeup.hpp"
 
@@ -108,6 +109,8 @@ void smc_shutdown_write(SmcConn& c) {
 
 void smc_close_wakeups(SmcConn& c) {
     if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
+    // The loop must not drain the sink (nor look at the connection) after this.
+    space_watch::remove(&c);
     if (c.sig >= 0) sys::real().close(c.sig);
     c.sig = -1;
     int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
