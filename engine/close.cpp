@@ -21,6 +21,12 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
     auto& w = c.rx.control()->waiting;
     uint64_t was = w.exchange(0, std::memory_order_seq_cst);
+    // A peer that closed (its last process) has nobody waiting and its
+    // `sig` is gone: a wake-up would only fail (every `Connection: close`).
+    uint8_t peer = cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+    if ((peer & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) ||
+        c.peer_gone.load(std::memory_order_acquire))
+        was = 0;
     if (was & cdc::kWaitData) wakeup::send(c.peer_wakers, c.peer_sig_name);
     if (was & cdc::kWaitSpace) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
