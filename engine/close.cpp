@@ -87,7 +87,10 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
 bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
     c.peer_sig_name = wakeup::sig_name(peer_token);
     if (!c.peer_wakers) c.peer_wakers = wakeup::wakers_for(peer_gid);
-    return c.peer_wakers != nullptr;
+    // Our own pool too, now rather than at the first self-wake-up (which
+    // may come at any later connection): a process's descriptors then stay
+    // what its first SMC-D connection made them.
+    return c.peer_wakers != nullptr && wakeup::wakers_for_self() != nullptr;
 }
 
 void smc_unblock(SmcConn& c) {
