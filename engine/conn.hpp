@@ -178,6 +178,15 @@ struct SmcConn {
     // in shared memory instead (consumer cursor and flags in the peer's
     // control line, producer cursor in ours).
     void adopt_published();
+    // The same, for one direction, before a send (under tx_mu) or a recv
+    // (under rx_mu) of a connection that went through a fork: the process
+    // that used it last may be another. Such a connection publishes every
+    // cursor move at once (no corking, no held-back consumer cursor), so
+    // what is published is all there is. False if what is published is
+    // impossible (the peer can write there): the connection is broken.
+    bool adopt_published_tx();
+    bool adopt_published_rx();
+    bool shared_by_fork() const { return fork_gen != 0; }
     // Our side is up: its process count starts at 1 (af_smc.cpp).
     void start_owner_refs();
     // In a forked child: locks a parent thread held at the fork (a recv or

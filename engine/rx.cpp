@@ -82,7 +82,9 @@ void after_consume(SmcConn& c, bool ring_empty) {
     auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
     bool writer_waits = w.load(std::memory_order_seq_cst) & cdc::kWaitSpace;
     if (to_confirm == 0) return;
-    if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits)) return;
+    if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits ||
+          c.shared_by_fork()))
+        return;
     c.publish_cons();
     if (w.fetch_and(~uint64_t{cdc::kWaitSpace}, std::memory_order_seq_cst) & cdc::kWaitSpace) {
         smc_ring_peer_bell(c); // its loop makes its `sig` writable
@@ -361,6 +363,29 @@ void SmcConn::adopt_published() {
     tx_urg_count = cdc::urg_count_of(prod);
 }
 
+bool SmcConn::adopt_published_tx() {
+    uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
+    cdc::Cursor at = cdc::unpack_prod(prod);
+    if (!cdc::valid(at, tx.ring_size())) return false;
+    tx_prod.store(at);
+    tx_urg_count = cdc::urg_count_of(prod);
+    return true;
+}
+
+bool SmcConn::adopt_published_rx() {
+    while (pub_lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
+    cdc::Cursor at = cdc::unpack_cons(word);
+    bool ok = cdc::valid(at, rx.ring_size());
+    if (ok) announced_ = cdc::pack_prod(at);
+    pub_lock_.clear(std::memory_order_release);
+    if (!ok) return false;
+    rx_cons_announced = at;
+    rx_cons.store(at);
+    return true;
+}
+
 void SmcConn::start_owner_refs() {
     if (forkref::Count* shared = forkref::alloc()) {
         owner_refs = shared;
@@ -393,6 +418,11 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     for (int i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
     std::lock_guard lock(c.rx_mu);
+    if (c.shared_by_fork() && !c.adopt_published_rx()) [[unlikely]] {
+        log::warn("fd {}: impossible published consumer cursor: connection broken", c.tcp_fd);
+        smc_break(c);
+        return -ECONNRESET;
+    }
     bool peek = flags & MSG_PEEK;
     bool waitall = (flags & MSG_WAITALL) && !peek && !nonblock;
     timespec start{};

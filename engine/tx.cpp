@@ -222,6 +222,11 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     for (int i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
     std::lock_guard lock(c.tx_mu);
+    if (c.shared_by_fork() && c.tx_held == 0 && !c.adopt_published_tx()) [[unlikely]] {
+        log::warn("fd {}: impossible published producer cursor: connection broken", c.tcp_fd);
+        smc_break(c);
+        return -ECONNRESET;
+    }
     constexpr uint8_t kWeStopped =
         cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
     if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped) return -EPIPE;
@@ -306,7 +311,8 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
                              static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
         c.tx_prod.store(cdc::advance(c.tx_prod.load(), n, c.tx.ring_size()));
         sent += n;
-        if (cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
+        if (!c.shared_by_fork() &&
+            cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
                       c.corked.load(std::memory_order_relaxed) & !urgent, *free - n)) {
             c.tx_held += n; // (holding implies it all fit: sent == total)
             cork_list(c);

@@ -162,15 +162,21 @@ with Env(smcd_mechanics=True) as env:
           f"slots exhausted: 4 of 12 connections held at once SMC-D, 8 TCP with MAX_DMB, all echoed "
           f"({grew}, {reasons}, {r.stdout.strip()[-120:]})")
 
-    # A peer that dies with many connections on its segment: each of them
-    # ends (EOF or an error) on our side, none hangs.
+    # A peer that dies with many connections on one link group (its first
+    # connection alone first, so the group exists when the others start):
+    # each of them ends (EOF or an error) on our side, none hangs.
     dying = MANY
+    before = env.stats()
     server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
     port = read_ready(server)
     client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
-                                 "--conns", str(dying), "--until-end"]))
+                                 "--conns", str(dying), "--first-alone", "--until-end"]))
     line = client.stdout.readline()
     check(line.startswith(f"HELD {dying}"), f"{dying} connections held open ({line.strip()})")
+    grew = {k: env.stats().get(k, 0) - before.get(k, 0)
+            for k in ("conn_smcd", "lgr_first_contacts", "lgr_reused", "dmb_segments")}
+    check(grew["lgr_reused"] > 0 and grew["conn_smcd"] >= 2 * dying * 0.99,
+          f"they run SMC-D, on the link group of the first ({grew})")
     t0 = time.monotonic()
     server.kill()
     server.wait(timeout=30)
@@ -185,6 +191,26 @@ with Env(smcd_mechanics=True) as env:
     check(client.returncode == 0 and f"ENDED {dying} of {dying}" in out and took < 10,
           f"the server killed: all {dying} connections ended on the client, none hung, "
           f"{took:.2f}s after the kill ({out.strip()} {err[-300:]})")
+    # And the other way: a client killed with them all open; the server's
+    # ends each read EOF or an error, and it finishes.
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
+    port = read_ready(server)
+    client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
+                                 "--conns", str(dying), "--first-alone", "--until-end"]))
+    line = client.stdout.readline()
+    check(line.startswith(f"HELD {dying}"), f"{dying} connections held open again ({line.strip()})")
+    t0 = time.monotonic()
+    client.kill()
+    client.wait(timeout=30)
+    try:
+        out, err = server.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        env.stop(server, signal.SIGKILL)
+        out, err = server.communicate()
+    took = time.monotonic() - t0
+    check(server.returncode == 0 and "DONE" in out and took < 10,
+          f"the client killed: the server saw all {dying} end and finished, none hung, "
+          f"{took:.2f}s after the kill ({err[-300:]})")
 
     # Half close: the client shuts down writing and still reads the echo.
     # (one_connection already does shutdown(SHUT_WR) then reads to EOF: covered

@@ -29,9 +29,19 @@ def main():
     p.add_argument("--until-end", action="store_true",
                    help="after HELD, wait (epoll, 60 s at most) until every connection ends "
                         "(EOF or an error) and report how long that took")
+    p.add_argument("--first-alone", action="store_true",
+                   help="the first connection is up (and echoed) before the others start: "
+                        "a link group exists when they do")
     args = p.parse_args()
     socks = []
-    for _ in range(args.conns):
+    if args.first_alone:
+        first = socket.create_connection(("127.0.0.1", args.port), timeout=30)
+        first.sendall(b"x")
+        if first.recv(1) != b"x":
+            print("FAIL bad echo", flush=True)
+            return 1
+        socks.append(first)
+    for _ in range(args.conns - len(socks)):
         s = socket.socket()
         s.setblocking(False)
         try:

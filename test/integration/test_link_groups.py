@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Link groups (engine/link_group.hpp) across fork and across users.
+
+A process's first SMC-D connection to a peer process attaches (a first
+contact, counted on both sides), later ones claim slots and name them in
+CLC (reused). A forked child is a process of its own: its connections make
+a link group of their own, and the parent's group serves the parent as
+before, after the child has gone too. A client of another user gets a new
+link group with segments of its own on the server (a segment serves peers
+of one user only), and the first user's group is not disturbed.
+
+Counters are read between the client's phases (link_group_app.py waits on
+stdin): a phase's first contacts can only come from a new process's first
+connection or from a segment new on either side (dmb_segments), so the
+checks hold however the machine schedules the closes."""
+import os
+import pwd
+import subprocess
+
+from harness import APPS, PYTHON, Env, check, finish, read_ready
+
+APP = os.path.join(APPS, "link_group_app.py")
+ECHO = os.path.join(APPS, "echo_app.py")
+K = 20
+KEYS = ("conn_smcd", "conn_tcp", "lgr_first_contacts", "lgr_reused", "dmb_segments", "forks")
+
+
+def delta(before, after):
+    return {k: after.get(k, 0) - before.get(k, 0) for k in KEYS}
+
+
+class Client:
+    def __init__(self, env, port, *args, **kw):
+        self.p = env.start(env.wrap([PYTHON, APP, "--port", str(port), "--conns", str(K), *args]),
+                           stdin=subprocess.PIPE, **kw)
+
+    def wait_phase(self, i):
+        line = self.p.stdout.readline()
+        return check(line.startswith(f"PHASE {i} DONE"), f"phase {i} ran ({line.strip() or self.tail()})")
+
+    def go(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def end(self, env):
+        self.go()
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            env.stop(self.p)
+        return check(self.p.returncode == 0, f"the client ended well (exit {self.p.returncode}, {self.tail()})")
+
+    def tail(self):
+        if self.p.poll() is None:
+            return "running"
+        return (self.p.stdout.read() + self.p.stderr.read())[-600:]
+
+
+def server(env, conns):
+    s = env.start(env.wrap([PYTHON, ECHO, "server", "--conns", str(conns), "--mode", "selectors"]))
+    return s, read_ready(s)
+
+
+def reuse_only_for_new_segments(d):
+    # Each segment new on either side may need one attach (counted on both sides).
+    return d["lgr_first_contacts"] <= 2 * d["dmb_segments"] and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K
+
+
+def case_fork(env):
+    srv, port = server(env, 3 * K + 1)
+    before = env.stats()
+    c = Client(env, port, "--fork")
+    if not c.wait_phase(1):
+        return
+    mid = env.stats()
+    d = delta(before, mid)
+    check(d["conn_smcd"] == 2 * (K + 1) and d["lgr_first_contacts"] >= 2
+          and d["lgr_reused"] >= 2 * (K + 1) - 2 - 2 * d["dmb_segments"],
+          f"fork: the parent's first connection attached, the others reused its link group ({d})")
+    c.go()
+    if not c.wait_phase(2):
+        return
+    after_child = env.stats()
+    d = delta(mid, after_child)
+    check(d["forks"] >= 1 and d["conn_smcd"] == 2 * K and d["conn_tcp"] == 0,
+          f"fork: the child's {K} connections ran SMC-D, the inherited one echoed ({d})")
+    check(d["lgr_first_contacts"] >= 2 and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K
+          and d["lgr_reused"] >= 2 * K - 2 - 2 * d["dmb_segments"],
+          f"fork: the child made a link group of its own (a first contact), then reused it ({d})")
+    c.go()
+    if not c.wait_phase(3):
+        return
+    d = delta(after_child, env.stats())
+    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d),
+          f"fork: after the child exited the parent's link group still serves it ({d})")
+    c.end(env)
+    out, err = srv.communicate(timeout=60)
+    check(srv.returncode == 0 and "DONE" in out, f"fork: the server echoed all {3 * K + 1} ({err[-300:]})")
+
+
+def case_other_user(env):
+    other = pwd.getpwnam("nobody")
+    os.chmod(env.dir, 0o755)  # the other user reaches the config and the stats dir
+    os.chmod(env.stats_dir, 0o1777)
+    srv, port = server(env, 3 * K)
+    before = env.stats()
+    mine = Client(env, port, "--phases", "2")
+    if not mine.wait_phase(1):
+        return
+    mid = env.stats()
+    d = delta(before, mid)
+    check(d["conn_smcd"] == 2 * K and d["lgr_first_contacts"] >= 2,
+          f"other user: our client's first connection attached, a link group made ({d})")
+    theirs = Client(env, port, "--phases", "1", user=other.pw_uid, group=other.pw_gid, extra_groups=[])
+    ok = theirs.wait_phase(1)
+    after_other = env.stats()
+    if ok:
+        theirs.end(env)
+    d = delta(mid, after_other)
+    # Its own segment and one the server makes for its user: it could not
+    # reach our user's connections even if it tried (THREAT-MODEL.md).
+    check(d["conn_smcd"] == 2 * K and d["lgr_first_contacts"] >= 2 and d["dmb_segments"] >= 2
+          and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K,
+          f"other user: user {other.pw_name}'s client got a new link group and segments of its own ({d})")
+    mine.go()
+    if not mine.wait_phase(2):
+        return
+    d = delta(after_other, env.stats())
+    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d),
+          f"other user: our client's link group still serves it afterwards ({d})")
+    mine.end(env)
+    out, err = srv.communicate(timeout=60)
+    check(srv.returncode == 0 and "DONE" in out, f"other user: the server echoed all {3 * K} ({err[-300:]})")
+
+
+with Env(smcd_mechanics=True) as env:
+    # clc_detect_timeout_ms generous: a loaded machine must not turn a
+    # connection into TCP between phases (this checks counts of SMC-D).
+    env.config("clc_detect_timeout_ms = 2000\n")
+    print("fork with a link group")
+    case_fork(env)
+    print("a peer of another user")
+    if os.geteuid() == 0:
+        case_other_user(env)
+    else:
+        print("  skip (needs root to run a client as nobody)")
+finish()
