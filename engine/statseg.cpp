@@ -320,7 +320,49 @@ static void retire_dead(const std::string& dir, const std::string& path, const H
     unlink(claim.c_str());
 }
 
+namespace {
+
+// The retired-counters files in `dir` and what each holds (its bytes).
+std::vector<std::pair<std::string, std::string>> retired_contents(const std::string& dir) {
+    std::vector<std::pair<std::string, std::string>> out;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return out;
+    while (dirent* e = readdir(d))
+        if (!std::strncmp(e->d_name, "usmc-retired.", 13)) out.push_back({e->d_name, {}});
+    closedir(d);
+    for (auto& [name, bytes] : out) {
+        bytes.resize(kHeaderBytes);
+        int fd = ::open((dir + "/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? pread(fd, bytes.data(), bytes.size(), 0) : -1;
+        if (fd >= 0) sys::real().close(fd);
+        bytes.resize(n > 0 ? size_t(n) : 0);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<View> open_all_once(const std::string& dir, bool clean);
+
+} // namespace
+
+// A process that retires while we read would be counted twice (its live
+// copy, then the totals it added to) or not at all: the snapshot is taken
+// again while the retired files change under it (a few times at most).
 std::vector<View> open_all(const std::string& dir, bool clean) {
+    for (int tries = 0;; ++tries) {
+        auto before = retired_contents(dir);
+        auto views = open_all_once(dir, clean);
+        if (tries == 4) return views;
+        // (A dead process we retired ourselves changes our file too: the
+        // next look finds nothing more to retire.)
+        if (retired_contents(dir) == before) return views;
+        for (auto& v : views)
+            munmap(const_cast<Header*>(v.header), v.bytes);
+    }
+}
+
+namespace {
+std::vector<View> open_all_once(const std::string& dir, bool clean) {
     std::vector<View> views;
     DIR* d = opendir(dir.c_str());
     if (!d) return views;
@@ -365,6 +407,7 @@ std::vector<View> open_all(const std::string& dir, bool clean) {
     }
     return views;
 }
+} // namespace
 
 int reset_retired(const std::string& dir) {
     int removed = 0;
