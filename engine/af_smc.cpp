@@ -11,6 +11,7 @@
 #include "engine/learn.hpp"
 #include "engine/lgr.hpp"
 #include "engine/log.hpp"
+#include "engine/loop.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
@@ -175,6 +176,7 @@ void quiesce_pollers(SmcConn* c) {
 
 void release(SmcConn* c) {
     peer_watch::remove(c);
+    loop::forget(c->tcp_fd);
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
     smc_flush(*c);   // held (corked) bytes are sent, as close() sends them
     smc_cork_forget(*c);
@@ -218,6 +220,7 @@ void discard(SmcConn* c) {
     diag::withdraw(runtime::get().seg, *c);
     if (c->learn_word) forkref::free(c->learn_word); // never handed out: nothing learned
     peer_watch::remove(c);
+    loop::forget(c->tcp_fd);
     smc_cork_forget(*c);
     space_watch::remove(c);
     for (auto& r : c->connecting_regs) // closed while its handshake ran
@@ -728,7 +731,10 @@ void on_fork_child() {
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
         // A handshake the parent's worker runs: this copy just passes through.
-        if (c && !is_late(c)) c->reset_locks_after_fork();
+        if (c && !is_late(c)) {
+            c->reset_locks_after_fork();
+            c->peer_watched.store(false); // the parent's watch: this process has none
+        }
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);

@@ -6,13 +6,20 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <unordered_set>
 #include <vector>
 
 namespace usmc::loop {
 
 namespace {
+
+// The loop sleeps at most this long while deadlines are pending, so a new
+// watch's deadline (a handshake's, seconds away) needs no wake-up of the
+// thread: only one sooner than the thread's own next look does.
+constexpr uint64_t kTickMs = 100;
 
 struct Watch {
     int fd;
@@ -26,15 +33,30 @@ int g_wake = -1; // eventfd in the set (epoll data 0): an earlier deadline is ne
 uint64_t g_sleep_until = UINT64_MAX; // the deadline the thread sleeps to, under g_mu
 uint64_t g_next_id = 1;
 std::map<uint64_t, Watch>* g_watches = nullptr; // by id (the epoll data), under g_mu
+std::set<std::pair<uint64_t, uint64_t>>* g_deadlines = nullptr; // (deadline, id), under g_mu
+// Descriptors whose one-shot registration fired: still in the set, disabled
+// (no events until re-armed), so the next watch of the same descriptor is an
+// EPOLL_CTL_MOD and the firing needed no EPOLL_CTL_DEL. A number closed
+// meanwhile (the kernel dropped its registration) or reused fails the
+// MOD with ENOENT and is added. Under g_mu.
+std::unordered_set<int>* g_parked = nullptr;
 
 uint64_t now_ms() {
     return sys::mono_ns() / 1000000;
 }
 
-// Takes the watch out of the set (and its fd out of the epoll set, before
-// the caller can close it). Under g_mu.
-std::function<void(uint32_t)> take(std::map<uint64_t, Watch>::iterator it) {
-    if (it->second.fd >= 0) sys::real().epoll_ctl(g_epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+// Takes the watch out of the set. `fired`: its one-shot registration
+// fired and is disabled already (parked); otherwise its fd leaves the
+// epoll set before the caller can close it. Under g_mu.
+std::function<void(uint32_t)> take(std::map<uint64_t, Watch>::iterator it, bool fired) {
+    if (it->second.fd >= 0) {
+        if (fired)
+            g_parked->insert(it->second.fd);
+        else
+            sys::real().epoll_ctl(g_epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    }
+    if (it->second.deadline_ms != UINT64_MAX)
+        g_deadlines->erase({it->second.deadline_ms, it->first});
     auto h = std::move(it->second.on_event);
     g_watches->erase(it);
     return h;
@@ -58,19 +80,17 @@ void run(int epfd) {
                 }
                 auto it = g_watches->find(ev[i].data.u64);
                 if (it == g_watches->end()) continue; // cancelled meanwhile
-                ready.emplace_back(take(it), uint32_t(ev[i].events));
+                ready.emplace_back(take(it, true), uint32_t(ev[i].events));
             }
-            uint64_t now = now_ms(), next = UINT64_MAX;
-            for (auto it = g_watches->begin(); it != g_watches->end();) {
-                if (it->second.deadline_ms <= now) {
-                    ready.emplace_back(take(it++), 0);
-                } else {
-                    next = std::min(next, it->second.deadline_ms);
-                    ++it;
-                }
+            uint64_t now = now_ms();
+            while (!g_deadlines->empty() && g_deadlines->begin()->first <= now) {
+                auto it = g_watches->find(g_deadlines->begin()->second);
+                ready.emplace_back(take(it, false), 0);
             }
+            uint64_t next = UINT64_MAX;
+            if (!g_deadlines->empty()) next = std::min(g_deadlines->begin()->first, now + kTickMs);
             g_sleep_until = next;
-            timeout = next == UINT64_MAX ? -1 : int(std::min<uint64_t>(next - now, 60000));
+            timeout = next == UINT64_MAX ? -1 : int(next - now);
         }
         // Outside the lock: a handler may add (or cancel) watches.
         for (auto& [h, events] : ready)
@@ -80,7 +100,11 @@ void run(int epfd) {
 
 // Under g_mu.
 bool start() {
-    if (!g_watches) g_watches = new std::map<uint64_t, Watch>;
+    if (!g_watches) {
+        g_watches = new std::map<uint64_t, Watch>;
+        g_deadlines = new std::set<std::pair<uint64_t, uint64_t>>;
+        g_parked = new std::unordered_set<int>;
+    }
     if (g_epfd >= 0) return true;
     int wake = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (wake < 0 || (g_epfd = sys::start_epoll_thread(run, "usmc-loop")) < 0) {
@@ -96,25 +120,45 @@ bool start() {
     return true;
 }
 
+// Puts `fd` in the set, armed once for `ev`. Under g_mu.
+// (Parked or not is a hint: a registration found where none was thought
+// to be is re-armed too.)
+bool arm(int fd, epoll_event& ev) {
+    if (g_parked->erase(fd) && sys::real().epoll_ctl(g_epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        return true;
+    if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+    return errno == EEXIST && sys::real().epoll_ctl(g_epfd, EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
 } // namespace
 
 uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_t)> on_event) {
-    std::lock_guard lock(g_mu);
+    std::unique_lock lock(g_mu);
     if (!start()) return 0;
     uint64_t id = g_next_id++;
     if (fd < 0 && timeout_ms < 0) return 0; // a timer that never fires
+    uint64_t deadline = timeout_ms >= 0 ? now_ms() + uint64_t(timeout_ms) : UINT64_MAX;
+    auto it = g_watches->emplace(id, Watch{fd, deadline, std::move(on_event)}).first;
+    if (deadline != UINT64_MAX) g_deadlines->insert({deadline, id});
+    // Armed last and the lock let go at once: the event may be there
+    // already (a loopback peer answers within microseconds), and the loop
+    // thread then wants the lock.
     if (fd >= 0) {
         epoll_event ev{};
         ev.events = events | EPOLLONESHOT;
         ev.data.u64 = id;
-        if (sys::real().epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return 0;
+        if (!arm(fd, ev)) {
+            if (deadline != UINT64_MAX) g_deadlines->erase({deadline, id});
+            g_watches->erase(it);
+            return 0;
+        }
     }
-    uint64_t deadline = timeout_ms >= 0 ? now_ms() + uint64_t(timeout_ms) : UINT64_MAX;
-    g_watches->emplace(id, Watch{fd, deadline, std::move(on_event)});
     // The thread sleeps until the nearest deadline it knew of; only an
     // earlier one (a first watch, or a shorter timeout) needs a wake-up.
-    if (deadline < g_sleep_until) {
-        g_sleep_until = deadline; // one wake-up is enough until it recomputes
+    bool wake = deadline < g_sleep_until;
+    if (wake) g_sleep_until = deadline; // one wake-up is enough until it recomputes
+    lock.unlock();
+    if (wake) {
         uint64_t v = 1;
         ssize_t rc = sys::real().write(g_wake, &v, sizeof v);
         (void)rc;
@@ -127,8 +171,13 @@ bool cancel(uint64_t id) {
     if (!g_watches) return false;
     auto it = g_watches->find(id);
     if (it == g_watches->end()) return false;
-    take(it);
+    take(it, false);
     return true;
+}
+
+void forget(int fd) {
+    std::lock_guard lock(g_mu);
+    if (g_parked) g_parked->erase(fd);
 }
 
 size_t pending() {
@@ -143,6 +192,8 @@ void on_fork_child() {
     g_epfd = g_wake = -1;
     g_sleep_until = UINT64_MAX;
     g_watches = nullptr; // the parent's (its memory is a copy here)
+    g_deadlines = nullptr;
+    g_parked = nullptr;
 }
 
 } // namespace usmc::loop

@@ -30,6 +30,11 @@ uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_
 // caller's own state must tell it that its object is gone.
 bool cancel(uint64_t id);
 
+// `fd` is about to be closed: a registration a fired watch left parked
+// (disabled) goes with it, and a watch of a new file under the same number
+// is added, not re-armed (a hint: saves the failing EPOLL_CTL_MOD).
+void forget(int fd);
+
 // Watches not yet fired (tests).
 size_t pending();
 

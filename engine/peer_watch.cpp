@@ -35,14 +35,18 @@ bool watched(const SmcConn* c) {
 
 } // namespace
 
-void deliver(uint64_t key) {
+void deliver(uint64_t key, uint32_t events) {
     std::lock_guard lock(g_mu);
     if (!g_live) return;
     auto it = g_live->find(key);
     if (it == g_live->end()) return; // removed meanwhile
     SmcConn* c = it->second.c;
     it->second.watch = 0; // fired: nothing to cancel
-    smc_check_peer(*c);
+    // What epoll said is what a poll would say now (EPOLLRDHUP, EPOLLHUP
+    // are POLLRDHUP, POLLHUP): no second look.
+    if (!smc_note_tcp_end(*c, short(events)) && !smc_check_peer(*c))
+        c->peer_watched.store(false,
+                              std::memory_order_release); // (woken for nothing: no watch now)
     // Wake readers and writers: they look and see EOF, a reset or EPIPE.
     // A wake-up of our own, so the next drain takes it.
     smc_self_wake(*c);
@@ -54,13 +58,15 @@ void add(SmcConn* c) {
     if (!g_live) g_live = new std::unordered_map<uint64_t, Entry>;
     if (watched(c) || c->tcp_fd < 0) return;
     uint64_t id = g_next_id++;
-    uint64_t watch = loop::add(c->tcp_fd, EPOLLRDHUP, -1, [id](uint32_t) { deliver(id); });
+    uint64_t watch =
+        loop::add(c->tcp_fd, EPOLLRDHUP, -1, [id](uint32_t events) { deliver(id, events); });
     if (!watch) {
         log::warn("fd {}: cannot watch the TCP socket for the peer's end", c->tcp_fd);
         return;
     }
     g_live->emplace(id, Entry{c, watch});
     c->peer_watch_id = id;
+    c->peer_watched.store(true, std::memory_order_release);
 }
 
 void remove(SmcConn* c) {
@@ -70,6 +76,7 @@ void remove(SmcConn* c) {
     if (it->second.watch) loop::cancel(it->second.watch);
     g_live->erase(it);
     c->peer_watch_id = 0;
+    c->peer_watched.store(false, std::memory_order_release);
 }
 
 void on_fork_child() {

@@ -18,8 +18,8 @@ void remove(SmcConn* c); // before the connection's memory goes
 void on_fork_child();    // the parent's registrations are not ours
 
 // The loop's work for one event of the connection registered under `key`
-// (SmcConn::peer_watch_id); a key removed meanwhile is ignored. Public for
-// tests.
-void deliver(uint64_t key);
+// (SmcConn::peer_watch_id), with the epoll events that came; a key removed
+// meanwhile is ignored. Public for tests.
+void deliver(uint64_t key, uint32_t events);
 
 } // namespace usmc::peer_watch

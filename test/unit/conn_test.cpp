@@ -738,10 +738,10 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
     SmcConn* b = make(b_sv);
     CHECK(b->peer_watch_id != old_key);
     char v = 0;
-    peer_watch::deliver(old_key); // the old connection's late event
+    peer_watch::deliver(old_key, 0); // the old connection's late event
     CHECK(recv(b->sig, &v, 1, MSG_DONTWAIT) == -1);
     CHECK_FALSE(b->self_woken.load());
-    peer_watch::deliver(b->peer_watch_id); // its own wakes it, as our own wake-up
+    peer_watch::deliver(b->peer_watch_id, 0); // its own wakes it, as our own wake-up
     CHECK(recv(b->sig, &v, 1, MSG_DONTWAIT) == 1);
     CHECK(b->self_woken.load());
     drop(b, b_sv);

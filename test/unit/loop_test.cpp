@@ -105,3 +105,54 @@ TEST_CASE("loop: a handler may add the next watch") {
     REQUIRE(chain->seen.wait_for(3));
     CHECK(loop::add(-1, 0, -1, [](uint32_t) {}) == 0); // a timer that never fires is refused
 }
+
+TEST_CASE("loop: a descriptor watched again after its watch fired, and its number reused") {
+    // A fired watch leaves its registration parked (disabled): the next
+    // watch of the same descriptor re-arms it; a number closed and reused
+    // for another socket is added afresh.
+    auto seen_p = std::make_shared<Seen>();
+    Seen& seen = *seen_p;
+    int sp[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
+    REQUIRE(write(sp[1], "x", 1) == 1);
+    REQUIRE(loop::add(sp[0], EPOLLIN, -1, [seen_p](uint32_t ev) { seen_p->note(1, ev); }));
+    REQUIRE(seen.wait_for(1));
+    // Parked: readable still, but nothing fires until watched again.
+    REQUIRE(loop::add(sp[0], EPOLLIN, -1, [seen_p](uint32_t ev) { seen_p->note(2, ev); }));
+    REQUIRE(seen.wait_for(2));
+    CHECK(seen.at(1).first == 2);
+    CHECK(seen.at(1).second & EPOLLIN);
+    // The number closed (the kernel drops the parked registration) and
+    // reused by a new socket with nothing to read: no event until a write.
+    int fd = sp[0];
+    close(sp[0]);
+    close(sp[1]);
+    int np[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, np) == 0);
+    if (np[0] != fd) std::swap(np[0], np[1]);
+    REQUIRE(np[0] == fd);
+    REQUIRE(loop::add(np[0], EPOLLIN, -1, [seen_p](uint32_t ev) { seen_p->note(3, ev); }));
+    // A timer after it: the loop has looked at the new registration by then.
+    REQUIRE(loop::add(-1, 0, 20, [seen_p](uint32_t ev) { seen_p->note(4, ev); }));
+    REQUIRE(seen.wait_for(3));
+    CHECK(seen.at(2).first == 4);
+    REQUIRE(write(np[1], "y", 1) == 1);
+    REQUIRE(seen.wait_for(4));
+    CHECK(seen.at(3).first == 3);
+    close(np[0]);
+    close(np[1]);
+}
+
+TEST_CASE("loop: a far deadline added while the loop sleeps still fires, a near one on time") {
+    auto seen_p = std::make_shared<Seen>();
+    Seen& seen = *seen_p;
+    auto start = steady_clock::now();
+    REQUIRE(loop::add(-1, 0, 250, [seen_p](uint32_t ev) { seen_p->note(1, ev); }));
+    REQUIRE(loop::add(-1, 0, 400, [seen_p](uint32_t ev) { seen_p->note(2, ev); }));
+    REQUIRE(loop::add(-1, 0, 10, [seen_p](uint32_t ev) { seen_p->note(3, ev); }));
+    REQUIRE(seen.wait_for(3));
+    CHECK(seen.at(0).first == 3);
+    CHECK(seen.at(1).first == 1);
+    CHECK(seen.at(2).first == 2);
+    CHECK(steady_clock::now() - start >= milliseconds(399));
+}
