@@ -731,10 +731,7 @@ void on_fork_child() {
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
         // A handshake the parent's worker runs: this copy just passes through.
-        if (c && !is_late(c)) {
-            c->reset_locks_after_fork();
-            c->peer_watched.store(false); // the parent's watch: this process has none
-        }
+        if (c && !is_late(c)) c->reset_locks_after_fork();
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);

@@ -513,7 +513,9 @@ void listen_watch_add(SmcListener* l, int lfd) {
 
 int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flags,
                bool use_accept4) {
-    bool listener_nonblock = fd_nonblocking(lfd);
+    // (Asked of the kernel when first needed: a connection already done
+    // needs no answer. Other processes may hold the listener and change it.)
+    int listener_nonblock = -1;
     bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
     bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
     if (!l->accepts_here()) listen_watch_add(l, lfd);
@@ -524,6 +526,7 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
         }
         std::unique_lock intake_lock(l->intake_mu());
         bool full = check_backlog(l);
+        if (listener_nonblock < 0) listener_nonblock = fd_nonblocking(lfd);
         // A blocking listener is accepted from only when the kernel has a
         // connection now (looked at under intake_mu): what an earlier poll
         // saw may have gone to our listen watcher or another process, and a

@@ -148,6 +148,13 @@ void smc_sig_leave(SmcConn& c) {
 
 void smc_quiesce(SmcConn& c) {
     c.closing.store(true, std::memory_order_release);
+    {
+        // Nobody inside a recv or send: nobody to wake (the usual close,
+        // from the one thread that used the connection).
+        std::unique_lock rx(c.rx_mu, std::try_to_lock);
+        std::unique_lock tx(c.tx_mu, std::try_to_lock);
+        if (rx.owns_lock() && tx.owns_lock()) return;
+    }
     smc_wake_all(c); // blocked recv and send
     { std::lock_guard wait_rx(c.rx_mu); }
     { std::lock_guard wait_tx(c.tx_mu); }

@@ -141,10 +141,7 @@ struct SmcConn {
     // ring must arm the peer's wake-up, as EAGAIN does.
     std::atomic<bool> epoll_watched{false};
     uint64_t peer_watch_id = 0; // its key in peer_watch (0: not watched), under that lock
-    // The peer watch will see the TCP socket's end when it comes (or saw
-    // it): a look of our own (a poll) is not needed to arm for data.
-    std::atomic<bool> peer_watched{false};
-    uint64_t space_key = 0; // its key in space_watch (0: not waiting), under that lock
+    uint64_t space_key = 0;     // its key in space_watch (0: not waiting), under that lock
     // While Connecting: the application's registrations, replayed on the TCP
     // socket if the handshake falls back (under epoll_mu).
     struct EpollReg {

@@ -111,7 +111,8 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
                                   bool timed_out) {
     auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
     if (timed_out) return fail(-ETIMEDOUT);
-    auto c = clc::read_message(fd, std::min(cfg.clc_timeout_ms, kConfirmRestMs), true);
+    // (Called once the socket is readable: no wait before the first look.)
+    auto c = clc::read_message(fd, std::min(cfg.clc_timeout_ms, kConfirmRestMs));
     if (c.status == clc::ReadStatus::Timeout) return fail(-ETIMEDOUT);
     if (c.status != clc::ReadStatus::Message) return fail(-ECONNRESET);
     auto hdr = std::get<clc::Header>(clc::parse_header(c.bytes));

@@ -44,9 +44,7 @@ void deliver(uint64_t key, uint32_t events) {
     it->second.watch = 0; // fired: nothing to cancel
     // What epoll said is what a poll would say now (EPOLLRDHUP, EPOLLHUP
     // are POLLRDHUP, POLLHUP): no second look.
-    if (!smc_note_tcp_end(*c, short(events)) && !smc_check_peer(*c))
-        c->peer_watched.store(false,
-                              std::memory_order_release); // (woken for nothing: no watch now)
+    if (!smc_note_tcp_end(*c, short(events))) smc_check_peer(*c);
     // Wake readers and writers: they look and see EOF, a reset or EPIPE.
     // A wake-up of our own, so the next drain takes it.
     smc_self_wake(*c);
@@ -66,7 +64,6 @@ void add(SmcConn* c) {
     }
     g_live->emplace(id, Entry{c, watch});
     c->peer_watch_id = id;
-    c->peer_watched.store(true, std::memory_order_release);
 }
 
 void remove(SmcConn* c) {
@@ -76,7 +73,6 @@ void remove(SmcConn* c) {
     if (it->second.watch) loop::cancel(it->second.watch);
     g_live->erase(it);
     c->peer_watch_id = 0;
-    c->peer_watched.store(false, std::memory_order_release);
 }
 
 void on_fork_child() {

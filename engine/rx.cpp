@@ -590,10 +590,8 @@ short smc_arm(SmcConn& c, short want) {
         smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
         // Its TCP socket closed: its last bytes and flags were published
-        // before, so a look now tells an orderly close from a crash. (A
-        // watched connection's end wakes `sig` when it comes.)
-        if (!(ready & POLLIN) && !c.peer_watched.load(std::memory_order_acquire) &&
-            smc_check_peer(c))
+        // before, so a look now tells an orderly close from a crash.
+        if (!(ready & POLLIN) && smc_check_peer(c))
             ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
     }
     bool filled = false;
