@@ -164,51 +164,42 @@ with Env(smcd_mechanics=True) as env:
 
     # A peer that dies with many connections on one link group (its first
     # connection alone first, so the group exists when the others start):
-    # each of them ends (EOF or an error) on our side, none hangs.
+    # each of them ends (EOF or an error) on the other side, none hangs.
+    # Killed: the server (the client reports its ends), then the client
+    # (the server finishes once all its ends have ended).
     dying = MANY
-    before = env.stats()
-    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
-    port = read_ready(server)
-    client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
-                                 "--conns", str(dying), "--first-alone", "--until-end"]))
-    line = client.stdout.readline()
-    check(line.startswith(f"HELD {dying}"), f"{dying} connections held open ({line.strip()})")
-    grew = {k: env.stats().get(k, 0) - before.get(k, 0)
-            for k in ("conn_smcd", "lgr_first_contacts", "lgr_reused", "dmb_segments")}
-    check(grew["lgr_reused"] > 0 and grew["conn_smcd"] >= 2 * dying * 0.99,
-          f"they run SMC-D, on the link group of the first ({grew})")
-    t0 = time.monotonic()
-    server.kill()
-    server.wait(timeout=30)
-    try:
-        out, err = client.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        env.stop(client, signal.SIGKILL)
-        out, err = client.communicate()
-    took = time.monotonic() - t0
-    # (The kernel ends the TCP connections at the kill and peer_watch sees
-    # it; 10 s only bounds a slow machine: the figure is printed.)
-    check(client.returncode == 0 and f"ENDED {dying} of {dying}" in out and took < 10,
+
+    def held_then_killed(kill_server):
+        before = env.stats()
+        server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
+        port = read_ready(server)
+        client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
+                                     "--conns", str(dying), "--first-alone", "--until-end"]))
+        line = client.stdout.readline()
+        check(line.startswith(f"HELD {dying}"), f"{dying} connections held open ({line.strip()})")
+        grew = {k: env.stats().get(k, 0) - before.get(k, 0)
+                for k in ("conn_smcd", "lgr_first_contacts", "lgr_reused", "dmb_segments")}
+        check(grew["lgr_reused"] > 0 and grew["conn_smcd"] >= 2 * dying * 0.99,
+              f"they run SMC-D, on the link group of the first ({grew})")
+        victim, survivor = (server, client) if kill_server else (client, server)
+        t0 = time.monotonic()
+        victim.kill()
+        victim.wait(timeout=30)
+        try:
+            out, err = survivor.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            env.stop(survivor, signal.SIGKILL)
+            out, err = survivor.communicate()
+        # (The kernel ends the TCP connections at the kill and peer_watch
+        # sees it; 10 s only bounds a slow machine: the figure is printed.)
+        return survivor.returncode == 0, out, err, time.monotonic() - t0
+
+    ok, out, err, took = held_then_killed(kill_server=True)
+    check(ok and f"ENDED {dying} of {dying}" in out and took < 10,
           f"the server killed: all {dying} connections ended on the client, none hung, "
           f"{took:.2f}s after the kill ({out.strip()} {err[-300:]})")
-    # And the other way: a client killed with them all open; the server's
-    # ends each read EOF or an error, and it finishes.
-    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(dying), "--mode", "selectors"]))
-    port = read_ready(server)
-    client = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
-                                 "--conns", str(dying), "--first-alone", "--until-end"]))
-    line = client.stdout.readline()
-    check(line.startswith(f"HELD {dying}"), f"{dying} connections held open again ({line.strip()})")
-    t0 = time.monotonic()
-    client.kill()
-    client.wait(timeout=30)
-    try:
-        out, err = server.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        env.stop(server, signal.SIGKILL)
-        out, err = server.communicate()
-    took = time.monotonic() - t0
-    check(server.returncode == 0 and "DONE" in out and took < 10,
+    ok, out, err, took = held_then_killed(kill_server=False)
+    check(ok and "DONE" in out and took < 10,
           f"the client killed: the server saw all {dying} end and finished, none hung, "
           f"{took:.2f}s after the kill ({err[-300:]})")
 
