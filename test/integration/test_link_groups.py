@@ -66,6 +66,19 @@ def reuse_only_for_new_segments(d):
     return d["lgr_first_contacts"] <= 2 * d["dmb_segments"] and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K
 
 
+def last_phase(env, client, srv, phase, since, what, served):
+    """The client's last phase: its link group still serves it (no first
+    contact but for a new segment); then the client and the server end."""
+    client.go()
+    if not client.wait_phase(phase):
+        return
+    d = delta(since, env.stats())
+    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d), f"{what} ({d})")
+    client.end(env)
+    out, err = srv.communicate(timeout=60)
+    check(srv.returncode == 0 and "DONE" in out, f"the server echoed all {served} ({err[-300:]})")
+
+
 def case_fork(env):
     srv, port = server(env, 3 * K + 1)
     before = env.stats()
@@ -87,15 +100,8 @@ def case_fork(env):
     check(d["lgr_first_contacts"] >= 2 and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K
           and d["lgr_reused"] >= 2 * K - 2 - 2 * d["dmb_segments"],
           f"fork: the child made a link group of its own (a first contact), then reused it ({d})")
-    c.go()
-    if not c.wait_phase(3):
-        return
-    d = delta(after_child, env.stats())
-    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d),
-          f"fork: after the child exited the parent's link group still serves it ({d})")
-    c.end(env)
-    out, err = srv.communicate(timeout=60)
-    check(srv.returncode == 0 and "DONE" in out, f"fork: the server echoed all {3 * K + 1} ({err[-300:]})")
+    last_phase(env, c, srv, 3, after_child,
+               "fork: after the child exited the parent's link group still serves it", 3 * K + 1)
 
 
 def case_other_user(env):
@@ -122,15 +128,8 @@ def case_other_user(env):
     check(d["conn_smcd"] == 2 * K and d["lgr_first_contacts"] >= 2 and d["dmb_segments"] >= 2
           and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K,
           f"other user: user {other.pw_name}'s client got a new link group and segments of its own ({d})")
-    mine.go()
-    if not mine.wait_phase(2):
-        return
-    d = delta(after_other, env.stats())
-    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d),
-          f"other user: our client's link group still serves it afterwards ({d})")
-    mine.end(env)
-    out, err = srv.communicate(timeout=60)
-    check(srv.returncode == 0 and "DONE" in out, f"other user: the server echoed all {3 * K} ({err[-300:]})")
+    last_phase(env, mine, srv, 2, after_other,
+               "other user: our client's link group still serves it afterwards", 3 * K)
 
 
 with Env(smcd_mechanics=True) as env:
