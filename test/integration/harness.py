@@ -49,6 +49,69 @@ def stop_process(p, timeout=15):
     return p.returncode
 
 
+def _descendants(roots):
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in found or pid not in parent:
+            continue
+        found.append(pid)
+        todo.extend(c for c, pp in parent.items() if pp == pid)
+    return found
+
+
+def _read(path, limit=4000):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-limit:].strip()
+    except OSError as e:
+        return f"({e.strerror})"
+
+
+def explain_hang(roots, env=None, logs=()):
+    """Prints what the process trees of `roots` wait in (each thread: name,
+    state, wchan, system call and its arguments, kernel stack when readable),
+    their descriptors, usmc's view of the connections and counters, and the
+    tails of `logs`: a test that timed out says where."""
+    print("---- still running at the deadline:", flush=True)
+    for pid in _descendants(roots):
+        print(f"pid {pid}: {_read(f'/proc/{pid}/cmdline').replace(chr(0), ' ')}")
+        try:
+            tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+        except OSError:
+            continue
+        for tid in tids:
+            t = f"/proc/{pid}/task/{tid}"
+            state = next((l.split(None, 1)[1] for l in _read(f"{t}/status").splitlines()
+                          if l.startswith("State:")), "?")
+            print(f"  tid {tid} {_read(f'{t}/comm')} {state} wchan={_read(f'{t}/wchan')} "
+                  f"syscall={_read(f'{t}/syscall')}")
+            stack = _read(f"{t}/stack", 1500)
+            if stack and not stack.startswith("("):
+                print("    " + stack.replace("\n", "\n    "))
+        try:
+            fds = sorted(os.listdir(f"/proc/{pid}/fd"), key=int)
+            print("  fds: " + " ".join(f"{fd}->{os.readlink(f'/proc/{pid}/fd/{fd}')}" for fd in fds[:64]))
+        except OSError:
+            pass
+    if env is not None:
+        for what, args in (("usmc ss", ["ss"]), ("usmc stats", ["stats", "--json"])):
+            r = subprocess.run([USMC, "--stats-dir", env.stats_dir, *args], env=env.env, capture_output=True,
+                               text=True, timeout=30)
+            print(f"---- {what}:\n{r.stdout[-6000:]}{r.stderr[-500:]}")
+    for log in logs:
+        print(f"---- {log}:\n{_read(log)}")
+    print("----", flush=True)
+
+
 def tree_cpu(pid):
     """CPU seconds (user + system, /proc/PID/stat) of process `pid`, the
     children it has reaped, and its live descendants with theirs: a
@@ -186,6 +249,23 @@ class Env:
 
     def run(self, cmd, timeout=120, env=None, text=True, **kw):
         return subprocess.run(cmd, env=env or self.env, capture_output=True, text=text, timeout=timeout, **kw)
+
+    def run_explained(self, cmd, timeout, watch=(), logs=()):
+        """run(), but a command still running at `timeout` is explained
+        (explain_hang: it and the process trees of `watch`) before it is
+        killed; returns its result with returncode None then."""
+        p = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+            return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            explain_hang([p.pid, *watch], self, logs)
+            p.kill()
+            try:
+                out, err = p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # its pipes held by a process it left behind
+                out, err = "", ""
+            return subprocess.CompletedProcess(cmd, None, out, err + f"\n(still running after {timeout} s)")
 
     def stop(self, p, sig=signal.SIGTERM, timeout=10):
         if p.poll() is None:

@@ -25,7 +25,8 @@ with Env() as env:
     def pgbench(*args, timeout=60):
         cmd = as_postgres([USMC_RUN, "--", f"{PG_BIN}/pgbench", "-h", "127.0.0.1", "-p", str(port), *args,
                            "postgres"])
-        return env.run(cmd, timeout=timeout)
+        log.flush()
+        return env.run_explained(cmd, timeout, watch=[server.pid], logs=[os.path.join(pgdir, "postgres.log")])
 
     def sql(query):
         # Over the Unix socket, unwrapped: usmc's counters stay pgbench's.
