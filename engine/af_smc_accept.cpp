@@ -134,12 +134,12 @@ void server_done(SmcListener* l, Accepted a) {
 // The second half, once the client's Confirm can be read (or its time ran
 // out): on a worker, or here if none can take it.
 void server_finish(SmcListener* l, int fd, const Origin& origin, SmcConn* conn, uint64_t token,
-                   bool timed_out) {
+                   bool timed_out, clc::ReadResult* taken = nullptr) {
     Accepted a;
     a.fd = fd;
     a.origin = origin;
     auto result = smc_listen_finish(fd, std::unique_ptr<SmcConn>(conn), token, *g_engine.dev,
-                                    *g_engine.ep, handshake_config(), timed_out);
+                                    *g_engine.ep, handshake_config(), timed_out, taken);
     set_outcome(a, result);
     server_done(l, std::move(a));
 }
@@ -223,15 +223,23 @@ void server_job(SmcListener* l, int fd, const Origin& origin, int rest_ms, bool 
                 // before it confirms) or none coming (a Confirm on a link
                 // group, a Decline): nothing left to wait for, so finish
                 // here rather than wake a worker for it.
-                clc::Header h;
-                if (readable && clc::message_waiting(fd, &h) &&
-                    (h.type != clc::Type::Confirm || !(h.typev2 & 0b10) ||
-                     g_engine.ep->attached(token))) {
-                    server_finish(l, fd, origin, pending, token, false);
-                    return;
+                // (Taken whole or not at all; a worker gets what was taken.)
+                std::optional<clc::ReadResult> msg;
+                if (readable) msg = clc::take_whole_message(fd);
+                if (msg) {
+                    auto h = clc::parse_header(msg->bytes);
+                    auto* head = std::get_if<clc::Header>(&h);
+                    if (!head || head->type != clc::Type::Confirm || !(head->typev2 & 0b10) ||
+                        g_engine.ep->attached(token)) {
+                        server_finish(l, fd, origin, pending, token, false, &*msg);
+                        return;
+                    }
                 }
                 HandshakeQueue* q = server_queue();
-                if (!q->submit([=] { server_finish(l, fd, origin, pending, token, !readable); }))
+                if (!q->submit([=]() mutable {
+                        server_finish(l, fd, origin, pending, token, !readable,
+                                      msg ? &*msg : nullptr);
+                    }))
                     server_finish(l, fd, origin, pending, token, true);
             });
         if (!watched) {

@@ -187,10 +187,11 @@ void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len,
 // comes) and confirm, so no worker takes the connection and no thread waits
 // for the server. False if the answer is not whole yet: a worker reads it.
 bool client_on_watch(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
-    if (!clc::message_waiting(fd)) return false;
+    auto answer = clc::take_whole_message(fd);
+    if (!answer) return false;
     HandshakeConfig cfg = handshake_config();
     ism::Device* dev = g_engine.dev;
-    auto step = smc_connect_accept(fd, *c, *dev, cfg, true);
+    auto step = smc_connect_accept(fd, *c, *dev, cfg, true, &*answer);
     if (auto* done = std::get_if<ConnectResult>(&step)) {
         end_client(fd, c, addr, len, port, *done);
         return true;

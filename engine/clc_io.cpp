@@ -84,17 +84,34 @@ FirstBytes classify(int fd, int timeout_ms) {
     }
 }
 
-bool message_waiting(int fd, Header* header) {
+std::optional<ReadResult> take_whole_message(int fd) {
     uint8_t first[kPeekLen];
     ssize_t n = sys::real().recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
-    if (n < ssize_t(kHeaderLen)) return false;
+    if (n < ssize_t(kHeaderLen)) return std::nullopt;
     auto h = parse_header(std::span<const uint8_t>(first, kHeaderLen));
-    if (!std::holds_alternative<Header>(h)) return false;
-    if (header) *header = std::get<Header>(h);
-    size_t len = std::get<Header>(h).length;
-    if (len <= size_t(n)) return true;
-    std::vector<uint8_t> whole(len); // (longer than any message usmc sends)
-    return sys::real().recv(fd, whole.data(), len, MSG_PEEK | MSG_DONTWAIT) == ssize_t(len);
+    if (!std::holds_alternative<Header>(h)) return std::nullopt;
+    const Header& head = std::get<Header>(h);
+    size_t len = head.length;
+    ReadResult r;
+    r.bytes.resize(len);
+    if (len <= size_t(n)) {
+        std::copy(first, first + len, r.bytes.begin());
+    } else if (sys::real().recv(fd, r.bytes.data(), len, MSG_PEEK | MSG_DONTWAIT) != ssize_t(len)) {
+        return std::nullopt; // (longer than any message usmc sends, and not all here)
+    }
+    // As read_message: only a whole frame, trailer included, is taken.
+    if (head.type != Type::Decline &&
+        !std::equal(r.bytes.end() - kTrailerLen, r.bytes.end(), r.bytes.begin()))
+        return std::nullopt;
+    ssize_t got = sys::real().recv(fd, r.bytes.data(), len, MSG_DONTWAIT);
+    if (got != ssize_t(len)) { // cannot happen: the bytes were there
+        r.status = ReadStatus::Error;
+        r.err = got < 0 ? errno : EIO;
+        r.bytes.clear();
+        return r;
+    }
+    r.status = ReadStatus::Message;
+    return r;
 }
 
 ReadResult read_message(int fd, int timeout_ms, bool expect_wait) {

@@ -8,6 +8,7 @@
 #include "engine/clc.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace usmc::clc {
@@ -24,9 +25,11 @@ struct ReadResult {
 // which the client sends only after its attach): wait before the first look.
 ReadResult read_message(int fd, int timeout_ms, bool expect_wait = false);
 bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
-// Whether a whole CLC message is waiting on `fd` now (read_message would
-// not wait for any of it), and its header. Consumes nothing, never waits.
-bool message_waiting(int fd, Header* header = nullptr);
+// A whole CLC message waiting on `fd` now, taken (what read_message would
+// return without waiting): one look and one read, where asking first and
+// reading then took three. nullopt, and nothing taken, while it is not
+// whole or is not CLC (read_message then says what it is). Never waits.
+std::optional<ReadResult> take_whole_message(int fd);
 
 // Sends a Decline with `reason` as the peer diagnosis. `gid` becomes the
 // sender's peer id (0 leaves it zero, as Linux does for SMC-D servers).

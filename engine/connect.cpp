@@ -73,7 +73,7 @@ ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const Handshake
 } // namespace
 
 ConnectStep smc_connect_accept(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
-                               bool proposal_sent) {
+                               bool proposal_sent, clc::ReadResult* taken) {
     // Our DMB is made (or reused) at attach time, when the server's user is
     // known; whether it would fit is asked now, while nothing is sent yet
     // and plain TCP costs nothing. (After an early Proposal, a DMB that does
@@ -84,8 +84,9 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, ism::Device& dev, const Hands
     c.autocorking_size = cfg.autocorking_size;
     if (!proposal_sent && !smc_send_proposal(fd, dev, cfg)) return fail(c, dev, -ECONNRESET);
 
-    auto r =
-        clc::read_message(fd, cfg.accept_wait_ms >= 0 ? cfg.accept_wait_ms : cfg.clc_timeout_ms);
+    auto r = taken ? std::move(*taken)
+                   : clc::read_message(fd, cfg.accept_wait_ms >= 0 ? cfg.accept_wait_ms
+                                                                   : cfg.clc_timeout_ms);
     switch (r.status) {
     case clc::ReadStatus::Timeout:
         // The server has not taken the connection yet (an application that

@@ -13,6 +13,7 @@
 // connection, a fallback to TCP, or (timeouts, a vanished peer) an error for
 // the connection, as the kernel reports it.
 #include "engine/clc.hpp"
+#include "engine/clc_io.hpp"
 #include "engine/conn.hpp"
 #include "engine/ism.hpp"
 #include "engine/ism_endpoint.hpp"
@@ -64,8 +65,10 @@ ConnectResult smc_connect_handshake(int tcp_fd, SmcConn& conn, ism::Device& dev,
 // server's DMB and sends the Confirm. `smc_connect_attach` is the attach
 // and the Confirm, waiting.
 using ConnectStep = std::variant<clc::AcceptConfirmD, ConnectResult>;
+// (`taken`: the answer, already read: clc::take_whole_message.)
 ConnectStep smc_connect_accept(int tcp_fd, SmcConn& conn, ism::Device& dev,
-                               const HandshakeConfig& cfg, bool proposal_sent);
+                               const HandshakeConfig& cfg, bool proposal_sent,
+                               clc::ReadResult* taken = nullptr);
 std::function<std::optional<ism::Fds>(uid_t)>
 smc_connect_ours(SmcConn& conn, ism::Device& dev, const HandshakeConfig& cfg, uint32_t* no_dmb);
 ConnectResult smc_connect_confirm(int tcp_fd, SmcConn& conn, ism::Device& dev,
@@ -90,12 +93,13 @@ HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint
 // and confirms (a client that stalls there must not hold a worker): `begin`
 // reads the Proposal and sends the Accept; a connection back from it (with
 // `*token` set) is waiting for the client's Confirm. Once the connection is
-// readable (or clc_timeout_ms passed: `timed_out`), `finish` completes it.
+// readable (or clc_timeout_ms passed: `timed_out`), `finish` completes it
+// (`taken`: the client's message, already read: clc::take_whole_message).
 HandshakeResult smc_listen_begin(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
                                  const HandshakeConfig& cfg, uint64_t* token);
 HandshakeResult smc_listen_finish(int tcp_fd, std::unique_ptr<SmcConn> conn, uint64_t token,
                                   ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
-                                  bool timed_out);
+                                  bool timed_out, clc::ReadResult* taken = nullptr);
 
 // Server: a Proposal that gets no handshake (it arrived after the
 // connection was handed to the application as TCP, or while handshakes are

@@ -108,11 +108,12 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
 
 HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_t token,
                                   ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
-                                  bool timed_out) {
+                                  bool timed_out, clc::ReadResult* taken) {
     auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
-    if (timed_out) return fail(-ETIMEDOUT);
+    if (timed_out && !taken) return fail(-ETIMEDOUT);
     // (Called once the socket is readable: no wait before the first look.)
-    auto c = clc::read_message(fd, std::min(cfg.clc_timeout_ms, kConfirmRestMs));
+    auto c = taken ? std::move(*taken)
+                   : clc::read_message(fd, std::min(cfg.clc_timeout_ms, kConfirmRestMs));
     if (c.status == clc::ReadStatus::Timeout) return fail(-ETIMEDOUT);
     if (c.status != clc::ReadStatus::Message) return fail(-ECONNRESET);
     auto hdr = std::get<clc::Header>(clc::parse_header(c.bytes));

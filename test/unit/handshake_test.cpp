@@ -508,9 +508,9 @@ TEST_CASE_METHOD(OfferingEndpoint,
     ism::unmap(*mine);
 }
 
-TEST_CASE("message_waiting: true only once a whole CLC message is there, and takes nothing") {
-    // (The server finishes a handshake on the connect watch only then: a
-    // client that sends half a Confirm must not make that thread wait.)
+TEST_CASE("take_whole_message: takes a CLC message only once it is whole, else nothing") {
+    // (The connect watch finishes a handshake only then: a peer that sends
+    // half a Confirm must not make that thread wait, nor lose its bytes.)
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     clc::AcceptConfirmD m;
@@ -519,16 +519,36 @@ TEST_CASE("message_waiting: true only once a whole CLC message is there, and tak
     m.token = 9;
     m.chid = clc::kChidEmulated;
     auto bytes = clc::encode(m);
-    CHECK_FALSE(clc::message_waiting(sv[1])); // nothing
+    CHECK_FALSE(clc::take_whole_message(sv[1])); // nothing
     REQUIRE(write(sv[0], bytes.data(), 5) == 5);
-    CHECK_FALSE(clc::message_waiting(sv[1])); // part of the header
+    CHECK_FALSE(clc::take_whole_message(sv[1])); // part of the header
     REQUIRE(write(sv[0], bytes.data() + 5, bytes.size() - 6) == ssize_t(bytes.size() - 6));
-    CHECK_FALSE(clc::message_waiting(sv[1])); // all but the last byte
+    CHECK_FALSE(clc::take_whole_message(sv[1])); // all but the last byte
     REQUIRE(write(sv[0], bytes.data() + bytes.size() - 1, 1) == 1);
-    CHECK(clc::message_waiting(sv[1]));
-    auto r = clc::read_message(sv[1], 0);
-    CHECK(r.status == clc::ReadStatus::Message);
-    CHECK(r.bytes == bytes);
+    REQUIRE(write(sv[0], "app", 3) == 3); // the application's, behind it
+    auto r = clc::take_whole_message(sv[1]);
+    REQUIRE(r);
+    CHECK(r->status == clc::ReadStatus::Message);
+    CHECK(r->bytes == bytes);
+    char rest[8];
+    CHECK(recv(sv[1], rest, sizeof rest, MSG_DONTWAIT) == 3);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+TEST_CASE("take_whole_message: bytes that only begin like CLC stay for read_message") {
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    clc::AcceptConfirmD m;
+    m.type = clc::Type::Confirm;
+    m.chid = clc::kChidEmulated;
+    auto bytes = clc::encode(m);
+    bytes.back() ^= 0xff; // no trailer eyecatcher: not a CLC frame
+    REQUIRE(write(sv[0], bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+    CHECK_FALSE(clc::take_whole_message(sv[1]));
+    CHECK(clc::read_message(sv[1], 0).status == clc::ReadStatus::NotClc);
+    std::vector<uint8_t> all(bytes.size() + 8);
+    CHECK(recv(sv[1], all.data(), all.size(), MSG_DONTWAIT) == ssize_t(bytes.size()));
     close(sv[0]);
     close(sv[1]);
 }
@@ -548,15 +568,23 @@ TEST_CASE("read_message: a message longer than the first look, and the bytes beh
     big[5] = uint8_t(len >> 8);
     big[6] = uint8_t(len);
     std::copy(hdr.begin(), hdr.begin() + 4, big.end() - 4); // the trailer eyecatcher
-    CHECK_FALSE(clc::message_waiting(sv[1]));
+    CHECK_FALSE(clc::take_whole_message(sv[1]));
     REQUIRE(write(sv[0], big.data(), 600) == 600);
-    CHECK_FALSE(clc::message_waiting(sv[1]));
+    CHECK_FALSE(clc::take_whole_message(sv[1]));
+    CHECK(clc::read_message(sv[1], 0).status == clc::ReadStatus::Timeout);
     REQUIRE(write(sv[0], big.data() + 600, len - 600) == ssize_t(len - 600));
     REQUIRE(write(sv[0], "app", 3) == 3); // the application's, behind it
-    CHECK(clc::message_waiting(sv[1]));
-    auto r = clc::read_message(sv[1], 0);
-    CHECK(r.status == clc::ReadStatus::Message);
-    CHECK(r.bytes == big);
+    SECTION("read") {
+        auto r = clc::read_message(sv[1], 0);
+        CHECK(r.status == clc::ReadStatus::Message);
+        CHECK(r.bytes == big);
+    }
+    SECTION("taken") {
+        auto r = clc::take_whole_message(sv[1]);
+        REQUIRE(r);
+        CHECK(r->status == clc::ReadStatus::Message);
+        CHECK(r->bytes == big);
+    }
     char rest[8];
     CHECK(recv(sv[1], rest, sizeof rest, MSG_DONTWAIT) == 3);
     close(sv[0]);
