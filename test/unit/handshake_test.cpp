@@ -508,85 +508,88 @@ TEST_CASE_METHOD(OfferingEndpoint,
     ism::unmap(*mine);
 }
 
-TEST_CASE("take_whole_message: takes a CLC message only once it is whole, else nothing") {
-    // (The connect watch finishes a handshake only then: a peer that sends
-    // half a Confirm must not make that thread wait, nor lose its bytes.)
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+namespace {
+// A connected stream pair, closed at the end of the test: [0] writes, [1] reads.
+struct StreamPair {
+    int sv[2] = {-1, -1};
+    StreamPair() { REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0); }
+    ~StreamPair() {
+        close(sv[0]);
+        close(sv[1]);
+    }
+    void put(const void* p, size_t n) const { REQUIRE(write(sv[0], p, n) == ssize_t(n)); }
+    ssize_t rest() const { // what is left behind, taken
+        char buf[2048];
+        return recv(sv[1], buf, sizeof buf, MSG_DONTWAIT);
+    }
+};
+
+std::vector<uint8_t> confirm_bytes() {
     clc::AcceptConfirmD m;
     m.type = clc::Type::Confirm;
     m.gid = 7;
     m.token = 9;
     m.chid = clc::kChidEmulated;
-    auto bytes = clc::encode(m);
-    CHECK_FALSE(clc::take_whole_message(sv[1])); // nothing
-    REQUIRE(write(sv[0], bytes.data(), 5) == 5);
-    CHECK_FALSE(clc::take_whole_message(sv[1])); // part of the header
-    REQUIRE(write(sv[0], bytes.data() + 5, bytes.size() - 6) == ssize_t(bytes.size() - 6));
-    CHECK_FALSE(clc::take_whole_message(sv[1])); // all but the last byte
-    REQUIRE(write(sv[0], bytes.data() + bytes.size() - 1, 1) == 1);
-    REQUIRE(write(sv[0], "app", 3) == 3); // the application's, behind it
-    auto r = clc::take_whole_message(sv[1]);
+    return clc::encode(m);
+}
+} // namespace
+
+TEST_CASE("take_whole_message: takes a CLC message only once it is whole, else nothing") {
+    // (The connect watch finishes a handshake only then: a peer that sends
+    // half a Confirm must not make that thread wait, nor lose its bytes.)
+    StreamPair s;
+    auto bytes = confirm_bytes();
+    CHECK_FALSE(clc::take_whole_message(s.sv[1])); // nothing
+    s.put(bytes.data(), 5);
+    CHECK_FALSE(clc::take_whole_message(s.sv[1])); // part of the header
+    s.put(bytes.data() + 5, bytes.size() - 6);
+    CHECK_FALSE(clc::take_whole_message(s.sv[1])); // all but the last byte
+    s.put(bytes.data() + bytes.size() - 1, 1);
+    s.put("app", 3); // the application's, behind it
+    auto r = clc::take_whole_message(s.sv[1]);
     REQUIRE(r);
     CHECK(r->status == clc::ReadStatus::Message);
     CHECK(r->bytes == bytes);
-    char rest[8];
-    CHECK(recv(sv[1], rest, sizeof rest, MSG_DONTWAIT) == 3);
-    close(sv[0]);
-    close(sv[1]);
+    CHECK(s.rest() == 3);
 }
 
 TEST_CASE("take_whole_message: bytes that only begin like CLC stay for read_message") {
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    clc::AcceptConfirmD m;
-    m.type = clc::Type::Confirm;
-    m.chid = clc::kChidEmulated;
-    auto bytes = clc::encode(m);
+    StreamPair s;
+    auto bytes = confirm_bytes();
     bytes.back() ^= 0xff; // no trailer eyecatcher: not a CLC frame
-    REQUIRE(write(sv[0], bytes.data(), bytes.size()) == ssize_t(bytes.size()));
-    CHECK_FALSE(clc::take_whole_message(sv[1]));
-    CHECK(clc::read_message(sv[1], 0).status == clc::ReadStatus::NotClc);
-    std::vector<uint8_t> all(bytes.size() + 8);
-    CHECK(recv(sv[1], all.data(), all.size(), MSG_DONTWAIT) == ssize_t(bytes.size()));
-    close(sv[0]);
-    close(sv[1]);
+    s.put(bytes.data(), bytes.size());
+    CHECK_FALSE(clc::take_whole_message(s.sv[1]));
+    CHECK(clc::read_message(s.sv[1], 0).status == clc::ReadStatus::NotClc);
+    CHECK(s.rest() == ssize_t(bytes.size()));
 }
 
 TEST_CASE("read_message: a message longer than the first look, and the bytes behind it stay") {
     // (The first look peeks a few hundred bytes: a longer CLC frame is
     // peeked again whole before anything is taken.)
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    clc::AcceptConfirmD m;
-    m.type = clc::Type::Confirm;
-    m.chid = clc::kChidEmulated;
-    auto hdr = clc::encode(m); // for its header: eyecatcher, type, version bits
+    StreamPair s;
+    auto hdr = confirm_bytes(); // for its header: eyecatcher, type, version bits
     size_t len = 1000;
     std::vector<uint8_t> big(len, 0xab);
     std::copy(hdr.begin(), hdr.begin() + 8, big.begin());
     big[5] = uint8_t(len >> 8);
     big[6] = uint8_t(len);
     std::copy(hdr.begin(), hdr.begin() + 4, big.end() - 4); // the trailer eyecatcher
-    CHECK_FALSE(clc::take_whole_message(sv[1]));
-    REQUIRE(write(sv[0], big.data(), 600) == 600);
-    CHECK_FALSE(clc::take_whole_message(sv[1]));
-    CHECK(clc::read_message(sv[1], 0).status == clc::ReadStatus::Timeout);
-    REQUIRE(write(sv[0], big.data() + 600, len - 600) == ssize_t(len - 600));
-    REQUIRE(write(sv[0], "app", 3) == 3); // the application's, behind it
+    CHECK_FALSE(clc::take_whole_message(s.sv[1]));
+    s.put(big.data(), 600);
+    CHECK_FALSE(clc::take_whole_message(s.sv[1]));
+    CHECK(clc::read_message(s.sv[1], 0).status == clc::ReadStatus::Timeout);
+    s.put(big.data() + 600, len - 600);
+    s.put("app", 3); // the application's, behind it
     SECTION("read") {
-        auto r = clc::read_message(sv[1], 0);
+        auto r = clc::read_message(s.sv[1], 0);
         CHECK(r.status == clc::ReadStatus::Message);
         CHECK(r.bytes == big);
     }
     SECTION("taken") {
-        auto r = clc::take_whole_message(sv[1]);
+        auto r = clc::take_whole_message(s.sv[1]);
         REQUIRE(r);
         CHECK(r->status == clc::ReadStatus::Message);
         CHECK(r->bytes == big);
     }
-    char rest[8];
-    CHECK(recv(sv[1], rest, sizeof rest, MSG_DONTWAIT) == 3);
-    close(sv[0]);
-    close(sv[1]);
+    CHECK(s.rest() == 3);
 }
