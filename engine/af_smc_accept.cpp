@@ -13,6 +13,7 @@
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
 #include "engine/handshake.hpp"
+#include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
 #include "engine/log.hpp"
 #include "engine/loop.hpp"
@@ -98,27 +99,25 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
 // connect() returns, so only a descheduled one misses this.
 constexpr int kPortGraceMs = 10;
 
-// What a handshake came to, as the connection the application will get.
-void set_outcome(Accepted& a, HandshakeResult& result) {
-    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
-        a.conn = std::move(*conn);
-    } else if (auto* fb = std::get_if<Fallback>(&result)) {
-        a.reason = fb->reason;
-    } else {
-        // Half way through, the connection is unusable. The kernel drops
-        // such a connection, but it never said "readable" for it; our
-        // listener did (the kernel listener's readiness), and a blocking
-        // accept() after poll() must then return. So it goes out shut
-        // down: the application reads its end, as of a client that
-        // connected and left.
-        runtime::count(counters::handshake_errors);
-        sys::real().shutdown(a.fd, SHUT_RDWR);
-        a.reason = fallback::INTERR;
-    }
-}
+// A server handshake as it is handed on between accept()'s intake, the
+// event loop (connect_watch) and handshake workers. Copied with each
+// hand-off; only the holder of the latest copy moves it.
+struct ServerHandshake {
+    SmcListener* l; // with a reference, dropped at the end (server_done)
+    int fd;
+    Origin origin;
+    core::ServerHs state = core::ServerHs::Intake;
 
-// The handshake is over: the connection goes to the listener's queue.
-void server_done(SmcListener* l, Accepted a) {
+    void on(core::ServerEvent e) { hs_track::advance(state, e, fd); }
+};
+
+// The handshake is over (`why`): the connection goes to the listener's
+// queue as `a` says (its descriptor and origin filled in here).
+void server_done(ServerHandshake h, Accepted a, core::ServerEvent why) {
+    h.on(why);
+    SmcListener* l = h.l;
+    a.fd = h.fd;
+    a.origin = h.origin;
     runtime::count(counters::handshakes_inflight, uint64_t(-1));
     if (a.conn) a.conn->learn_ticket = l->learn_ticket;
     // Counted before it is visible: accept() may take it at once.
@@ -131,126 +130,142 @@ void server_done(SmcListener* l, Accepted a) {
     l->unref();
 }
 
-// The second half, once the client's Confirm can be read (or its time ran
-// out): on a worker, or here if none can take it.
-void server_finish(SmcListener* l, int fd, const Origin& origin, SmcConn* conn, uint64_t token,
-                   bool timed_out, clc::ReadResult* taken = nullptr) {
+// ... ending as TCP, for `reason`.
+void server_done(ServerHandshake h, uint32_t reason, core::ServerEvent why, bool late_clc = false) {
     Accepted a;
-    a.fd = fd;
-    a.origin = origin;
-    auto result = smc_listen_finish(fd, std::unique_ptr<SmcConn>(conn), token, *g_engine.dev,
-                                    *g_engine.ep, handshake_config(), timed_out, taken);
-    set_outcome(a, result);
-    server_done(l, std::move(a));
+    a.reason = reason;
+    a.late_clc = late_clc;
+    server_done(h, std::move(a), why);
 }
 
-void server_job(SmcListener* l, int fd, const Origin& origin, int rest_ms, bool congested = false);
+// ... ending as `result` says.
+void server_done(ServerHandshake h, HandshakeResult& result) {
+    Accepted a;
+    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
+        a.conn = std::move(*conn);
+        return server_done(h, std::move(a), core::ServerEvent::Up);
+    }
+    if (auto* fb = std::get_if<Fallback>(&result)) {
+        a.reason = fb->reason;
+        return server_done(h, std::move(a), core::ServerEvent::FellBack);
+    }
+    // Half way through, the connection is unusable. The kernel drops such a
+    // connection, but it never said "readable" for it; our listener did (the
+    // kernel listener's readiness), and a blocking accept() after poll() must
+    // then return. So it goes out shut down: the application reads its end,
+    // as of a client that connected and left.
+    runtime::count(counters::handshake_errors);
+    sys::real().shutdown(h.fd, SHUT_RDWR);
+    a.reason = fallback::INTERR;
+    server_done(h, std::move(a), core::ServerEvent::Error);
+}
+
+// The second half, once the client's Confirm can be read (or its time ran
+// out): on the event loop, on a worker, or here if none can take it.
+void server_finish(ServerHandshake h, SmcConn* conn, uint64_t token, bool timed_out,
+                   clc::ReadResult* taken = nullptr) {
+    auto result = smc_listen_finish(h.fd, std::unique_ptr<SmcConn>(conn), token, *g_engine.dev,
+                                    *g_engine.ep, handshake_config(), timed_out, taken);
+    server_done(h, result);
+}
+
+void server_job(ServerHandshake h, int rest_ms, bool congested = false);
+
+// A worker takes the handshake from its Proposal on (server_job); false if
+// none can (the caller ends `h`).
+bool to_worker(ServerHandshake& h, int rest_ms, bool congested) {
+    h.on(core::ServerEvent::ProposalHere);
+    return server_queue()->submit([=] { server_job(h, rest_ms, congested); });
+}
 
 // An announced connection whose first bytes are not there yet: the wait for
 // them (clc_detect_timeout_ms; kPortGraceMs while its port is unknown) is the
 // connect watch's, so a client that announces and then sends nothing holds
-// no worker. False if it could not be watched or queued.
-bool await_first_bytes(SmcListener* l, int fd, const Origin& origin, uint16_t port, bool known,
-                       uint64_t since_ns) {
+// no worker. False if it could not be watched (the caller ends `h`).
+bool await_first_bytes(ServerHandshake& h, uint16_t port, bool known, uint64_t since_ns) {
     uint64_t detect_ns = uint64_t{runtime::get().cfg.clc_detect_timeout_ms} * 1000000;
     uint64_t spent = sys::mono_ns() - since_ns;
     uint64_t limit = known ? detect_ns : std::min<uint64_t>(detect_ns, kPortGraceMs * 1000000ull);
     uint32_t wait_ms = spent >= limit ? 0 : uint32_t((limit - spent + 999999) / 1000000);
-    return connect_watch::add(fd, connect_watch::Want::Readable, wait_ms, [=](bool readable) {
-        Accepted a;
-        a.fd = fd;
-        a.origin = origin;
-        a.late_clc = true; // a Proposal may still come: swallowed before the first read
-        if (!readable) {
-            if (!known && l->reg().expects_port(port) &&
-                await_first_bytes(l, fd, origin, port, true, since_ns))
-                return; // announced meanwhile: its full wait
-            a.reason = fallback::PEERNOSMC;
-            server_done(l, std::move(a));
-            return;
-        }
-        // The rest of a partial header gets a moment on the worker. A
-        // Proposal that comes while handshakes are congested is declined
-        // there, as one already there at intake is (SMC_LIMIT_HS): new
-        // handshakes do not join a congested queue, however late their
-        // first bytes.
-        bool congested = limit_hs(l->fd()) && server_queue()->congested();
-        if (server_queue()->submit([=] { server_job(l, fd, origin, kPortGraceMs, congested); }))
-            return;
-        a.reason = fallback::INTERR;
-        server_done(l, std::move(a));
-    });
+    h.on(core::ServerEvent::NothingYet);
+    return connect_watch::add(
+        h.fd, connect_watch::Want::Readable, wait_ms, [=](bool readable) mutable {
+            // A Proposal may still come: swallowed before the first read.
+            constexpr bool kLate = true;
+            if (!readable) {
+                if (!known && h.l->reg().expects_port(port) &&
+                    await_first_bytes(h, port, true, since_ns))
+                    return; // announced meanwhile: its full wait
+                return server_done(h, fallback::PEERNOSMC, core::ServerEvent::NotSmc, kLate);
+            }
+            // The rest of a partial header gets a moment on the worker. A
+            // Proposal that comes while handshakes are congested is declined
+            // there, as one already there at intake is (SMC_LIMIT_HS): new
+            // handshakes do not join a congested queue, however late their
+            // first bytes.
+            bool congested = limit_hs(h.l->fd()) && server_queue()->congested();
+            if (to_worker(h, kPortGraceMs, congested)) return;
+            server_done(h, fallback::INTERR, core::ServerEvent::FellBack, kLate);
+        });
+}
+
+// Once the Accept is out, the client attaches, then confirms: that wait is
+// the event loop's, not a worker's (a client that stalls there must not
+// keep a worker from everyone else's handshakes).
+void await_confirm(ServerHandshake h, SmcConn* pending, uint64_t token) {
+    int timeout_ms = handshake_config().clc_timeout_ms;
+    h.on(core::ServerEvent::AcceptSent);
+    bool watched = connect_watch::add(
+        h.fd, connect_watch::Want::Readable, uint32_t(timeout_ms), [=](bool readable) mutable {
+            // The Confirm whole, and the attach served (a client attaches
+            // before it confirms) or none coming (a Confirm on a link
+            // group, a Decline): nothing left to wait for, so finish
+            // here rather than wake a worker for it.
+            // (Taken whole or not at all; a worker gets what was taken.)
+            std::optional<clc::ReadResult> msg;
+            if (readable) msg = clc::take_whole_message(h.fd);
+            if (msg) {
+                auto hdr = clc::parse_header(msg->bytes);
+                auto* head = std::get_if<clc::Header>(&hdr);
+                if (!head || head->type != clc::Type::Confirm || !(head->typev2 & 0b10) ||
+                    g_engine.ep->attached(token))
+                    return server_finish(h, pending, token, false, &*msg);
+            }
+            h.on(core::ServerEvent::NeedsThread);
+            if (!server_queue()->submit([=]() mutable {
+                    server_finish(h, pending, token, !readable, msg ? &*msg : nullptr);
+                }))
+                server_finish(h, pending, token, true);
+        });
+    if (watched) return;
+    h.on(core::ServerEvent::NeedsThread);
+    pollfd p{h.fd, POLLIN, 0};
+    server_finish(h, pending, token, sys::real().poll(&p, 1, timeout_ms) != 1);
 }
 
 // A worker's part: the handshake of a connection that starts with a
 // Proposal (`rest_ms`: its first bytes are there, the rest of the header
 // may take that long), up to the Accept; the result, or later the Confirm's
 // (server_finish), goes to the listener's queue.
-void server_job(SmcListener* l, int fd, const Origin& origin, int rest_ms, bool congested) {
-    Accepted a;
-    a.fd = fd;
-    a.origin = origin;
+void server_job(ServerHandshake h, int rest_ms, bool congested) {
     const auto& cfg = runtime::get().cfg;
-    auto first = rest_ms > 0 ? clc::classify(fd, rest_ms) : clc::FirstBytes::Proposal;
-    if (first != clc::FirstBytes::Proposal) {
-        a.reason = fallback::PEERNOSMC;
-        a.late_clc = first == clc::FirstBytes::Nothing;
-        server_done(l, std::move(a));
-        return;
-    }
+    auto first = rest_ms > 0 ? clc::classify(h.fd, rest_ms) : clc::FirstBytes::Proposal;
+    if (first != clc::FirstBytes::Proposal)
+        return server_done(h, fallback::PEERNOSMC, core::ServerEvent::NotSmc,
+                           first == clc::FirstBytes::Nothing);
     if (congested) {
-        smc_decline_late_proposal(fd, fallback::HSLIMIT, rest_ms);
+        smc_decline_late_proposal(h.fd, fallback::HSLIMIT, rest_ms);
         runtime::count(counters::hs_congested_declines);
-        a.reason = fallback::HSLIMIT;
-        server_done(l, std::move(a));
-        return;
+        return server_done(h, fallback::HSLIMIT, core::ServerEvent::FellBack);
     }
     if (cfg.testonly_server_handshake_delay_ms)
         std::this_thread::sleep_for(
             std::chrono::milliseconds(cfg.testonly_server_handshake_delay_ms));
-    HandshakeConfig hc = handshake_config();
     uint64_t token = 0;
-    auto result = smc_listen_begin(fd, *g_engine.dev, *g_engine.ep, hc, &token);
-    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
-        // The Accept is out. The client attaches, then confirms: that wait
-        // is the watch thread's, not this worker's (a client that stalls
-        // there must not keep the worker from everyone else's handshakes).
-        SmcConn* pending = conn->release();
-        bool watched = connect_watch::add(
-            fd, connect_watch::Want::Readable, uint32_t(hc.clc_timeout_ms),
-            [l, fd, origin, pending, token](bool readable) {
-                // The Confirm whole, and the attach served (a client attaches
-                // before it confirms) or none coming (a Confirm on a link
-                // group, a Decline): nothing left to wait for, so finish
-                // here rather than wake a worker for it.
-                // (Taken whole or not at all; a worker gets what was taken.)
-                std::optional<clc::ReadResult> msg;
-                if (readable) msg = clc::take_whole_message(fd);
-                if (msg) {
-                    auto h = clc::parse_header(msg->bytes);
-                    auto* head = std::get_if<clc::Header>(&h);
-                    if (!head || head->type != clc::Type::Confirm || !(head->typev2 & 0b10) ||
-                        g_engine.ep->attached(token)) {
-                        server_finish(l, fd, origin, pending, token, false, &*msg);
-                        return;
-                    }
-                }
-                HandshakeQueue* q = server_queue();
-                if (!q->submit([=]() mutable {
-                        server_finish(l, fd, origin, pending, token, !readable,
-                                      msg ? &*msg : nullptr);
-                    }))
-                    server_finish(l, fd, origin, pending, token, true);
-            });
-        if (!watched) {
-            pollfd p{fd, POLLIN, 0};
-            server_finish(l, fd, origin, pending, token,
-                          sys::real().poll(&p, 1, hc.clc_timeout_ms) != 1);
-        }
-        return;
-    }
-    set_outcome(a, result);
-    server_done(l, std::move(a));
+    auto result = smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token);
+    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result))
+        return await_confirm(h, conn->release(), token);
+    server_done(h, result);
 }
 
 // As accept() and getpeername() fill the caller's address: as much as fits,
@@ -405,13 +420,15 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
         l->handshake_started(nfd);
         l->ref();
         runtime::count(counters::handshakes_inflight);
+        ServerHandshake h{l, nfd, origin};
         bool queued = first == clc::FirstBytes::Proposal
-                          ? q->submit([l, nfd, origin] { server_job(l, nfd, origin, 0); })
-                          : await_first_bytes(l, nfd, origin, port, known, sys::mono_ns());
+                          ? to_worker(h, 0, false)
+                          : await_first_bytes(h, port, known, sys::mono_ns());
         if (queued) {
             in.fd = kQueued;
             return in;
         }
+        h.on(core::ServerEvent::FellBack);
         runtime::count(counters::handshakes_inflight, uint64_t(-1));
         Accepted none;
         none.fd = nfd; // stays open: it goes out as TCP below

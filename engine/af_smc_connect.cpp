@@ -11,6 +11,7 @@
 #include "engine/connect_watch.hpp"
 #include "engine/fallback.hpp"
 #include "engine/fdtable.hpp"
+#include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
 #include "engine/log.hpp"
 #include "engine/peer_watch.hpp"
@@ -112,21 +113,38 @@ uint16_t local_port(int fd) {
                                              : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
 }
 
-// What connect() did about the Proposal (early_proposal), or what the
-// connect watch saw (Pending: the TCP connect was not up yet; AcceptLate:
-// the Proposal went out, no answer came within CLC_WAIT_TIME).
-enum class Early : uint8_t { NotSent, Pending, Sent, Failed, TcpFailed, AcceptLate };
+// A nonblocking connect's handshake as it is handed on: between the
+// application's thread, the event loop (connect_watch) and a client worker.
+// Copied with each hand-off; only the holder of the latest copy moves it.
+struct ClientHandshake {
+    int fd;
+    SmcConn* c;
+    sockaddr_storage addr;
+    socklen_t len;
+    uint16_t port;
+    core::ClientHs state = core::ClientHs::Start;
 
-// The handshake is over (on a worker or on the connect watch): the
-// application's view of the socket, the counts, the queue's load.
-void end_client(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
-                const ConnectResult& result) {
-    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
+    void on(core::ClientEvent e) { hs_track::advance(state, e, fd); }
+};
+
+core::ClientEvent event_of(const ConnectResult& result) {
+    if (std::holds_alternative<std::monostate>(result)) return core::ClientEvent::Up;
+    if (auto* fb = std::get_if<Fallback>(&result))
+        return fb->reason ? core::ClientEvent::FellBack : core::ClientEvent::TcpFailed;
+    return core::ClientEvent::Error;
+}
+
+// The handshake is over (on the application's thread, the event loop or a
+// worker): the application's view of the socket, the counts, the queue's load.
+void end_client(ClientHandshake h, const ConnectResult& result, core::ClientEvent why) {
+    h.on(why);
+    SmcConn* c = h.c;
+    registry::announce_pending(reinterpret_cast<sockaddr*>(&h.addr), h.len, false, h.port);
     uint32_t reason = 0;
     bool smc = std::holds_alternative<std::monostate>(result);
     bool tcp_failed =
         std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
-    finish_connect(fd, c, result, &reason);
+    finish_connect(h.fd, c, result, &reason);
     if (!tcp_failed) count_result(reason, smc);
     g_engine.client_q.load(std::memory_order_acquire)->end();
     // Last touch of `c`: close() may free it once worker_done is set.
@@ -134,34 +152,60 @@ void end_client(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16
     c->worker_done.store(true, std::memory_order_release);
 }
 
-void client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
-                Early early) {
-    pollfd p{fd, POLLOUT, 0};
-    int n = early == Early::NotSent     ? sys::real().poll(&p, 1, kTcpConnectWaitMs)
-            : early == Early::TcpFailed ? 0
-                                        : 1;
-    ConnectResult result;
-    if (early == Early::Failed) {
-        result = -ECONNRESET; // a Proposal half written: the connection is unusable
-    } else if (n == 1 && !(p.revents & (POLLERR | POLLHUP))) {
-        HandshakeConfig cfg = handshake_config();
-        if (early == Early::AcceptLate) cfg.accept_wait_ms = 0; // waited for in the watch
-        bool sent = early == Early::Sent || early == Early::AcceptLate;
-        result = smc_connect_handshake(fd, *c, *g_engine.dev, cfg, sent);
-    } else {
-        // The TCP connect failed (or is still going): the application reads
-        // the outcome from the kernel as usual.
-        result = Fallback{0, 0};
-    }
-    end_client(fd, c, addr, len, port, result);
+void end_client(ClientHandshake h, const ConnectResult& result) {
+    end_client(h, result, event_of(result));
 }
 
-// Sends the Proposal now if the TCP connection is up and our memory has
-// room for a DMB (else a worker falls back).
-Early send_proposal_now(int fd) {
+// A worker's part, by where the handshake was when it needed one: the TCP
+// connect still to wait for and the Proposal unsent (Start, Connecting), or
+// the Proposal out and the answer to read (AwaitAccept; `late`: the event
+// loop's wait for it ran out).
+void client_job(ClientHandshake h, core::ClientHs from, bool late) {
+    ConnectResult result;
     HandshakeConfig cfg = handshake_config();
-    if (!g_engine.dev->has_room(cfg.dmb_size)) return Early::NotSent;
-    return smc_send_proposal(fd, *g_engine.dev, cfg) ? Early::Sent : Early::Failed;
+    if (from == core::ClientHs::AwaitAccept) {
+        if (late) cfg.accept_wait_ms = 0; // waited for in the watch
+        result = smc_connect_handshake(h.fd, *h.c, *g_engine.dev, cfg, true);
+    } else {
+        pollfd p{h.fd, POLLOUT, 0};
+        if (sys::real().poll(&p, 1, kTcpConnectWaitMs) == 1 && !(p.revents & (POLLERR | POLLHUP)))
+            result = smc_connect_handshake(h.fd, *h.c, *g_engine.dev, cfg, false);
+        else // failed or still going: the application reads the kernel's outcome
+            result = Fallback{0, 0};
+    }
+    end_client(h, result);
+}
+
+// What comes next blocks: a client worker takes it (`job`, given the
+// handshake as it is then). If none can, the connection goes on as TCP,
+// declining a Proposal already sent.
+template <typename Job>
+void to_worker(ClientHandshake h, Job job) {
+    bool sent = h.state == core::ClientHs::AwaitAccept || h.state == core::ClientHs::Attaching;
+    h.on(core::ClientEvent::NeedsThread);
+    HandshakeQueue* q = client_queue();
+    if (q && q->submit([h, job]() mutable { job(h); })) return;
+    if (sent) {
+        // The server answers our Proposal: decline, and skip its answer.
+        clc::send_decline(h.fd, g_engine.dev->gid(), fallback::INTERR, 1000);
+        h.c->late_clc.store(true);
+    }
+    end_client(h, Fallback{fallback::INTERR, 0});
+}
+
+void to_worker(ClientHandshake h, bool late = false) {
+    core::ClientHs from = h.state;
+    to_worker(h, [from, late](ClientHandshake on) { client_job(on, from, late); });
+}
+
+// Sends the Proposal now that the TCP connection is up, if our memory has
+// room for a DMB: ProposalSent, ProposalFailed, or NeedsThread (no room: a
+// worker goes on, and falls back).
+core::ClientEvent send_proposal_now(int fd) {
+    HandshakeConfig cfg = handshake_config();
+    if (!g_engine.dev->has_room(cfg.dmb_size)) return core::ClientEvent::NeedsThread;
+    return smc_send_proposal(fd, *g_engine.dev, cfg) ? core::ClientEvent::ProposalSent
+                                                     : core::ClientEvent::ProposalFailed;
 }
 
 // A loopback TCP connect is mostly complete when connect() returns. Then
@@ -170,94 +214,77 @@ Early send_proposal_now(int fd) {
 // it would wait behind the client's queue while a server worker waits for
 // it (clc_detect_timeout_ms): two queues waiting on each other, which
 // stalled whole seconds of a c=1000 short-lived run. A connect not up yet
-// is Pending: the connect watch sends it when it is (connect_watch.hpp).
-Early early_proposal(int fd) {
+// is TcpPending: the connect watch sends it when it is (connect_watch.hpp).
+core::ClientEvent early_proposal(int fd) {
     pollfd p{fd, POLLOUT, 0};
     int n = sys::real().poll(&p, 1, 0);
-    if (n == 0) return Early::Pending;
-    if (n != 1 || p.revents != POLLOUT) return Early::NotSent;
+    if (n == 0) return core::ClientEvent::TcpPending;
+    if (n != 1 || p.revents != POLLOUT) return core::ClientEvent::NeedsThread;
     return send_proposal_now(fd);
 }
 
-void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
-                       Early early);
-
-// On the connect watch, the whole answer to our Proposal there: read it,
-// attach without waiting (the watch reads the endpoint's answer when it
-// comes) and confirm, so no worker takes the connection and no thread waits
-// for the server. False if the answer is not whole yet: a worker reads it.
-bool client_on_watch(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
-    auto answer = clc::take_whole_message(fd);
-    if (!answer) return false;
+// Attaching, on the event loop: the endpoint's answer completes the
+// handshake there. Every link to that server busy: a worker attaches,
+// waiting for one.
+void attach(ClientHandshake h, const clc::AcceptConfirmD& accept) {
+    h.on(core::ClientEvent::NeedsAttach);
     HandshakeConfig cfg = handshake_config();
     ism::Device* dev = g_engine.dev;
-    auto step = smc_connect_accept(fd, *c, *dev, cfg, true, &*answer);
-    if (auto* done = std::get_if<ConnectResult>(&step)) {
-        end_client(fd, c, addr, len, port, *done);
-        return true;
-    }
-    auto accept = std::get<clc::AcceptConfirmD>(step);
-    if (auto done = smc_connect_reuse(fd, *c, *dev, cfg, accept)) { // a link group: no attach
-        runtime::count(counters::client_handshakes_on_watch);
-        end_client(fd, c, addr, len, port, *done);
-        return true;
-    }
     auto no_dmb = std::make_shared<uint32_t>(0);
     bool started = ism::attach_async(
-        accept.gid, accept.token, smc_connect_ours(*c, *dev, cfg, no_dmb.get()),
+        accept.gid, accept.token, smc_connect_ours(*h.c, *dev, cfg, no_dmb.get()),
         cfg.attach_timeout_ms, [=](std::optional<ism::PeerFds> peer) {
             runtime::count(counters::client_handshakes_on_watch);
-            end_client(fd, c, addr, len, port,
-                       smc_connect_confirm(fd, *c, *dev, cfg, accept, peer, *no_dmb));
+            end_client(h, smc_connect_confirm(h.fd, *h.c, *dev, cfg, accept, peer, *no_dmb));
         });
-    if (started) return true;
-    // Every link to that server busy: a worker attaches, waiting for one.
-    HandshakeQueue* q = client_queue();
-    if (q && q->submit([=] {
-            end_client(fd, c, addr, len, port, smc_connect_attach(fd, *c, *dev, cfg, accept));
-        }))
-        return true;
-    clc::send_decline(fd, dev->gid(), fallback::INTERR, cfg.clc_timeout_ms);
-    end_client(fd, c, addr, len, port, Fallback{fallback::INTERR, 0});
-    return true;
+    if (started) return;
+    to_worker(h, [accept](ClientHandshake on) {
+        end_client(on, smc_connect_attach(on.fd, *on.c, *g_engine.dev, handshake_config(), accept));
+    });
 }
 
-// The Proposal is out: the connect watch waits for the server's answer, and
-// a worker takes the handshake only once it is there. A worker blocked on
-// the Accept waits for the server's handshake queue; the server's workers
-// wait for our attaches, which then queue behind those blocked workers (a
-// cycle only timeouts broke: c=10 000 with limit_hs off froze for seconds).
-void await_accept(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port) {
-    bool watched = connect_watch::add(
-        fd, connect_watch::Want::Readable, uint32_t(handshake_config().clc_timeout_ms),
-        [=](bool answered) {
-            if (answered && client_on_watch(fd, c, addr, len, port)) return;
-            submit_client_job(fd, c, addr, len, port, answered ? Early::Sent : Early::AcceptLate);
-        });
-    if (!watched) submit_client_job(fd, c, addr, len, port, Early::Sent);
-}
-
-// Hands the handshake to a client worker; if none can take it, the
-// connection goes on as TCP (declining a Proposal already sent).
-void submit_client_job(int fd, SmcConn* c, sockaddr_storage addr, socklen_t len, uint16_t port,
-                       Early early) {
-    HandshakeQueue* q = client_queue();
-    if (q && q->submit([=] { client_job(fd, c, addr, len, port, early); })) return;
-    uint32_t ignored;
-    if (early == Early::Sent || early == Early::AcceptLate) {
-        // The server answers our Proposal: decline, and skip its answer.
-        clc::send_decline(fd, g_engine.dev->gid(), fallback::INTERR, 1000);
-        c->late_clc.store(true);
+// AwaitAccept, on the event loop: the whole answer to our Proposal there is
+// read and acted on (confirmed on a link group, or attached without
+// waiting), so no worker takes the connection and no thread waits for the
+// server. An answer not yet whole goes to a worker.
+void on_answer(ClientHandshake h) {
+    auto answer = clc::take_whole_message(h.fd);
+    if (!answer) return to_worker(h);
+    HandshakeConfig cfg = handshake_config();
+    ism::Device* dev = g_engine.dev;
+    auto step = smc_connect_accept(h.fd, *h.c, *dev, cfg, true, &*answer);
+    if (auto* done = std::get_if<ConnectResult>(&step)) return end_client(h, *done);
+    auto accept = std::get<clc::AcceptConfirmD>(step);
+    if (auto done = smc_connect_reuse(h.fd, *h.c, *dev, cfg, accept)) { // a link group: no attach
+        runtime::count(counters::client_handshakes_on_watch);
+        return end_client(h, *done);
     }
-    finish_connect(fd, c, Fallback{fallback::INTERR, 0}, &ignored);
-    registry::announce_pending(reinterpret_cast<sockaddr*>(&addr), len, false, port);
-    c->phase.notify_all();
-    if (q) q->end();
-    c->worker_done.store(true);
-    count_result(fallback::INTERR, false);
+    attach(h, accept);
 }
 
-// Nonblocking connect of a candidate: EINPROGRESS, handshake on a worker.
+// The Proposal is out (`sent`: ProposalSent; otherwise the handshake ends
+// or a worker takes it): the connect watch waits for the server's answer,
+// and a worker takes the handshake only if it is not whole. A worker
+// blocked on the Accept waits for the server's handshake queue; the
+// server's workers wait for our attaches, which then queue behind those
+// blocked workers (a cycle only timeouts broke: c=10 000 with limit_hs off
+// froze for seconds).
+void after_proposal(ClientHandshake h, core::ClientEvent sent) {
+    if (sent == core::ClientEvent::NeedsThread) return to_worker(h);
+    // A Proposal half written: the connection is unusable.
+    if (sent == core::ClientEvent::ProposalFailed) return end_client(h, -ECONNRESET, sent);
+    h.on(sent);
+    bool watched =
+        connect_watch::add(h.fd, connect_watch::Want::Readable,
+                           uint32_t(handshake_config().clc_timeout_ms), [h](bool answered) {
+                               if (answered) return on_answer(h);
+                               to_worker(h, true);
+                           });
+    if (!watched) to_worker(h);
+}
+
+// Nonblocking connect of a candidate: EINPROGRESS; the handshake goes on
+// without the application (event loop, worker).
 int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
                   learn::Ticket learner) {
     HandshakeQueue* q = client_queue();
@@ -286,35 +313,31 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
         return -1;
     }
     slot(fd).store(c, std::memory_order_release);
-    q->begin(); // ended where the handshake ends (client_job, submit_client_job)
-    uint16_t port = local_port(fd);
-    registry::announce_pending(addr, len, true, port);
-    sockaddr_storage copy{};
-    std::memcpy(&copy, addr, std::min<size_t>(len, sizeof copy));
+    q->begin(); // ended where the handshake ends (end_client)
+    ClientHandshake h{fd, c, {}, len, local_port(fd)};
+    registry::announce_pending(addr, len, true, h.port);
+    std::memcpy(&h.addr, addr, std::min<size_t>(len, sizeof h.addr));
     runtime::count(counters::client_async_handshakes);
-    Early early = early_proposal(fd);
-    if (early == Early::Pending) {
+    auto early = early_proposal(fd);
+    if (early == core::ClientEvent::TcpPending) {
         // close() of the socket meanwhile shuts it down and waits for the
-        // worker: the watch sees the hang-up and passes the job on.
+        // handshake's end: the watch sees the hang-up.
+        h.on(early);
         bool watched = connect_watch::add(
-            fd, connect_watch::Want::Connected, kTcpConnectWatchMs, [=](bool up) {
-                Early sent = up ? send_proposal_now(fd) : Early::TcpFailed;
-                if (sent == Early::Sent)
-                    await_accept(fd, c, copy, len, port);
-                else
-                    submit_client_job(fd, c, copy, len, port, sent);
+            fd, connect_watch::Want::Connected, kTcpConnectWatchMs, [h](bool up) {
+                if (!up)
+                    return end_client(h,
+                                      Fallback{0, 0}); // the kernel's outcome is the application's
+                after_proposal(h, send_proposal_now(h.fd));
             });
         if (watched) {
             runtime::count(counters::connects_watched);
             errno = EINPROGRESS;
             return -1;
         }
-        early = Early::NotSent; // the worker waits for the connect
+        early = core::ClientEvent::NeedsThread; // a worker waits for the connect
     }
-    if (early == Early::Sent)
-        await_accept(fd, c, copy, len, port);
-    else
-        submit_client_job(fd, c, copy, len, port, early);
+    after_proposal(h, early);
     errno = EINPROGRESS;
     return -1;
 }
@@ -338,11 +361,15 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     auto conn = std::make_unique<SmcConn>();
     conn->learn_ticket = learner;
     ConnectResult result = Fallback{fallback::MEM, 0};
+    auto state = core::ClientHs::Start;
+    hs_track::advance(state, core::ClientEvent::NeedsThread,
+                      fd); // the caller blocks, as in the kernel
     errno = 0;
     if (!smc_conn_init_wakeups(*conn, true, ism::random64()) && errno == EMFILE)
         result = Fallback{fallback::FDLIMIT, 0};
     else if (conn->sig >= 0)
         result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());
+    hs_track::advance(state, event_of(result), fd);
     registry::announce_pending(addr, len, false, port);
     if (std::holds_alternative<std::monostate>(result)) {
         install(fd, std::move(conn), false);

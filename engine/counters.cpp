@@ -17,7 +17,7 @@ constexpr const char* kTexts[] = {
 
 bool is_gauge(Id id) {
     return id == handshakes_inflight || id == accept_queue || id == dmb_bytes ||
-           id == dmb_spare_bytes;
+           id == dmb_spare_bytes || (id >= hs_client_connecting && id <= hs_server_blocking);
 }
 
 const char* name_of(Id id) {

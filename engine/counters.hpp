@@ -55,7 +55,16 @@ namespace usmc::counters {
     X(lgr_first_contacts,                                                                          \
       "SMC-D connections that attached (first contact of a link group or segment)")                \
     X(lgr_reused, "SMC-D connections on a link group: no attach, nothing passed")                  \
-    X(space_backstop_unfills, "writers made writable by the backstop, not by the peer's bell")
+    X(space_backstop_unfills, "writers made writable by the backstop, not by the peer's bell")     \
+    X(hs_client_connecting, "gauge: client handshakes waiting for their TCP connect (event loop)") \
+    X(hs_client_await_accept, "gauge: client handshakes waiting for the Accept (event loop)")      \
+    X(hs_client_attaching, "gauge: client handshakes waiting for their attach (event loop)")       \
+    X(hs_client_blocking, "gauge: client handshakes a thread blocks for (worker or connect())")    \
+    X(hs_server_await_proposal, "gauge: server handshakes waiting for the Proposal (event loop)")  \
+    X(hs_server_begin, "gauge: server handshakes on a worker, up to the Accept")                   \
+    X(hs_server_await_confirm, "gauge: server handshakes waiting for the Confirm (event loop)")    \
+    X(hs_server_blocking, "gauge: server handshakes a worker blocks for (attach, Confirm's rest)") \
+    X(hs_unexpected_events, "handshake events their state did not expect (a bug: logged)")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -219,6 +219,24 @@ def run_peer(env, mode, port, *args, timeout=120, **kw):
     return out
 
 
+HS_SERVER_GAUGES = ("hs_server_await_proposal", "hs_server_begin", "hs_server_await_confirm",
+                    "hs_server_blocking")
+
+
+def handshake_waits(env, until, timeout=15):
+    """Where the live processes' server handshakes wait (usmc stats gauges),
+    once `until(waits)` holds or `timeout` seconds passed; with the count of
+    events a handshake did not expect (a bug of ours), which must stay 0."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = env.stats()
+        waits = {k[len("hs_server_"):]: st.get(k, 0) for k in HS_SERVER_GAUGES}
+        if until(waits) or time.monotonic() > deadline:
+            waits["unexpected_events"] = st.get("hs_unexpected_events", 0)
+            return waits
+        time.sleep(0.05)  # polling a condition, bounded by the deadline
+
+
 def stat_delta(before, after, key):
     return after.get(key, 0) - before.get(key, 0)
 
@@ -293,13 +311,24 @@ def case_silent(env):
     check_served(env, port, "before the attack", resident)
     peer = hostile(env, "silent-after-proposal", port, "--count", "12", "--unported", "6")
     held(env, peer)
+    # Each silent handshake waits on the server's event loop, none holds a
+    # worker (intake and the Accept race the peer's HELD: waited for). An
+    # unported one whose Proposal came after its grace went TCP instead;
+    # the six ported ones are always handshaken.
+    waits = handshake_waits(env, lambda w: w["await_confirm"] == 12, timeout=5)
+    check(waits["await_confirm"] >= 6 and waits["blocking"] == 0 and waits["begin"] == 0,
+          f"the server waits for the silent Confirms on its event loop, no worker blocks ({waits})")
     # A plain client whose bytes are there when the server accepts runs TCP
     # at once; this one waits 100 ms before it speaks (as clients of a
     # server that speaks first do), so the server cannot tell it at accept.
     check_served(env, port, "12 silent handshakes open", resident, max_ms=1000, n=3,
                  plain_args=("--pause-ms", "100"))
     end_peer(env, peer)
+    waits = handshake_waits(env, lambda w: not any(w.values()))
+    check(not any(w for k, w in waits.items() if k != "unexpected_events"),
+          f"their hang-ups end the 12 handshakes ({waits})")
     check_served(env, port, "after the silent connections closed", resident)
+    check(env.stats().get("hs_unexpected_events", 1) == 0, "no handshake saw an event it did not expect")
     resident.stop()
     stop_server(env, server)
 

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from apps import PG_BIN, as_postgres, postgres_cmd, prepare_cluster, stop_postgres, wait_postgres
-from harness import USMC_RUN, Env, check, finish, free_port, slow_machine_config
+from harness import USMC_RUN, Env, check, explain_hang, finish, free_port, slow_machine_config
 
 with Env() as env:
     os.chmod(env.dir, 0o755)  # postgres (not root) runs in it
@@ -80,12 +80,22 @@ with Env() as env:
         if pairs >= best:
             best, seen = pairs, [(c["local"], c["mode"], b and (b["pid"], b["mode"])) for c, b in ends]
         time.sleep(0.05)
+    pglog = os.path.join(pgdir, "postgres.log")
+    if best < clients:
+        log.flush()
+        explain_hang([bench.pid, server.pid], env, [pglog])
     gate.stdin.write("COMMIT;\n")
     gate.stdin.close()
     gate.wait(timeout=30)
     check(best == clients, f"usmc ss: {clients} pgbench connections, SMC-D at both ends, a backend at the "
                            f"server end ({seen})")
-    out, err = bench.communicate(timeout=60)
+    try:
+        out, err = bench.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        log.flush()
+        explain_hang([bench.pid, server.pid], env, [pglog])
+        env.stop(bench, timeout=5)
+        out, err = bench.communicate(timeout=30)
     check(best == clients, f"usmc ss: {clients} pgbench connections, SMC-D at both ends, a backend at the "
                             f"server end ({seen})")
     (done, total), failed = processed(out)

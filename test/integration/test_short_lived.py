@@ -35,6 +35,16 @@ def start_server(env, backlog=128, seconds=60):
     return p, read_ready(p)
 
 
+def check_handshakes_ended(name, st):
+    """Every connection of a finished burst was accepted, so every server
+    handshake has ended (no gauge of a waiting state left), and no
+    handshake, client or server, saw an event its state did not expect."""
+    waiting = {k: v for k, v in st.items() if k.startswith("hs_server_") and v}
+    check(not waiting and st["hs_unexpected_events"] == 0,
+          f"{name}: no server handshake left waiting ({waiting}), no unexpected event "
+          f"({st['hs_unexpected_events']})")
+
+
 def listen_queue(port):
     """Recv-Q of the kernel listener: connections the kernel holds for accept."""
     out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
@@ -70,6 +80,7 @@ with Env() as env:
     # the connect watch sent their Proposals the moment they were.
     check(st["connects_watched"] > 0, f"late connects sent their Proposal from the watch "
                                       f"({st['connects_watched']})")
+    check_handshakes_ended(f"backlog {backlog}", st)
     env.stop(server)
 
 # 2./3. Congestion: with SMC_LIMIT_HS (global knob) new connections skip SMC
@@ -99,6 +110,7 @@ for limit in (True, False):
                   and st["hs_congested_declines"] == 0 and st["conn_smcd"] == 48,
                   f"{name}: no bypass, all SMC-D (bypassed {st['hs_limit_bypassed']}+"
                   f"{st['hs_client_bypassed']}, declined {st['hs_congested_declines']}, smcd {st['conn_smcd']})")
+        check_handshakes_ended(name, st)
         env.stop(server)
 
 # 3b. The same bypass for the client's own side: a client that starts far
