@@ -170,6 +170,34 @@ void server_finish(ServerHandshake h, SmcConn* conn, uint64_t token, bool timed_
 }
 
 void server_job(ServerHandshake h, int rest_ms, bool congested = false);
+void await_confirm(ServerHandshake h, SmcConn* pending, uint64_t token);
+
+// Begin: the Proposal read (`taken`: already), the Accept written; then the
+// event loop waits for the Confirm, or the handshake ends here.
+void begin(ServerHandshake h, clc::ReadResult* taken = nullptr) {
+    uint64_t token = 0;
+    auto result =
+        smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token, taken);
+    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result))
+        return await_confirm(h, conn->release(), token);
+    server_done(h, result);
+}
+
+// A whole Proposal there: its begin waits for nothing (what it reads is
+// there, what it writes is one small message into an empty socket), so it
+// runs right here, on the caller's thread, with no hand-off to a worker.
+// Not while the test-only handshake delay is on (it sleeps). The first
+// bytes are known to start a Proposal (clc::classify: others stay
+// untouched).
+bool begin_here(ServerHandshake& h) {
+    if (runtime::get().cfg.testonly_server_handshake_delay_ms) return false;
+    auto msg = clc::take_whole_message(h.fd);
+    if (!msg) return false;
+    h.on(core::ServerEvent::ProposalHere);
+    runtime::count(counters::server_begins_here);
+    begin(h, &*msg);
+    return true;
+}
 
 // A worker takes the handshake from its Proposal on (server_job); false if
 // none can (the caller ends `h`).
@@ -204,7 +232,10 @@ bool await_first_bytes(ServerHandshake& h, uint16_t port, bool known, uint64_t s
             // handshakes do not join a congested queue, however late their
             // first bytes.
             bool congested = limit_hs(h.l->fd()) && server_queue()->congested();
-            if (to_worker(h, kPortGraceMs, congested)) return;
+            if ((!congested && clc::classify(h.fd, 0) == clc::FirstBytes::Proposal &&
+                 begin_here(h)) ||
+                to_worker(h, kPortGraceMs, congested))
+                return;
             server_done(h, fallback::INTERR, core::ServerEvent::FellBack, kLate);
         });
 }
@@ -261,11 +292,7 @@ void server_job(ServerHandshake h, int rest_ms, bool congested) {
     if (cfg.testonly_server_handshake_delay_ms)
         std::this_thread::sleep_for(
             std::chrono::milliseconds(cfg.testonly_server_handshake_delay_ms));
-    uint64_t token = 0;
-    auto result = smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token);
-    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result))
-        return await_confirm(h, conn->release(), token);
-    server_done(h, result);
+    begin(h);
 }
 
 // As accept() and getpeername() fill the caller's address: as much as fits,
@@ -422,7 +449,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
         runtime::count(counters::handshakes_inflight);
         ServerHandshake h{l, nfd, origin};
         bool queued = first == clc::FirstBytes::Proposal
-                          ? to_worker(h, 0, false)
+                          ? begin_here(h) || to_worker(h, 0, false)
                           : await_first_bytes(h, port, known, sys::mono_ns());
         if (queued) {
             in.fd = kQueued;

@@ -64,6 +64,7 @@ namespace usmc::counters {
     X(hs_server_begin, "gauge: server handshakes on a worker, up to the Accept")                   \
     X(hs_server_await_confirm, "gauge: server handshakes waiting for the Confirm (event loop)")    \
     X(hs_server_blocking, "gauge: server handshakes a worker blocks for (attach, Confirm's rest)") \
+    X(server_begins_here, "server handshakes begun where the Proposal was found, no worker")       \
     X(hs_unexpected_events, "handshake events their state did not expect (a bug: logged)")
 
 enum Id : uint8_t {

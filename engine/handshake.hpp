@@ -94,9 +94,11 @@ HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint
 // reads the Proposal and sends the Accept; a connection back from it (with
 // `*token` set) is waiting for the client's Confirm. Once the connection is
 // readable (or clc_timeout_ms passed: `timed_out`), `finish` completes it
-// (`taken`: the client's message, already read: clc::take_whole_message).
+// (`taken`, for either: the client's message, already read:
+// clc::take_whole_message).
 HandshakeResult smc_listen_begin(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
-                                 const HandshakeConfig& cfg, uint64_t* token);
+                                 const HandshakeConfig& cfg, uint64_t* token,
+                                 clc::ReadResult* taken = nullptr);
 HandshakeResult smc_listen_finish(int tcp_fd, std::unique_ptr<SmcConn> conn, uint64_t token,
                                   ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
                                   bool timed_out, clc::ReadResult* taken = nullptr);

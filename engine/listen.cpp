@@ -50,8 +50,9 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
 } // namespace
 
 HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
-                                 const HandshakeConfig& cfg, uint64_t* token_out) {
-    auto r = clc::read_message(fd, cfg.clc_timeout_ms);
+                                 const HandshakeConfig& cfg, uint64_t* token_out,
+                                 clc::ReadResult* taken) {
+    auto r = taken ? std::move(*taken) : clc::read_message(fd, cfg.clc_timeout_ms);
     // Not a whole CLC frame: nothing was taken or sent, the connection is
     // the client's plain TCP stream, untouched.
     if (r.status == clc::ReadStatus::Timeout || r.status == clc::ReadStatus::NotClc)

@@ -22,7 +22,8 @@ from harness import APPS, PYTHON, Env, check, finish, read_ready
 APP = os.path.join(APPS, "link_group_app.py")
 ECHO = os.path.join(APPS, "echo_app.py")
 K = 20
-KEYS = ("conn_smcd", "conn_tcp", "lgr_first_contacts", "lgr_reused", "dmb_segments", "forks")
+KEYS = ("conn_smcd", "conn_tcp", "lgr_first_contacts", "lgr_reused", "dmb_segments", "forks",
+        "server_begins_here")
 
 
 def delta(before, after):
@@ -74,6 +75,9 @@ def last_phase(env, client, srv, phase, since, what, served):
         return
     d = delta(since, env.stats())
     check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d), f"{what} ({d})")
+    # Their Proposals came whole: each handshake began where it was found
+    # (accept() or the event loop), none waited for a worker to begin.
+    check(d["server_begins_here"] > 0, f"{what}: handshakes begun with no worker ({d})")
     client.end(env)
     out, err = srv.communicate(timeout=60)
     check(srv.returncode == 0 and "DONE" in out, f"the server echoed all {served} ({err[-300:]})")
