@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -155,4 +156,22 @@ TEST_CASE("loop: a far deadline added while the loop sleeps still fires, a near 
     CHECK(seen.at(1).first == 1);
     CHECK(seen.at(2).first == 2);
     CHECK(steady_clock::now() - start >= milliseconds(399));
+}
+
+TEST_CASE("loop: deadlines fire whether added while the loop still ticks or after it went idle") {
+    auto seen_p = std::make_shared<Seen>();
+    Seen& seen = *seen_p;
+    int n = 0;
+    auto timer = [&](int ms) {
+        auto start = steady_clock::now();
+        int id = ++n;
+        REQUIRE(loop::add(-1, 0, ms, [seen_p, id](uint32_t ev) { seen_p->note(id, ev); }));
+        REQUIRE(seen.wait_for(size_t(id)));
+        CHECK(seen.at(size_t(id - 1)).first == id);
+        CHECK(steady_clock::now() - start >= milliseconds(ms - 1));
+    };
+    timer(30); // the loop ticks for a while after a deadline went...
+    timer(30); // ... so this one needed no wake-up: its tick finds it
+    std::this_thread::sleep_for(milliseconds(1200)); // past the linger: asleep until news
+    timer(30);                                       // a wake-up brings it
 }
