@@ -182,11 +182,14 @@ void release(SmcConn* c) {
     smc_cork_forget(*c);
     space_watch::remove(c);
     // Take `sig` out of every epoll set: forked children may hold copies
-    // of it, so the kernel would keep the registrations (and their epoll_data).
+    // of it, so the kernel would keep the registrations (and their
+    // epoll_data). With no fork since it was made, it is ours alone: its
+    // close below (smc_close_wakeups, in either branch) drops them.
     {
         std::lock_guard lock(c->epoll_mu);
+        bool ours_alone = c->sig_forks == forkref::forks_so_far();
         for (auto& m : c->epoll_members) {
-            sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
+            if (!ours_alone) sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
             if (!m.parked) note_epoll_member(m.epfd, -1);
         }
         c->epoll_members.clear();
@@ -691,6 +694,7 @@ void adjust_owner_refs(int64_t delta) {
 } // namespace
 
 void before_fork() {
+    forkref::note_fork();
     adjust_owner_refs(1);
 }
 void fork_failed() {

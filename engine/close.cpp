@@ -69,6 +69,7 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     c.tx_prod.store({});
     c.rx_cons.store({});
     c.rx_cons_announced = cdc::Cursor{};
+    c.sig_forks = forkref::forks_so_far();
     c.sig = wakeup::make_sig(blocked);
     if (c.sig < 0) return false;
     wakeup::Name name = wakeup::sig_name(token);

@@ -104,6 +104,7 @@ struct SmcConn {
     uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
     int32_t diag_slot = -1; // its record in the stats segment, -1: none
     uint64_t fork_gen = 0;  // af_smc's marker: counted in this fork already
+    uint32_t sig_forks = 0; // forkref::forks_so_far() when `sig` was made
     // Processes holding this side (fork): shared with our forked children
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;

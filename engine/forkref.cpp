@@ -72,6 +72,18 @@ bool leave_unless_last(Count& c) {
     return false;
 }
 
+namespace {
+std::atomic<uint32_t> g_forks{0};
+} // namespace
+
+uint32_t forks_so_far() {
+    return g_forks.load(std::memory_order_acquire);
+}
+
+void note_fork() {
+    g_forks.fetch_add(1, std::memory_order_acq_rel);
+}
+
 bool rehold(Count& c, uint32_t gen) {
     uint64_t v = c.load(std::memory_order_acquire);
     while (uint32_t(v >> 32) == gen && uint32_t(v) > 0)

@@ -37,6 +37,13 @@ inline void hold(Count& c) {
 inline bool unhold(Count& c) {
     return uint32_t(c.fetch_sub(1, std::memory_order_acq_rel)) == 1;
 }
+// Forks of this process so far (fork() and glibc's own forks, counted
+// before each: the child inherits the count). A descriptor made at the
+// current count is held by no other process: closing it drops it from
+// every epoll set, with no EPOLL_CTL_DEL.
+uint32_t forks_so_far();
+void note_fork();
+
 // Counts one holder out unless it is the last (then false, unchanged).
 bool leave_unless_last(Count& c);
 // Counts one holder back in if the count is still of generation `gen` and
