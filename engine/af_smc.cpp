@@ -628,7 +628,7 @@ void on_exit() {
         if (c->exec_out || !forkref::unhold(*c->owner_refs)) return;
         forkref::free(c->owner_refs);
         if (c->fork_gen) c->adopt_published();
-        if (!(c->conn_flags.load() & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)))
+        if (!(c->conn_flags.load() & (core::kPeerConnClosed | core::kPeerConnAbort)))
             smc_close(*c, false);
         // (A forked child that exits with the connection open: the slot
         // would stay "used" in its parent's segment for good.)

@@ -12,9 +12,9 @@ namespace usmc {
 namespace {
 void tell_peer(SmcConn& c, uint8_t flag) {
     log::debug("fd {}: tells the peer {}", c.tcp_fd,
-               flag == cdc::kPeerDoneWriting  ? "done writing"
-               : flag == cdc::kPeerConnClosed ? "closed"
-                                              : "abort");
+               flag == core::kPeerDoneWriting  ? "done writing"
+               : flag == core::kPeerConnClosed ? "closed"
+                                               : "abort");
     c.conn_flags.fetch_or(flag, std::memory_order_acq_rel);
     smc_close_event(c, core::CloseEvent::WeDoneWriting);
     c.publish_flags();
@@ -23,16 +23,16 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     uint64_t was = w.exchange(0, std::memory_order_seq_cst);
     // A peer that closed (its last process) has nobody waiting and its
     // `sig` is gone: a wake-up would only fail (every `Connection: close`).
-    uint8_t peer = cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
-    if ((peer & (cdc::kPeerConnClosed | cdc::kPeerConnAbort)) ||
+    uint8_t peer = core::cdc_ending_flags(smc_peer_cdc(c));
+    if ((peer & (core::kPeerConnClosed | core::kPeerConnAbort)) ||
         c.peer_gone.load(std::memory_order_acquire))
         was = 0;
-    if (was & cdc::kWaitData) wakeup::send(c.peer_wakers, c.peer_sig_name);
-    if (was & cdc::kWaitSpace) smc_ring_peer_bell(c);
+    if (was & smcd::kWaitData) wakeup::send(c.peer_wakers, c.peer_sig_name);
+    if (was & smcd::kWaitSpace) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make `sig` writable. (A close has woken them in
     // smc_quiesce already, and its `sig` goes right after: nothing to do.)
-    if (flag == cdc::kPeerDoneWriting) smc_open_writable(c, true);
+    if (flag == core::kPeerDoneWriting) smc_open_writable(c, true);
 }
 } // namespace
 
@@ -56,8 +56,8 @@ core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {
 }
 
 core::CloseState smc_close_state(SmcConn& c) {
-    uint8_t flags = cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
-    if (!(flags & core::kConnFlagsKnown)) return c.close_state.load(std::memory_order_acquire);
+    uint8_t flags = core::cdc_ending_flags(smc_peer_cdc(c));
+    if (!flags) return c.close_state.load(std::memory_order_acquire);
     return move_on(c, [flags](core::CloseState s) { return core::with_peer_flags(s, flags); });
 }
 
@@ -68,7 +68,7 @@ void smc_break(SmcConn& c) {
 bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     c.tx_prod.store({});
     c.rx_cons.store({});
-    c.rx_cons_announced = cdc::Cursor{};
+    c.rx_cons_announced = core::Cursor{};
     c.sig_forks = forkref::forks_so_far();
     c.sig = wakeup::make_sig(blocked);
     if (c.sig < 0) return false;
@@ -114,7 +114,7 @@ void smc_ring_peer_bell(SmcConn& c) {
 // Neither takes the rx/tx locks: a thread blocked in recv or send must not
 // keep another from shutting the connection down (that is how it gets woken).
 void smc_shutdown_write(SmcConn& c) {
-    tell_peer(c, cdc::kPeerDoneWriting);
+    tell_peer(c, core::kPeerDoneWriting);
 }
 
 void smc_close_wakeups(SmcConn& c) {
@@ -162,7 +162,7 @@ void smc_quiesce(SmcConn& c) {
 }
 
 void smc_close(SmcConn& c, bool abort) {
-    tell_peer(c, abort ? cdc::kPeerConnAbort : cdc::kPeerConnClosed);
+    tell_peer(c, abort ? core::kPeerConnAbort : core::kPeerConnClosed);
 }
 
 } // namespace usmc

@@ -4,7 +4,7 @@
 // writes, and the socket that carries wake-ups (wakeup.hpp).
 //
 // Wake-ups cost a system call, so they are sent only to a peer that said it
-// is waiting (cdc::WaitFlags, set by the waiter in the peer's control line
+// is waiting (smcd::WaitFlags, set by the waiter in the peer's control line
 // and taken by the notifier with one atomic RMW), and at most one per call.
 // Both sides use seq_cst for "publish cursor, then look at the wait flag" and
 // "set wait flag, then look at the cursor again", so a wake-up is never lost.
@@ -20,10 +20,10 @@
 // Every cursor read from shared memory is checked against the ring and our
 // own cursors; a bad one marks the connection broken (ECONNRESET), nothing
 // else.
-#include "engine/cdc.hpp"
 #include "engine/core/close_state.hpp"
 #include "engine/forkref.hpp"
 #include "engine/ism.hpp"
+#include "engine/smcd/cdc_line.hpp"
 #include "engine/wakeup.hpp"
 
 #include <atomic>
@@ -55,10 +55,10 @@ struct SmcConn {
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 
     // Written only by this side.
-    cdc::SharedCursor tx_prod;          // bytes produced into the peer's ring (under tx_mu)
-    cdc::SharedCursor rx_cons;          // bytes consumed from our ring (under rx_mu)
-    cdc::Cursor rx_cons_announced;      // what the peer has been told (receiver thread only)
-    std::atomic<uint8_t> conn_flags{0}; // cdc::ConnFlags we sent
+    core::SharedCursor tx_prod;         // bytes produced into the peer's ring (under tx_mu)
+    core::SharedCursor rx_cons;         // bytes consumed from our ring (under rx_mu)
+    core::Cursor rx_cons_announced;     // what the peer has been told (receiver thread only)
+    std::atomic<uint8_t> conn_flags{0}; // smcd::ConnFlags we sent
     // What recv, send and poll answer from (any thread moves it on, with
     // smc_close_event / smc_close_state; core/close_state.hpp).
     std::atomic<core::CloseState> close_state{core::CloseState::Open};
@@ -69,7 +69,7 @@ struct SmcConn {
         false}; // the peer held kWakingData past the bound once (rx.cpp)
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
 
-    // Urgent data (MSG_OOB, cdc.hpp). Sending: our urgent sends so far
+    // Urgent data (MSG_OOB, smcd/cdc_line.hpp). Sending: our urgent sends so far
     // (under tx_mu), carried in every producer word we publish. Receiving
     // (written under rx_mu, read by poll and ioctl without it):
     //   rx_urg_key  the peer's urgent count we have taken in, | kUrgStands
@@ -199,6 +199,13 @@ struct SmcConn {
     uint64_t announced_ = 0; // packed cursor last published, under pub_lock_
     void store_cons_word();
 };
+
+// The transport's CDC receive for this connection (core/cdc.hpp): what the
+// peer last said, to be checked against our cursors before it counts.
+// SMC-D: its words in our buffer's control line, copied now.
+inline core::PeerCdc smc_peer_cdc(const SmcConn& c) {
+    return smcd::receive(*c.rx.control());
+}
 
 // Makes the `sig` of a new connection, named after `token` (ours in CLC:
 // chosen before it is announced), `blocked`: a connecting client's,

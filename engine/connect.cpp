@@ -226,9 +226,9 @@ void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
     smc_close_wakeups(c);
     if (c.rx.valid()) {
         uint8_t peer_flags =
-            cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+            smcd::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
         bool peer_done =
-            !c.tx.valid() || (peer_flags & (cdc::kPeerConnClosed | cdc::kPeerConnAbort));
+            !c.tx.valid() || (peer_flags & (core::kPeerConnClosed | core::kPeerConnAbort));
         dev.release(c.rx, peer_uid, peer_done);
     }
     c.rx = ism::Dmb{};

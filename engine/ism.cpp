@@ -1,8 +1,8 @@
 #include "engine/ism.hpp"
 
-#include "engine/cdc.hpp"
 #include "engine/link_group.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/cdc_line.hpp"
 
 #include "engine/sys.hpp"
 
@@ -34,7 +34,7 @@ constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 void init_control(Dmb& d) {
     auto* c = d.control();
     std::memset(static_cast<void*>(c), 0, sizeof *c);
-    c->type = cdc::kCdcType;
+    c->type = smcd::kCdcType;
 }
 } // namespace
 
@@ -210,13 +210,13 @@ Device::Device(uint64_t max_memory, bool segments)
 Device::~Device() = default;
 
 void Device::sweep_waiting() {
-    constexpr uint8_t kDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+    constexpr uint8_t kDone = core::kPeerConnClosed | core::kPeerConnAbort;
     // A rotating position: entries whose peer never closes (it died) do not
     // hide the ones behind them.
     for (size_t looked = 0; looked < kSweepBatch && !waiting_.empty(); ++looked) {
         if (sweep_pos_ >= waiting_.size()) sweep_pos_ = 0;
         Dmb& d = waiting_[sweep_pos_].dmb;
-        if (!(cdc::conn_flags_of(d.control()->cons.load(std::memory_order_acquire)) & kDone)) {
+        if (!(smcd::conn_flags_of(d.control()->cons.load(std::memory_order_acquire)) & kDone)) {
             ++sweep_pos_;
             continue;
         }
@@ -237,14 +237,14 @@ size_t Device::spare_count() const {
 }
 
 namespace {
-constexpr uint8_t kPeerDone = cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+constexpr uint8_t kPeerDone = core::kPeerConnClosed | core::kPeerConnAbort;
 
 // A DMB given to a new connection: the old connection's bytes zeroed (its
 // peer wrote only up to the producer cursor it published; held bytes are
 // published at close: a short-lived connection touched a few hundred bytes
 // of the ring, not all of it), a new token, a fresh control line.
 void wipe_for_reuse(Dmb& d) {
-    cdc::Cursor hi = cdc::unpack_prod(d.control()->prod.load(std::memory_order_acquire));
+    core::Cursor hi = smcd::unpack_prod(d.control()->prod.load(std::memory_order_acquire));
     uint32_t used = hi.wrap == 0 && hi.count < d.ring_size() ? hi.count : d.ring_size();
     std::memset(d.ring(), 0, used);
     d.token = random64();
@@ -295,8 +295,8 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
         for (uint32_t i = 0; i < g->nslots; ++i) {
             uint32_t st = g->state[i].load(std::memory_order_acquire);
             if (st == kSlotReleased) {
-                auto* line = reinterpret_cast<cdc::Control*>(g->slot_base(i));
-                if (!(cdc::conn_flags_of(line->cons.load(std::memory_order_acquire)) & kPeerDone))
+                auto* line = reinterpret_cast<smcd::Control*>(g->slot_base(i));
+                if (!(smcd::conn_flags_of(line->cons.load(std::memory_order_acquire)) & kPeerDone))
                     continue;
             } else if (st != kSlotFree) {
                 continue;

@@ -31,7 +31,7 @@
 // The slots' states live in a page shared with our forked children (never
 // with a peer), so the process that closes a connection last gives its slot
 // back, whichever it is.
-#include "engine/cdc.hpp"
+#include "engine/smcd/cdc_line.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -71,9 +71,9 @@ struct Dmb {
     uint32_t serial = 0;
 
     bool valid() const { return base != nullptr; }
-    cdc::Control* control() const { return reinterpret_cast<cdc::Control*>(base); }
-    uint8_t* ring() const { return base + cdc::kControlBytes; }
-    uint32_t ring_size() const { return size - cdc::kControlBytes; }
+    smcd::Control* control() const { return reinterpret_cast<smcd::Control*>(base); }
+    uint8_t* ring() const { return base + smcd::kControlBytes; }
+    uint32_t ring_size() const { return size - smcd::kControlBytes; }
 };
 
 uint64_t random64(); // getrandom(): GIDs and tokens

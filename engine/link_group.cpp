@@ -1,6 +1,6 @@
 #include "engine/link_group.hpp"
 
-#include "engine/cdc.hpp"
+#include "engine/smcd/cdc_line.hpp"
 #include "engine/sys.hpp"
 
 #include <algorithm>

@@ -12,7 +12,7 @@
 // already names them in CLC: the Accept and the Confirm carry the segment's
 // serial (link_id), the slot (dmbe_idx) and the token; the receiver maps
 // the slot from the segment it holds and believes it only if the owner's
-// token in the slot's control line matches the message's (cdc.hpp): only a
+// token in the slot's control line matches the message's (smcd/cdc_line.hpp): only a
 // process that can write the owner's segment can make it match, and the
 // owner gives its segment only to peers of the user it serves. No
 // descriptor travels, there is no attach round trip and no endpoint hop.

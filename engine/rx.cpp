@@ -23,16 +23,12 @@ namespace {
 // Bytes the peer has produced into our ring and we have not consumed.
 // nullopt: the peer's producer cursor is impossible.
 std::optional<uint32_t> available(const SmcConn& c) {
-    cdc::Cursor prod = cdc::unpack_prod(c.rx.control()->prod.load(std::memory_order_seq_cst));
-    return cdc::distance(c.rx_cons.load(), prod, c.rx.ring_size());
+    return core::cdc_readable(smc_peer_cdc(c), c.rx_cons.load(), c.rx.ring_size());
 }
 
-// Only the flags that end something: the other bits of the byte are
-// reserved. A peer that sets one must not make a waiting reader look again:
-// no flag would end the call, and the reader would spin forever.
+// Only the flags that end something (core::cdc_ending_flags).
 uint8_t peer_conn_flags(const SmcConn& c) {
-    constexpr uint8_t kKnown = cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
-    return cdc::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire)) & kKnown;
+    return core::cdc_ending_flags(smc_peer_cdc(c));
 }
 
 // Copies up to `max` bytes from `from` bytes after our consumer cursor into
@@ -41,7 +37,7 @@ uint8_t peer_conn_flags(const SmcConn& c) {
 uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t from,
                   uint32_t max) {
     uint32_t ring = c.rx.ring_size();
-    uint32_t pos = cdc::advance(c.rx_cons.load(), from, ring).count;
+    uint32_t pos = core::advance(c.rx_cons.load(), from, ring).count;
     uint32_t done = 0;
     size_t iov_skip = skip;
     for (int i = 0; i < iovcnt && done < max; ++i) {
@@ -78,15 +74,15 @@ bool woken_meanwhile(const SmcConn& c, uint32_t hidden) {
 // writer that sleeps for space.
 void after_consume(SmcConn& c, bool ring_empty) {
     auto to_confirm =
-        cdc::distance(c.rx_cons_announced, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
+        core::distance(c.rx_cons_announced, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
     auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
-    bool writer_waits = w.load(std::memory_order_seq_cst) & cdc::kWaitSpace;
+    bool writer_waits = w.load(std::memory_order_seq_cst) & smcd::kWaitSpace;
     if (to_confirm == 0) return;
-    if (!(to_confirm >= cdc::update_limit(c.rx.ring_size()) || ring_empty || writer_waits ||
+    if (!(to_confirm >= core::update_limit(c.rx.ring_size()) || ring_empty || writer_waits ||
           c.shared_by_fork()))
         return;
     c.publish_cons();
-    if (w.fetch_and(~uint64_t{cdc::kWaitSpace}, std::memory_order_seq_cst) & cdc::kWaitSpace) {
+    if (w.fetch_and(~uint64_t{smcd::kWaitSpace}, std::memory_order_seq_cst) & smcd::kWaitSpace) {
         smc_ring_peer_bell(c); // its loop makes its `sig` writable
         c.notifications.fetch_add(1, std::memory_order_relaxed);
     }
@@ -102,7 +98,7 @@ void arm_on_empty(SmcConn& c) {
     if (woken_meanwhile(c, 0)) smc_self_wake(c);
 }
 
-// --- Urgent data (cdc.hpp; TCP's semantics as Linux implements them) ---
+// --- Urgent data (smcd/cdc_line.hpp; TCP's semantics as Linux implements them) ---
 //
 // A mark stands from the read that takes it in until the consumer cursor
 // passes its urgent byte. While it stands a read stops before the byte;
@@ -114,16 +110,16 @@ void arm_on_empty(SmcConn& c) {
 enum UrgState : uint8_t { kUrgNone = 0, kUrgValid = 1, kUrgRead = 2 };
 
 struct Urg {
-    cdc::Cursor at; // the urgent byte
+    core::Cursor at; // the urgent byte
     uint8_t state = kUrgNone;
     uint8_t byte = 0;
 };
 
 uint64_t pack_urg(const Urg& u) {
-    return cdc::pack_prod(u.at) | uint64_t(u.state) << 48 | uint64_t(u.byte) << 56;
+    return smcd::pack_prod(u.at) | uint64_t(u.state) << 48 | uint64_t(u.byte) << 56;
 }
 Urg unpack_urg(uint64_t w) {
-    return {cdc::unpack_prod(w & 0xffffffffffffull), uint8_t(w >> 48), uint8_t(w >> 56)};
+    return {smcd::unpack_prod(w & 0xffffffffffffull), uint8_t(w >> 48), uint8_t(w >> 56)};
 }
 
 // SO_OOBINLINE as the socket has it (set on it, or inherited from the
@@ -144,26 +140,26 @@ struct UrgView {
     bool fresh = false, writing = false, bad = false;
 };
 
-UrgView urg_view(const SmcConn& c, uint64_t prod_word) {
+UrgView urg_view(const SmcConn& c, const core::PeerCdc& peer) {
     UrgView v;
     uint32_t key = c.rx_urg_key.load(std::memory_order_acquire);
     if (key & SmcConn::kUrgStands) v.urg = unpack_urg(c.rx_urg.load(std::memory_order_acquire));
-    uint16_t count = cdc::urg_count_of(prod_word);
+    uint16_t count = peer.urg_count;
     if (count == uint16_t(key)) return v;
-    uint64_t mark_word = c.rx.control()->urg.load(std::memory_order_seq_cst);
-    if (cdc::urg_count_of(mark_word) != count) {
+    smcd::UrgentMark mark = smcd::receive_urgent_mark(*c.rx.control());
+    if (mark.count != count) {
         v.writing = true;
         return v;
     }
     uint32_t ring = c.rx.ring_size();
-    cdc::Cursor cons = c.rx_cons.load();
-    auto avail = cdc::distance(cons, cdc::unpack_prod(prod_word), ring);
-    auto before = cdc::distance(cons, cdc::unpack_prod(mark_word), ring);
+    core::Cursor cons = c.rx_cons.load();
+    auto avail = core::cdc_readable(peer, cons, ring);
+    auto before = core::distance(cons, mark.after, ring);
     if (!avail || !before || *before == 0 || *before > *avail) {
         v.bad = true;
         return v;
     }
-    v.urg.at = cdc::advance(cons, *before - 1, ring);
+    v.urg.at = core::advance(cons, *before - 1, ring);
     v.urg.state = kUrgValid;
     v.fresh = true;
     return v;
@@ -177,22 +173,22 @@ void urg_clear(SmcConn& c) {
 // Under rx_mu: consumes `n` bytes without copying them (urgent bytes that
 // leave the stream).
 void consume_silently(SmcConn& c, uint32_t n, uint32_t avail) {
-    c.rx_cons.store(cdc::advance(c.rx_cons.load(), n, c.rx.ring_size()));
+    c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.rx.ring_size()));
     after_consume(c, n == avail);
     if (n == avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
 }
 
 // Under rx_mu: takes in a newer mark the peer published. False: the mark is
 // impossible, and the connection is now broken.
-bool urg_take_in(SmcConn& c, uint64_t prod_word) {
+bool urg_take_in(SmcConn& c, const core::PeerCdc& peer) {
     uint32_t key = c.rx_urg_key.load(std::memory_order_relaxed);
-    uint16_t count = cdc::urg_count_of(prod_word);
+    uint16_t count = peer.urg_count;
     if (count == uint16_t(key)) return true;
-    uint64_t mark_word = c.rx.control()->urg.load(std::memory_order_seq_cst);
-    if (cdc::urg_count_of(mark_word) != count) return true; // being written: take it later
+    smcd::UrgentMark marked = smcd::receive_urgent_mark(*c.rx.control());
+    if (marked.count != count) return true; // being written: take it later
     uint32_t ring = c.rx.ring_size();
-    cdc::Cursor prod = cdc::unpack_prod(prod_word);
-    auto avail = cdc::distance(c.rx_cons.load(), prod, ring);
+    core::Cursor prod = peer.prod;
+    auto avail = core::cdc_readable(peer, c.rx_cons.load(), ring);
     if (!avail) return true; // (the caller reports an impossible producer cursor)
     // A reader standing at the old mark, its byte out of the stream: that
     // byte is no longer urgent and would be read as data; TCP drops it.
@@ -203,9 +199,9 @@ bool urg_take_in(SmcConn& c, uint64_t prod_word) {
             --*avail;
         }
     }
-    cdc::Cursor cons = c.rx_cons.load();
-    cdc::Cursor mark = cdc::unpack_prod(mark_word);
-    auto before = cdc::distance(cons, mark, ring);
+    core::Cursor cons = c.rx_cons.load();
+    core::Cursor mark = marked.after;
+    auto before = core::distance(cons, mark, ring);
     if (!before || *before == 0 || *before > *avail) {
         log::warn("fd {}: impossible urgent mark {}:{} (consumed {}:{}, produced {}:{}, ring {}): "
                   "connection broken",
@@ -215,7 +211,7 @@ bool urg_take_in(SmcConn& c, uint64_t prod_word) {
         return false;
     }
     Urg u;
-    u.at = cdc::advance(cons, *before - 1, ring);
+    u.at = core::advance(cons, *before - 1, ring);
     u.state = kUrgValid;
     u.byte = c.rx.ring()[u.at.count]; // (at.count < ring: advance keeps it inside)
     c.rx_urg.store(pack_urg(u), std::memory_order_release);
@@ -231,16 +227,17 @@ struct UrgRead {
     bool passes = false; // copying passes the mark (SO_OOBINLINE, at the mark)
 };
 
-UrgRead urg_before_read(SmcConn& c, uint64_t prod_word, bool wants, bool got_some, bool peek) {
-    if (!urg_take_in(c, prod_word)) return {UrgRead::Again};
+UrgRead urg_before_read(SmcConn& c, const core::PeerCdc& peer, bool wants, bool got_some,
+                        bool peek) {
+    if (!urg_take_in(c, peer)) return {UrgRead::Again};
     if (!wants) return {UrgRead::Copy}; // a read of 0 bytes passes no mark
     uint32_t ring = c.rx.ring_size();
-    cdc::Cursor cons = c.rx_cons.load();
-    uint32_t avail = cdc::distance(cons, cdc::unpack_prod(prod_word), ring).value_or(0);
+    core::Cursor cons = c.rx_cons.load();
+    uint32_t avail = core::cdc_readable(peer, cons, ring).value_or(0);
     if (!(c.rx_urg_key.load(std::memory_order_relaxed) & SmcConn::kUrgStands))
         return {UrgRead::Copy, 0, avail};
     Urg u = unpack_urg(c.rx_urg.load(std::memory_order_relaxed));
-    auto before = cdc::distance(cons, u.at, ring);
+    auto before = core::distance(cons, u.at, ring);
     if (!before || *before >= avail) { // (cannot be: it stood inside what we had not read)
         urg_clear(c);
         return {UrgRead::Copy, 0, avail};
@@ -261,11 +258,11 @@ ssize_t smc_recv_urgent(SmcConn& c, void* buf, size_t len, bool peek) {
     // Never waits, so never for rx_mu either: a reader blocked in recv
     // holds it (and takes in what arrives itself).
     std::unique_lock lock(c.rx_mu, std::try_to_lock);
-    uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
-    if (lock.owns_lock()) urg_take_in(c, prod_word);
+    core::PeerCdc peer = smc_peer_cdc(c);
+    if (lock.owns_lock()) urg_take_in(c, peer);
     if (smc_broken(c)) return -ECONNRESET;
     uint32_t key = c.rx_urg_key.load(std::memory_order_acquire);
-    if (cdc::urg_count_of(prod_word) != uint16_t(key)) {
+    if (peer.urg_count != uint16_t(key)) {
         // On its way (TCP's urgent data not yet arrived): EOF ends the wait.
         if (core::recv_at_end(smc_close_state(c)) != core::AtEnd::Wait) return 0;
         return -EAGAIN;
@@ -286,7 +283,7 @@ ssize_t smc_recv_urgent(SmcConn& c, void* buf, size_t len, bool peek) {
 }
 
 bool smc_at_mark(const SmcConn& c) {
-    UrgView v = urg_view(c, c.rx.control()->prod.load(std::memory_order_seq_cst));
+    UrgView v = urg_view(c, smc_peer_cdc(c));
     return !v.bad && v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load();
 }
 
@@ -297,11 +294,11 @@ void smc_arm_for_data(SmcConn& c) {
     // that once held it past the bound gets only the short spin from then
     // on: one that holds the flag for good would otherwise cost every arm
     // on its connection 2 ms of this thread (an event loop's, serving all).
-    if (w.load(std::memory_order_seq_cst) & cdc::kWakingData) {
+    if (w.load(std::memory_order_seq_cst) & smcd::kWakingData) {
         bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; w.load(std::memory_order_seq_cst) & cdc::kWakingData; ++i) {
+        for (int i = 0; w.load(std::memory_order_seq_cst) & smcd::kWakingData; ++i) {
             if (i < 256) {
                 wait::cpu_relax();
                 continue;
@@ -316,12 +313,12 @@ void smc_arm_for_data(SmcConn& c) {
         }
     }
     smc_drain_wakeup(c);
-    w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
+    w.fetch_or(smcd::kWaitData, std::memory_order_seq_cst);
 }
 
 void smc_drain_wakeup(SmcConn& c) {
     bool self = c.self_woken.exchange(false, std::memory_order_acq_rel);
-    if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & cdc::kWaitData))
+    if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & smcd::kWaitData))
         return; // armed and not yet taken: the peer has not written
     wakeup::drain(c.sig);
 }
@@ -339,8 +336,8 @@ void SmcConn::store_cons_word() {
 void SmcConn::publish_cons() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
-    cdc::Cursor cons = rx_cons.load();
-    announced_ = cdc::pack_prod(cons);
+    core::Cursor cons = rx_cons.load();
+    announced_ = smcd::pack_prod(cons);
     store_cons_word();
     pub_lock_.clear(std::memory_order_release);
     rx_cons_announced = cons;
@@ -351,24 +348,24 @@ void SmcConn::adopt_published() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
     uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
-    announced_ = cdc::pack_prod(cdc::unpack_cons(word));
+    announced_ = smcd::pack_prod(smcd::unpack_cons(word));
     pub_lock_.clear(std::memory_order_release);
-    rx_cons_announced = cdc::unpack_cons(word);
+    rx_cons_announced = smcd::unpack_cons(word);
     rx_cons.store(rx_cons_announced);
-    uint8_t ours = cdc::conn_flags_of(word) & core::kConnFlagsKnown;
+    uint8_t ours = smcd::conn_flags_of(word) & core::kConnFlagsKnown;
     conn_flags.fetch_or(ours, std::memory_order_acq_rel);
     if (ours) smc_close_event(*this, core::CloseEvent::WeDoneWriting);
     uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
-    tx_prod.store(cdc::unpack_prod(prod));
-    tx_urg_count = cdc::urg_count_of(prod);
+    tx_prod.store(smcd::unpack_prod(prod));
+    tx_urg_count = smcd::urg_count_of(prod);
 }
 
 bool SmcConn::adopt_published_tx() {
     uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
-    cdc::Cursor at = cdc::unpack_prod(prod);
-    if (!cdc::valid(at, tx.ring_size())) return false;
+    core::Cursor at = smcd::unpack_prod(prod);
+    if (!core::valid(at, tx.ring_size())) return false;
     tx_prod.store(at);
-    tx_urg_count = cdc::urg_count_of(prod);
+    tx_urg_count = smcd::urg_count_of(prod);
     return true;
 }
 
@@ -376,9 +373,9 @@ bool SmcConn::adopt_published_rx() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
     uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
-    cdc::Cursor at = cdc::unpack_cons(word);
-    bool ok = cdc::valid(at, rx.ring_size());
-    if (ok) announced_ = cdc::pack_prod(at);
+    core::Cursor at = smcd::unpack_cons(word);
+    bool ok = core::valid(at, rx.ring_size());
+    if (ok) announced_ = smcd::pack_prod(at);
     pub_lock_.clear(std::memory_order_release);
     if (!ok) return false;
     rx_cons_announced = at;
@@ -443,11 +440,10 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     while (true) {
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
         if (smc_broken(c)) return got ? ssize_t(got) : -ECONNRESET;
-        uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
-        auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
+        core::PeerCdc peer = smc_peer_cdc(c);
+        auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.rx.ring_size());
         if (!avail) {
-            cdc::Cursor prod =
-                cdc::unpack_prod(c.rx.control()->prod.load(std::memory_order_seq_cst));
+            core::Cursor prod = peer.prod;
             log::warn("fd {}: impossible producer cursor {}:{} (ours {}:{}, ring {}): connection "
                       "broken",
                       c.tcp_fd, prod.wrap, prod.count, c.rx_cons.load().wrap,
@@ -463,9 +459,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // Urgent data about (a newer urgent count, or a mark that stands):
         // the one branch the fast path pays.
         UrgRead urg{UrgRead::Copy, 0, *avail};
-        if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed))
-            [[unlikely]] {
-            urg = urg_before_read(c, prod_word, total > 0, got > 0, peek);
+        if (peer.urg_count != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
+            urg = urg_before_read(c, peer, total > 0, got > 0, peek);
             if (urg.what == UrgRead::Stop) {
                 data_left(); // (the urgent byte)
                 return ssize_t(got);
@@ -479,7 +474,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             if (peek || n < *avail) data_left();
             drained = false;
             if (peek) return n;
-            c.rx_cons.store(cdc::advance(c.rx_cons.load(), n, c.rx.ring_size()));
+            c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.rx.ring_size()));
             if (urg.passes) urg_clear(c);
             got += n;
             after_consume(c, n == *avail);
@@ -537,14 +532,14 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
 }
 
 uint32_t smc_rx_available(const SmcConn& c) {
-    uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
-    uint32_t avail =
-        cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size()).value_or(0);
-    if (cdc::urg_count_of(prod_word) == c.rx_urg_key.load(std::memory_order_relaxed)) return avail;
+    core::PeerCdc peer = smc_peer_cdc(c);
+    uint32_t avail = core::cdc_readable(peer, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
+    if (peer.urg_count == c.rx_urg_key.load(std::memory_order_relaxed)) return avail;
     // TCP counts only the bytes before a standing mark, unless inline.
-    UrgView v = urg_view(c, prod_word);
+    UrgView v = urg_view(c, peer);
     if (v.bad || v.urg.state == kUrgNone || oob_inline(c)) return avail;
-    return std::min(avail, cdc::distance(c.rx_cons.load(), v.urg.at, c.rx.ring_size()).value_or(0));
+    return std::min(avail,
+                    core::distance(c.rx_cons.load(), v.urg.at, c.rx.ring_size()).value_or(0));
 }
 
 bool smc_check_peer(SmcConn& c) {
@@ -598,7 +593,7 @@ short smc_arm(SmcConn& c, short want) {
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
         smc_block_writable(c);
         filled = true;
-        c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
+        c.tx.control()->waiting.fetch_or(smcd::kWaitSpace, std::memory_order_seq_cst);
         ready |= smc_poll_events(c) & POLLOUT;
     }
     // Make `sig` show what is already true, for a level-triggered
@@ -623,14 +618,14 @@ short smc_poll_events(SmcConn& c) {
     // before it closes its TCP socket, so with its end seen its last bytes
     // are seen too.
     core::CloseState st = smc_close_state(c);
-    uint64_t prod_word = c.rx.control()->prod.load(std::memory_order_seq_cst);
-    auto avail = cdc::distance(c.rx_cons.load(), cdc::unpack_prod(prod_word), c.rx.ring_size());
+    core::PeerCdc peer = smc_peer_cdc(c);
+    auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.rx.ring_size());
     if (!avail || st == core::CloseState::Broken) return core::end_events(core::CloseState::Broken);
     uint32_t data = *avail;
-    if (cdc::urg_count_of(prod_word) != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (peer.urg_count != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
         // POLLPRI while the urgent byte waits for recv(MSG_OOB). At the mark
         // without SO_OOBINLINE the byte is not readable data (tcp_poll).
-        UrgView v = urg_view(c, prod_word);
+        UrgView v = urg_view(c, peer);
         if (v.bad) return core::end_events(core::CloseState::Broken); // recv reports it
         if (v.urg.state == kUrgValid) ev |= POLLPRI;
         if (v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load() && data > 0 && !oob_inline(c))

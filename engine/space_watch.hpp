@@ -3,7 +3,7 @@
 // a fill, kept in a sink only this process can drain). The peer cannot
 // drain it, so when it takes our kWaitSpace it rings our bell instead: one
 // Unix datagram socket per process, bound to a name made from a random id
-// that the writer puts into the peer's control line with the wait (cdc.hpp,
+// that the writer puts into the peer's control line with the wait (smcd/cdc_line.hpp,
 // `space_bell`). The engine loop watches the bell; when it rings, it looks
 // at every waiting connection and drains the sink of each that has space
 // (or has ended). A timer looks too while any waits, as a backstop for a

@@ -26,10 +26,7 @@ namespace {
 // Free space in the peer's ring, from its consumer cursor (which it writes
 // into our control line). nullopt: the peer's cursor is impossible.
 std::optional<uint32_t> peer_free(const SmcConn& c) {
-    cdc::Cursor peer_cons = cdc::unpack_cons(c.rx.control()->cons.load(std::memory_order_seq_cst));
-    auto used = cdc::distance(peer_cons, c.tx_prod.load(), c.tx.ring_size());
-    if (!used) return std::nullopt;
-    return c.tx.ring_size() - *used;
+    return core::cdc_space(smc_peer_cdc(c), c.tx_prod.load(), c.tx.ring_size());
 }
 
 // Copies up to `max` bytes of the iovecs (from logical offset `skip`) into the
@@ -63,11 +60,11 @@ void wake_peer_reader(SmcConn& c) {
     auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
     uint64_t cur = w.load(std::memory_order_seq_cst);
     // Take the reader's request, marking a wake-up in flight (kWakingData).
-    while ((cur & cdc::kWaitData) &&
-           !w.compare_exchange_weak(cur, (cur & ~uint64_t{cdc::kWaitData}) | cdc::kWakingData,
+    while ((cur & smcd::kWaitData) &&
+           !w.compare_exchange_weak(cur, (cur & ~uint64_t{smcd::kWaitData}) | smcd::kWakingData,
                                     std::memory_order_seq_cst)) {
     }
-    if (!(cur & cdc::kWaitData)) {
+    if (!(cur & smcd::kWaitData)) {
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
@@ -75,19 +72,19 @@ void wake_peer_reader(SmcConn& c) {
     // and no wake-up is sent that would find nothing to read.
     auto free = peer_free(c);
     if (free && *free == c.tx.ring_size()) {
-        w.fetch_or(cdc::kWaitData, std::memory_order_seq_cst);
-        w.fetch_and(~uint64_t{cdc::kWakingData}, std::memory_order_seq_cst);
+        w.fetch_or(smcd::kWaitData, std::memory_order_seq_cst);
+        w.fetch_and(~uint64_t{smcd::kWakingData}, std::memory_order_seq_cst);
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     wakeup::send(c.peer_wakers, c.peer_sig_name);
-    w.fetch_and(~uint64_t{cdc::kWakingData}, std::memory_order_seq_cst);
+    w.fetch_and(~uint64_t{smcd::kWakingData}, std::memory_order_seq_cst);
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Makes everything copied so far visible to the reader.
 void publish_prod(SmcConn& c) {
-    c.tx.control()->prod.store(cdc::pack_prod(c.tx_prod.load(), c.tx_urg_count),
+    c.tx.control()->prod.store(smcd::pack_prod(c.tx_prod.load(), c.tx_urg_count),
                                std::memory_order_seq_cst);
     c.tx_held = 0;
     c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
@@ -95,10 +92,10 @@ void publish_prod(SmcConn& c) {
 
 // Under tx_mu, before publishing the end of an urgent send: the last byte
 // copied is urgent. The mark goes out before the producer word that carries
-// its count (cdc.hpp).
+// its count (smcd/cdc_line.hpp).
 void mark_urgent(SmcConn& c) {
     ++c.tx_urg_count;
-    c.tx.control()->urg.store(cdc::pack_prod(c.tx_prod.load(), c.tx_urg_count),
+    c.tx.control()->urg.store(smcd::pack_prod(c.tx_prod.load(), c.tx_urg_count),
                               std::memory_order_seq_cst);
 }
 
@@ -228,7 +225,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         return -ECONNRESET;
     }
     constexpr uint8_t kWeStopped =
-        cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+        core::kPeerDoneWriting | core::kPeerConnClosed | core::kPeerConnAbort;
     if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped) return -EPIPE;
     if (total == 0) return 0;
     // TCP takes the first write after the peer closed (the peer's kernel
@@ -265,7 +262,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         }
         auto free = peer_free(c);
         if (!free) {
-            cdc::Cursor cons = cdc::unpack_cons(c.rx.control()->cons.load());
+            core::Cursor cons = smc_peer_cdc(c).cons;
             log::warn("fd {}: impossible consumer cursor {}:{} (ours {}:{}, ring {}): connection "
                       "broken",
                       c.tcp_fd, cons.wrap, cons.count, c.tx_prod.load().wrap,
@@ -290,7 +287,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // point leaves it writable.
             smc_block_writable(c);
             filled = true;
-            c.tx.control()->waiting.fetch_or(cdc::kWaitSpace, std::memory_order_seq_cst);
+            c.tx.control()->waiting.fetch_or(smcd::kWaitSpace, std::memory_order_seq_cst);
             // Look again at all a drain of the far end can mean: space, and
             // the peer's close or death (its drain may have come before our
             // fill, and the peer watch's after the look at the top).
@@ -309,7 +306,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         }
         uint32_t n = copy_in(c, iov, iovcnt, sent,
                              static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
-        c.tx_prod.store(cdc::advance(c.tx_prod.load(), n, c.tx.ring_size()));
+        c.tx_prod.store(core::advance(c.tx_prod.load(), n, c.tx.ring_size()));
         sent += n;
         if (!c.shared_by_fork() &&
             cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,

@@ -16,11 +16,11 @@ constexpr uint32_t kMinDmb = 16 << 10, kMaxDmb = 1 << 20;
 bool dmb_size_ok(uint32_t size) {
     return size >= kMinDmb && size <= kMaxDmb && std::has_single_bit(size);
 }
-constexpr uint8_t kEnding = cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+constexpr uint8_t kEnding = core::kPeerDoneWriting | core::kPeerConnClosed | core::kPeerConnAbort;
 } // namespace
 
 std::optional<ControlWords> parse_control(const uint8_t* line, size_t len) {
-    if (len < cdc::kControlBytes || line[0] != cdc::kCdcType) return std::nullopt;
+    if (len < smcd::kControlBytes || line[0] != smcd::kCdcType) return std::nullopt;
     ControlWords w;
     std::memcpy(&w.prod, line + 8, 8);
     std::memcpy(&w.cons, line + 16, 8);
@@ -46,7 +46,7 @@ std::optional<ControlWords> read_control(pid_t pid, const statseg::ConnRecord& r
     int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return std::nullopt;
     std::optional<ControlWords> out;
-    uint8_t line[cdc::kControlBytes];
+    uint8_t line[smcd::kControlBytes];
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_ino) == rec.dmb_ino &&
         st.st_size >= off_t(rec.dmb_offset) + off_t(rec.dmb_size) &&
         pread(fd, line, sizeof line, off_t(rec.dmb_offset)) == ssize_t(sizeof line))
@@ -75,31 +75,31 @@ Detail detail_of(const statseg::ConnRecord& mine, const std::optional<ControlWor
                  const std::optional<ControlWords>& peers) {
     Detail d;
     if (!record_plausible(mine)) return d;
-    d.rcvbuf = mine.dmb_size - cdc::kControlBytes;
-    d.peerbuf = mine.peer_dmb_size - cdc::kControlBytes;
+    d.rcvbuf = mine.dmb_size - smcd::kControlBytes;
+    d.peerbuf = mine.peer_dmb_size - smcd::kControlBytes;
     // Our control line: the peer's producer cursor into our ring, and its
     // consumer cursor of its ring with the flags it sent.
     if (own) {
-        d.rx_prod = cdc::unpack_prod(own->prod);
-        d.tx_cons = cdc::unpack_cons(own->cons);
-        d.rx_flags = cdc::conn_flags_of(own->cons);
-        d.rx_pflags = cdc::prod_flags_of(own->cons);
+        d.rx_prod = smcd::unpack_prod(own->prod);
+        d.tx_cons = smcd::unpack_cons(own->cons);
+        d.rx_flags = smcd::conn_flags_of(own->cons);
+        d.rx_pflags = smcd::prod_flags_of(own->cons);
     }
     // The peer's: ours, the other way round.
     if (peers) {
-        d.tx_prod = cdc::unpack_prod(peers->prod);
-        d.rx_cons = cdc::unpack_cons(peers->cons);
-        d.tx_flags = cdc::conn_flags_of(peers->cons);
-        d.tx_pflags = cdc::prod_flags_of(peers->cons);
+        d.tx_prod = smcd::unpack_prod(peers->prod);
+        d.rx_cons = smcd::unpack_cons(peers->cons);
+        d.tx_flags = smcd::conn_flags_of(peers->cons);
+        d.tx_pflags = smcd::prod_flags_of(peers->cons);
     }
     if (d.rx_prod && d.rx_cons)
-        d.rx_ok = cdc::distance(*d.rx_cons, *d.rx_prod, d.rcvbuf).has_value();
+        d.rx_ok = core::distance(*d.rx_cons, *d.rx_prod, d.rcvbuf).has_value();
     if (d.tx_prod && d.tx_cons)
-        d.tx_ok = cdc::distance(*d.tx_cons, *d.tx_prod, d.peerbuf).has_value();
+        d.tx_ok = core::distance(*d.tx_cons, *d.tx_prod, d.peerbuf).has_value();
     return d;
 }
 
-std::string cursor_text(const std::optional<cdc::Cursor>& c) {
+std::string cursor_text(const std::optional<core::Cursor>& c) {
     if (!c) return "-";
     char buf[32];
     std::snprintf(buf, sizeof buf, "%04x:%08x", unsigned{c->wrap}, unsigned{c->count});

@@ -5,7 +5,7 @@
 // other processes' bytes are never trusted: every record and control line is
 // a copy, checked for size, identity (inode) and plausible cursors before it
 // is shown, and whatever fails a check shows as unknown.
-#include "engine/cdc.hpp"
+#include "engine/smcd/cdc_line.hpp"
 #include "engine/statseg.hpp"
 
 #include <cstdint>
@@ -28,7 +28,7 @@ struct ControlWords {
 // not look). Never maps it: a copy is all an observer needs.
 std::optional<ControlWords> read_control(pid_t pid, const statseg::ConnRecord& rec);
 // The same check on bytes already read (for tests): `line` holds the first
-// cdc::kControlBytes of the file.
+// smcd::kControlBytes of the file.
 std::optional<ControlWords> parse_control(const uint8_t* line, size_t len);
 
 // A record from another process, checked: DMB sizes a handshake can agree
@@ -53,8 +53,8 @@ std::optional<Located> find_peer(const statseg::ConnRecord& mine, const std::vec
 struct Detail {
     uint32_t rcvbuf = 0;  // our DMB's ring (the peer produces into it)
     uint32_t peerbuf = 0; // the peer's DMB's ring (we produce into it)
-    std::optional<cdc::Cursor> rx_prod, rx_cons, tx_prod, tx_cons;
-    // The flags beside each consumer cursor (cdc::ProdFlags, cdc::ConnFlags):
+    std::optional<core::Cursor> rx_prod, rx_cons, tx_prod, tx_cons;
+    // The flags beside each consumer cursor (smcd::ProdFlags, smcd::ConnFlags):
     // rx those the peer sent, tx those we sent.
     std::optional<uint8_t> rx_flags, rx_pflags, tx_flags, tx_pflags;
     bool rx_ok = true, tx_ok = true; // cursors consistent (distance() accepts them)
@@ -63,12 +63,12 @@ Detail detail_of(const statseg::ConnRecord& mine, const std::optional<ControlWor
                  const std::optional<ControlWords>& peers);
 
 // Bytes a cursor stands for, from the start of the connection.
-inline uint64_t cursor_bytes(cdc::Cursor c, uint32_t ring) {
+inline uint64_t cursor_bytes(core::Cursor c, uint32_t ring) {
     return uint64_t{c.wrap} * ring + c.count;
 }
 
 // smcss's forms: "0001:0000fa00" (wrap:count), "-" when unknown.
-std::string cursor_text(const std::optional<cdc::Cursor>& c);
+std::string cursor_text(const std::optional<core::Cursor>& c);
 // smcss's flags: "prod:conn" in hex, "-" when unknown.
 std::string flags_text(const std::optional<uint8_t>& prod, const std::optional<uint8_t>& conn);
 // smcss's Shutd: 'R' we will receive no more (the peer shut down writing or

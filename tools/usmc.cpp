@@ -232,7 +232,7 @@ Observed observe(pid_t pid, int fd,
     return o;
 }
 
-std::string cursor_json(const std::optional<cdc::Cursor>& c) {
+std::string cursor_json(const std::optional<core::Cursor>& c) {
     return c ? fmt::format("{{\"wrap\":{},\"count\":{}}}", c->wrap, c->count) : "null";
 }
 std::string byte_json(const std::optional<uint8_t>& b) {

@@ -41,7 +41,7 @@ using namespace usmc;
 // process's stats segment; the fuzz build has no runtime, so they go nowhere.
 void usmc::runtime::count_traffic(counters::Dir, unsigned, uint64_t) {}
 void usmc::runtime::count(counters::Id, uint64_t) {}
-using cdc::Cursor;
+using core::Cursor;
 
 namespace {
 
@@ -64,7 +64,7 @@ struct Reader {
 // The DMB sizes a handshake can agree on (16 KiB << code, code 0..6), and
 // small odd rings for the wrap-around edges.
 uint32_t ring_size(uint8_t sel) {
-    if (sel < 128) return (uint32_t{16384} << (sel % 7)) - cdc::kControlBytes;
+    if (sel < 128) return (uint32_t{16384} << (sel % 7)) - smcd::kControlBytes;
     return 1 + uint32_t(sel - 128) * 13;
 }
 
@@ -82,8 +82,8 @@ struct Buffer {
         void* p = nullptr;
         if (posix_memalign(&p, 64, n) != 0) std::abort();
         base = static_cast<uint8_t*>(p);
-        for (uint32_t i = 0; i < n - cdc::kControlBytes; ++i)
-            base[cdc::kControlBytes + i] = pattern(i);
+        for (uint32_t i = 0; i < n - smcd::kControlBytes; ++i)
+            base[smcd::kControlBytes + i] = pattern(i);
     }
     ~Buffer() { std::free(base); }
     Buffer(const Buffer&) = delete;
@@ -92,12 +92,12 @@ struct Buffer {
 
 Buffer& dmb_buffer(int side, uint32_t ring, std::unique_ptr<Buffer>& scratch) {
     if (ring < 4096) {
-        scratch = std::make_unique<Buffer>(ring + cdc::kControlBytes);
+        scratch = std::make_unique<Buffer>(ring + smcd::kControlBytes);
         return *scratch;
     }
     static std::map<std::pair<int, uint32_t>, std::unique_ptr<Buffer>> kept;
     auto& b = kept[{side, ring}];
-    if (!b) b = std::make_unique<Buffer>(ring + cdc::kControlBytes);
+    if (!b) b = std::make_unique<Buffer>(ring + smcd::kControlBytes);
     return *b;
 }
 
@@ -139,37 +139,37 @@ void setup_once() {
 // A peer that leaves kWakingData set in our wait word makes the reader spin
 // up to 2 ms (bounded by the clock); that path is time, not validation.
 uint64_t without_waking(uint64_t w) {
-    return w & ~uint64_t{cdc::kWakingData};
+    return w & ~uint64_t{smcd::kWakingData};
 }
 
 // The cursor arithmetic alone, on any ring size and any cursors.
 void check_arithmetic(uint64_t w1, uint64_t w2, uint32_t size, uint32_t n) {
-    Cursor a = cdc::unpack_prod(w1), b = cdc::unpack_cons(w2);
-    FUZZ_CHECK(cdc::pack_prod(a) == (w1 & 0xffffffffffffull));
-    FUZZ_CHECK(cdc::unpack_cons(cdc::pack_cons(b, uint8_t(w1), uint8_t(w2))) == b);
-    FUZZ_CHECK(cdc::prod_flags_of(cdc::pack_cons(b, uint8_t(w1), 0)) == uint8_t(w1));
-    FUZZ_CHECK(cdc::conn_flags_of(cdc::pack_cons(b, 0, uint8_t(w2))) == uint8_t(w2));
-    auto d = cdc::distance(a, b, size);
+    Cursor a = smcd::unpack_prod(w1), b = smcd::unpack_cons(w2);
+    FUZZ_CHECK(smcd::pack_prod(a) == (w1 & 0xffffffffffffull));
+    FUZZ_CHECK(smcd::unpack_cons(smcd::pack_cons(b, uint8_t(w1), uint8_t(w2))) == b);
+    FUZZ_CHECK(smcd::prod_flags_of(smcd::pack_cons(b, uint8_t(w1), 0)) == uint8_t(w1));
+    FUZZ_CHECK(smcd::conn_flags_of(smcd::pack_cons(b, 0, uint8_t(w2))) == uint8_t(w2));
+    auto d = core::distance(a, b, size);
     if (d) {
         // What a bounds check relies on: both inside the ring, at most one
         // ring apart, and `older` advanced by the distance is `newer`.
         FUZZ_CHECK(*d <= size);
-        FUZZ_CHECK(cdc::valid(a, size) && cdc::valid(b, size));
-        FUZZ_CHECK(cdc::advance(a, *d, size) == b);
+        FUZZ_CHECK(core::valid(a, size) && core::valid(b, size));
+        FUZZ_CHECK(core::advance(a, *d, size) == b);
     } else {
-        FUZZ_CHECK(!cdc::valid(a, size) || !cdc::valid(b, size) ||
+        FUZZ_CHECK(!core::valid(a, size) || !core::valid(b, size) ||
                    (b.wrap != a.wrap && b.wrap != uint16_t(a.wrap + 1)) ||
                    (b.wrap == a.wrap && b.count < a.count) ||
                    (b.wrap == uint16_t(a.wrap + 1) && b.count > a.count));
     }
-    if (cdc::valid(a, size)) {
+    if (core::valid(a, size)) {
         uint32_t k = n % (size + uint64_t{1});
-        Cursor next = cdc::advance(a, k, size);
-        FUZZ_CHECK(cdc::valid(next, size));
-        auto back = cdc::distance(a, next, size);
+        Cursor next = core::advance(a, k, size);
+        FUZZ_CHECK(core::valid(next, size));
+        auto back = core::distance(a, next, size);
         FUZZ_CHECK(back && *back == k);
     }
-    uint32_t limit = cdc::update_limit(size);
+    uint32_t limit = core::update_limit(size);
     FUZZ_CHECK(limit >= 2304 && limit >= size / 10);
 }
 
@@ -182,14 +182,15 @@ struct Fixture {
 void check_state(Fixture& f) {
     SmcConn& c = f.c;
     if (f.cursors_ours) {
-        FUZZ_CHECK(cdc::valid(c.rx_cons.load(), f.rx_ring));
-        FUZZ_CHECK(cdc::valid(c.tx_prod.load(), f.tx_ring));
+        FUZZ_CHECK(core::valid(c.rx_cons.load(), f.rx_ring));
+        FUZZ_CHECK(core::valid(c.tx_prod.load(), f.tx_ring));
     }
     FUZZ_CHECK(smc_rx_available(c) <= f.rx_ring);
     FUZZ_CHECK(smc_tx_unconsumed(c) <= f.tx_ring);
     short ev = smc_poll_events(c);
     // An impossible cursor is an error, and reads as one.
-    if (!cdc::distance(c.rx_cons.load(), cdc::unpack_prod(c.rx.control()->prod.load()), f.rx_ring))
+    if (!core::distance(c.rx_cons.load(), smcd::unpack_prod(c.rx.control()->prod.load()),
+                        f.rx_ring))
         FUZZ_CHECK(ev & POLLERR);
 }
 
@@ -217,19 +218,19 @@ void do_recv(Fixture& f, Reader& in, uint8_t op) {
     iovec iov[2] = {{out, first}, {out + first, len - first}};
     Cursor before = c.rx_cons.load();
     uint64_t prod_word = c.rx.control()->prod.load();
-    auto avail = cdc::distance(before, cdc::unpack_prod(prod_word), f.rx_ring);
+    auto avail = core::distance(before, smcd::unpack_prod(prod_word), f.rx_ring);
     bool was_broken = smc_broken(c);
     // Urgent data about (a new urgent count, or a mark that stands): the
     // read may leave urgent bytes out of the stream (consumed, or passed
     // over by a peek) and stops at the mark.
-    bool urgent = cdc::urg_count_of(prod_word) != c.rx_urg_key.load();
+    bool urgent = smcd::urg_count_of(prod_word) != c.rx_urg_key.load();
     int flags = (peek ? MSG_PEEK : 0) | (waitall ? MSG_WAITALL : 0);
     ssize_t r = smc_recv(c, iov, 2, flags, !blocking, blocking ? 0 : -1);
     // (Our cursor may be outside the ring after adopting a forged one: it
     // must not move then.)
     Cursor after = c.rx_cons.load();
     auto moved =
-        after == before ? std::optional<uint32_t>(0) : cdc::distance(before, after, f.rx_ring);
+        after == before ? std::optional<uint32_t>(0) : core::distance(before, after, f.rx_ring);
     FUZZ_CHECK(moved);
     uint32_t skipped = *moved - (r > 0 && !peek ? uint32_t(r) : 0);
     // (Two: the reader stood at an old mark, whose byte a newer mark drops,
@@ -239,7 +240,7 @@ void do_recv(Fixture& f, Reader& in, uint8_t op) {
         FUZZ_CHECK(!was_broken && avail);
         FUZZ_CHECK(size_t(r) + skipped <= len + skipped && size_t(r) + skipped <= *avail);
         // (The rx ring still holds pattern(), which nothing of ours writes.)
-        uint32_t at = cdc::advance(before, skipped, f.rx_ring).count;
+        uint32_t at = core::advance(before, skipped, f.rx_ring).count;
         bool same = ring_matches(c.rx.ring(), f.rx_ring, at, out, size_t(r));
         if (!same && urgent && peek) // passed over the urgent byte at the mark
             same = ring_matches(c.rx.ring(), f.rx_ring, (at + 1) % f.rx_ring, out, size_t(r));
@@ -263,16 +264,16 @@ void do_urgent(SmcConn& c, Reader& in, uint8_t op) {
 void peer_urgent(Fixture& f, Reader& in) {
     SmcConn& c = f.c;
     uint64_t w = c.rx.control()->prod.load();
-    Cursor p = cdc::unpack_prod(w);
+    Cursor p = smcd::unpack_prod(w);
     uint32_t n = 1 + in.u16() % f.rx_ring;
     in.u8();
-    if (!cdc::valid(p, f.rx_ring)) return;
-    auto used = cdc::distance(c.rx_cons.load(), p, f.rx_ring);
+    if (!core::valid(p, f.rx_ring)) return;
+    auto used = core::distance(c.rx_cons.load(), p, f.rx_ring);
     if (!used || *used + n > f.rx_ring) return;
-    Cursor end = cdc::advance(p, n, f.rx_ring);
-    uint16_t count = uint16_t(cdc::urg_count_of(w) + 1);
-    c.rx.control()->urg.store(cdc::pack_prod(end, count));
-    c.rx.control()->prod.store(cdc::pack_prod(end, count));
+    Cursor end = core::advance(p, n, f.rx_ring);
+    uint16_t count = uint16_t(smcd::urg_count_of(w) + 1);
+    c.rx.control()->urg.store(smcd::pack_prod(end, count));
+    c.rx.control()->prod.store(smcd::pack_prod(end, count));
 }
 
 void do_send(Fixture& f, Reader& in, uint8_t op) {
@@ -290,15 +291,16 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
     iovec iov{const_cast<uint8_t*>(src), len};
     Cursor before = c.tx_prod.load();
     uint64_t cons_word = c.rx.control()->cons.load();
-    Cursor peer_cons = cdc::unpack_cons(cons_word);
-    auto used = cdc::distance(peer_cons, before, f.tx_ring);
+    Cursor peer_cons = smcd::unpack_cons(cons_word);
+    auto used = core::distance(peer_cons, before, f.tx_ring);
     // As TCP, the first write after the peer closed is taken whole, and
     // nothing of it reaches the ring. The peer's flags count as the close
     // state has them: a word it wrote before (a reset, say) is not undone
     // by what it writes now.
-    constexpr uint8_t kEnded = cdc::kPeerDoneWriting | cdc::kPeerConnClosed | cdc::kPeerConnAbort;
+    constexpr uint8_t kEnded =
+        core::kPeerDoneWriting | core::kPeerConnClosed | core::kPeerConnAbort;
     core::CloseState state =
-        core::with_peer_flags(c.close_state.load(), cdc::conn_flags_of(cons_word));
+        core::with_peer_flags(c.close_state.load(), smcd::conn_flags_of(cons_word));
     bool taken_unsent = len > 0 && !(c.conn_flags.load() & kEnded) &&
                         core::send_gate(state) == core::SendGate::TakeOnce &&
                         !c.sent_after_peer_close.load();
@@ -308,8 +310,8 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
     if (urgent && r > 0 && !taken_unsent) {
         // The mark is at the end of what was sent, with the count published.
         uint64_t mark = c.tx.control()->urg.load();
-        FUZZ_CHECK(cdc::urg_count_of(mark) != count);
-        FUZZ_CHECK(mark == cdc::pack_prod(c.tx_prod.load(), c.tx_urg_count));
+        FUZZ_CHECK(smcd::urg_count_of(mark) != count);
+        FUZZ_CHECK(mark == smcd::pack_prod(c.tx_prod.load(), c.tx_urg_count));
     }
     if (taken_unsent) {
         FUZZ_CHECK(r == len);
@@ -319,10 +321,10 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
         FUZZ_CHECK(used && size_t(r) <= f.tx_ring - *used);
         FUZZ_CHECK(size_t(r) <= len);
         FUZZ_CHECK(ring_matches(c.tx.ring(), f.tx_ring, before.count, src, size_t(r)));
-        Cursor after = cdc::advance(before, uint32_t(r), f.tx_ring);
+        Cursor after = core::advance(before, uint32_t(r), f.tx_ring);
         FUZZ_CHECK(c.tx_prod.load() == after);
         // Not corked: published, for the peer to see (with our urgent count).
-        FUZZ_CHECK(c.tx.control()->prod.load() == cdc::pack_prod(after, c.tx_urg_count));
+        FUZZ_CHECK(c.tx.control()->prod.load() == smcd::pack_prod(after, c.tx_urg_count));
     } else {
         FUZZ_CHECK(c.tx_prod.load() == before);
     }
@@ -333,7 +335,7 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     setup_once();
     Reader in{data, size};
-    uint8_t rx_line[cdc::kControlBytes], tx_line[cdc::kControlBytes];
+    uint8_t rx_line[smcd::kControlBytes], tx_line[smcd::kControlBytes];
     in.bytes(rx_line, sizeof rx_line);
     in.bytes(tx_line, sizeof tx_line);
 
@@ -357,7 +359,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.busy_poll_us = 0;
     c.autocorking_size = 0;
     // Our own cursors: anywhere in the ring, any wrap.
-    Cursor rx_cons = cdc::unpack_prod(in.u64()), tx_prod = cdc::unpack_prod(in.u64());
+    Cursor rx_cons = smcd::unpack_prod(in.u64()), tx_prod = smcd::unpack_prod(in.u64());
     rx_cons.count %= f->rx_ring;
     tx_prod.count %= f->tx_ring;
     c.rx_cons.store(rx_cons);
@@ -383,21 +385,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             do_send(*f, in, op);
             break;
         case 2: { // the peer produces as it should
-            Cursor p = cdc::unpack_prod(c.rx.control()->prod.load());
+            Cursor p = smcd::unpack_prod(c.rx.control()->prod.load());
             uint32_t n = in.u16() % (f->rx_ring + 1);
             in.u8();
-            if (cdc::valid(p, f->rx_ring))
-                c.rx.control()->prod.store(cdc::pack_prod(cdc::advance(p, n, f->rx_ring)));
+            if (core::valid(p, f->rx_ring))
+                c.rx.control()->prod.store(smcd::pack_prod(core::advance(p, n, f->rx_ring)));
             break;
         }
         case 3: { // the peer consumes as it should, flags kept
             uint64_t w = c.rx.control()->cons.load();
-            Cursor k = cdc::unpack_cons(w);
+            Cursor k = smcd::unpack_cons(w);
             uint32_t n = in.u16() % (f->tx_ring + 1);
             in.u8();
-            if (cdc::valid(k, f->tx_ring))
-                c.rx.control()->cons.store(cdc::pack_cons(
-                    cdc::advance(k, n, f->tx_ring), cdc::prod_flags_of(w), cdc::conn_flags_of(w)));
+            if (core::valid(k, f->tx_ring))
+                c.rx.control()->cons.store(smcd::pack_cons(core::advance(k, n, f->tx_ring),
+                                                           smcd::prod_flags_of(w),
+                                                           smcd::conn_flags_of(w)));
             break;
         }
         case 4:

@@ -4,9 +4,9 @@
 // targets document. The config seeds are TOML files kept as text.
 //
 //   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire must exist)
-#include "engine/cdc.hpp"
 #include "engine/clc.hpp"
 #include "engine/ism_wire.hpp"
+#include "engine/smcd/cdc_line.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -79,26 +79,26 @@ void clc_seeds() {
 }
 
 // A control line with the peer's cursors, in the cdc target's layout.
-std::vector<uint8_t> cdc_input(cdc::Cursor peer_prod, cdc::Cursor peer_cons, uint8_t conn_flags,
-                               uint8_t rx_sel, uint8_t tx_sel, cdc::Cursor rx_cons,
-                               cdc::Cursor tx_prod, const std::vector<uint8_t>& ops) {
+std::vector<uint8_t> cdc_input(core::Cursor peer_prod, core::Cursor peer_cons, uint8_t conn_flags,
+                               uint8_t rx_sel, uint8_t tx_sel, core::Cursor rx_cons,
+                               core::Cursor tx_prod, const std::vector<uint8_t>& ops) {
     std::vector<uint8_t> out;
-    cdc::Control rx{};
-    rx.type = cdc::kCdcType;
-    rx.prod.store(cdc::pack_prod(peer_prod));
-    rx.cons.store(cdc::pack_cons(peer_cons, 0, conn_flags));
+    smcd::Control rx{};
+    rx.type = smcd::kCdcType;
+    rx.prod.store(smcd::pack_prod(peer_prod));
+    rx.cons.store(smcd::pack_cons(peer_cons, 0, conn_flags));
     const auto* r = reinterpret_cast<const uint8_t*>(&rx);
     out.insert(out.end(), r, r + sizeof rx);
-    cdc::Control tx{};
-    tx.type = cdc::kCdcType;
-    tx.prod.store(cdc::pack_prod(tx_prod));
-    tx.cons.store(cdc::pack_cons(rx_cons, 0, 0));
+    smcd::Control tx{};
+    tx.type = smcd::kCdcType;
+    tx.prod.store(smcd::pack_prod(tx_prod));
+    tx.cons.store(smcd::pack_cons(rx_cons, 0, 0));
     const auto* t = reinterpret_cast<const uint8_t*>(&tx);
     out.insert(out.end(), t, t + sizeof tx);
     out.push_back(rx_sel);
     out.push_back(tx_sel);
-    put(out, cdc::pack_prod(rx_cons), 8);
-    put(out, cdc::pack_prod(tx_prod), 8);
+    put(out, smcd::pack_prod(rx_cons), 8);
+    put(out, smcd::pack_prod(tx_prod), 8);
     put(out, 65536 - 64, 4);
     out.push_back(0);
     out.insert(out.end(), ops.begin(), ops.end());
@@ -124,7 +124,7 @@ void cdc_seeds() {
                                            {0x00, 0x10, 0x00, 0x80, 0x08, 0x03, 0x00, 0x00}));
     // Fork: cursors adopted from shared memory, then a shutdown.
     write("cdc/adopt",
-          cdc_input({0, 300}, {0, 0}, cdc::kPeerDoneWriting, 1, 1, {0, 0}, {0, 0},
+          cdc_input({0, 300}, {0, 0}, core::kPeerDoneWriting, 1, 1, {0, 0}, {0, 0},
                     {0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x80, 0x09, 0x00, 0x00, 0x00}));
 }
 

@@ -2,7 +2,7 @@
 """A hostile SMC-D peer for usmc's tests (Python 3 standard library only).
 
 It speaks usmc's side of SMC-D by hand, as a usmc client does (the formats
-are engine/clc.hpp, engine/cdc.hpp, engine/registry.hpp and the attach
+are engine/clc.hpp, engine/smcd/cdc_line.hpp, engine/registry.hpp and the attach
 messages of engine/ism_endpoint.cpp): it finds the listener's registry
 entry, announces its connect in the listener's Pending memory (a sealed
 memfd it asks the listener's endpoint for, with the entry's token),
@@ -235,7 +235,7 @@ class Pending:
         os.close(self.fd)
 
 
-# --- DMBs and the control line (engine/cdc.hpp, engine/ism.cpp) ----------------
+# --- DMBs and the control line (engine/smcd/cdc_line.hpp, engine/ism.cpp) ----------------
 CDC_TYPE = 0xFE
 CTRL = 64
 PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40  # OWNER_REFS: where usmc kept its fork count (2ccbe20)

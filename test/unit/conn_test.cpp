@@ -110,24 +110,24 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 } // namespace
 
 TEST_CASE("cursor arithmetic across the wrap and the window update limit") {
-    using cdc::Cursor;
-    CHECK(cdc::advance({0, 100}, 50, 1000) == Cursor{0, 150});
-    CHECK(cdc::advance({0, 990}, 10, 1000) == Cursor{1, 0});
-    CHECK(cdc::advance({7, 990}, 20, 1000) == Cursor{8, 10});
-    CHECK(cdc::advance({0xffff, 999}, 1, 1000) == Cursor{0, 0}); // wrap counter wraps too
-    CHECK(cdc::distance({0, 100}, {0, 150}, 1000) == 50u);
-    CHECK(cdc::distance({3, 900}, {4, 100}, 1000) == 200u);
-    CHECK(cdc::distance({3, 900}, {4, 900}, 1000) == 1000u); // exactly one full ring
-    CHECK(cdc::distance({0xffff, 900}, {0, 10}, 1000) == 110u);
-    CHECK_FALSE(cdc::distance({0, 150}, {0, 100}, 1000)); // backwards
-    CHECK_FALSE(cdc::distance({3, 900}, {4, 901}, 1000)); // more than one ring ahead
-    CHECK_FALSE(cdc::distance({3, 100}, {5, 0}, 1000));   // two wraps ahead
-    CHECK_FALSE(cdc::distance({0, 0}, {0, 1000}, 1000));  // count outside the ring
-    CHECK(cdc::update_limit(65536 - 64) == 6547);
-    CHECK(cdc::update_limit(16384 - 64) == 2304);
-    CHECK(cdc::unpack_cons(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == Cursor{5, 12345});
-    CHECK(cdc::conn_flags_of(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == 0x40);
-    CHECK(cdc::prod_flags_of(cdc::pack_cons({5, 12345}, 0x80, 0x40)) == 0x80);
+    using core::Cursor;
+    CHECK(core::advance({0, 100}, 50, 1000) == Cursor{0, 150});
+    CHECK(core::advance({0, 990}, 10, 1000) == Cursor{1, 0});
+    CHECK(core::advance({7, 990}, 20, 1000) == Cursor{8, 10});
+    CHECK(core::advance({0xffff, 999}, 1, 1000) == Cursor{0, 0}); // wrap counter wraps too
+    CHECK(core::distance({0, 100}, {0, 150}, 1000) == 50u);
+    CHECK(core::distance({3, 900}, {4, 100}, 1000) == 200u);
+    CHECK(core::distance({3, 900}, {4, 900}, 1000) == 1000u); // exactly one full ring
+    CHECK(core::distance({0xffff, 900}, {0, 10}, 1000) == 110u);
+    CHECK_FALSE(core::distance({0, 150}, {0, 100}, 1000)); // backwards
+    CHECK_FALSE(core::distance({3, 900}, {4, 901}, 1000)); // more than one ring ahead
+    CHECK_FALSE(core::distance({3, 100}, {5, 0}, 1000));   // two wraps ahead
+    CHECK_FALSE(core::distance({0, 0}, {0, 1000}, 1000));  // count outside the ring
+    CHECK(core::update_limit(65536 - 64) == 6547);
+    CHECK(core::update_limit(16384 - 64) == 2304);
+    CHECK(smcd::unpack_cons(smcd::pack_cons({5, 12345}, 0x80, 0x40)) == Cursor{5, 12345});
+    CHECK(smcd::conn_flags_of(smcd::pack_cons({5, 12345}, 0x80, 0x40)) == 0x40);
+    CHECK(smcd::prod_flags_of(smcd::pack_cons({5, 12345}, 0x80, 0x40)) == 0x80);
 }
 
 TEST_CASE("a shared cursor read by another thread is never torn") {
@@ -138,13 +138,13 @@ TEST_CASE("a shared cursor read by another thread is never torn") {
     // error, and Python's sendall raised TimeoutError early).
     constexpr uint32_t kSize = 131008;
     auto count_for = [](uint16_t wrap) { return uint32_t(wrap) * 7919u % kSize; };
-    cdc::SharedCursor shared;
+    core::SharedCursor shared;
     shared.store({0, count_for(0)});
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> torn{0}, reads{0};
     std::thread reader([&] {
         while (!stop.load(std::memory_order_relaxed)) {
-            cdc::Cursor c = shared.load();
+            core::Cursor c = shared.load();
             if (c.count != count_for(c.wrap)) torn.fetch_add(1);
             reads.fetch_add(1, std::memory_order_relaxed);
         }
@@ -390,20 +390,20 @@ TEST_CASE("timeouts: SO_RCVTIMEO / SO_SNDTIMEO semantics") {
 TEST_CASE("hostile peer cursors break only this connection") {
     SECTION("producer cursor outside the ring") {
         Pair p;
-        p.b.rx.control()->prod.store(cdc::pack_prod({0, 0xfffffff0u}));
+        p.b.rx.control()->prod.store(smcd::pack_prod({0, 0xfffffff0u}));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf) == -ECONNRESET);
         CHECK(smc_broken(p.b));
     }
     SECTION("producer cursor two wraps ahead") {
         Pair p;
-        p.b.rx.control()->prod.store(cdc::pack_prod({2, 10}));
+        p.b.rx.control()->prod.store(smcd::pack_prod({2, 10}));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
     }
     SECTION("consumer cursor ahead of what we produced") {
         Pair p;
-        p.a.rx.control()->cons.store(cdc::pack_cons({0, 500}, 0, 0));
+        p.a.rx.control()->cons.store(smcd::pack_cons({0, 500}, 0, 0));
         CHECK(send_buf(p.a, "x", 1) == -ECONNRESET);
         CHECK(smc_poll_events(p.a) & POLLERR);
     }
@@ -411,7 +411,7 @@ TEST_CASE("hostile peer cursors break only this connection") {
         // (A reader that took any nonzero flag byte as news looked again at
         // once, forever: these calls would not return.)
         Pair p;
-        p.b.rx.control()->cons.store(cdc::pack_cons({0, 0}, 0, 0x04));
+        p.b.rx.control()->cons.store(smcd::pack_cons({0, 0}, 0, 0x04));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, false, 0) == -EAGAIN);
@@ -510,7 +510,8 @@ TEST_CASE("DMB device: waiting DMBs of peers that never close do not hide the ot
     std::vector<ino_t> closed;
     for (int i = 0; i < 20; ++i) {
         if (i >= 18) {
-            held[size_t(i)].control()->cons.store(cdc::pack_cons({0, 0}, 0, cdc::kPeerConnClosed));
+            held[size_t(i)].control()->cons.store(
+                smcd::pack_cons({0, 0}, 0, core::kPeerConnClosed));
             closed.push_back(inode(held[size_t(i)].fd));
         }
         dev.release(held[size_t(i)], 1000, false);
@@ -543,9 +544,9 @@ TEST_CASE("DMB device: memory cap, reuse for the same peer uid only, zeroed on r
     // written anywhere.
     d1->ring()[0] = 0x5a;
     d1->ring()[1] = 0x5b;
-    d1->control()->prod.store(cdc::pack_prod({0, 2}));
+    d1->control()->prod.store(smcd::pack_prod({0, 2}));
     d2->ring()[d2->ring_size() - 1] = 0x5c;
-    d2->control()->prod.store(cdc::pack_prod({1, 0}));
+    d2->control()->prod.store(smcd::pack_prod({1, 0}));
     uint64_t old_token = d1->token;
     auto inode = [](int fd) {
         struct stat st;
@@ -611,11 +612,11 @@ TEST_CASE("DMB device: a DMB released before its peer closed is reused only afte
     REQUIRE(fresh);
     CHECK(inode(fresh->fd) != first); // not while the old peer may write
     // The old peer closes: its flag lands in the control line.
-    d->control()->cons.store(uint64_t{cdc::kPeerConnClosed} << 56);
+    d->control()->cons.store(uint64_t{core::kPeerConnClosed} << 56);
     auto reused = dev.allocate(64 * 1024, 1000);
     REQUIRE(reused);
     CHECK(inode(reused->fd) == first);
-    CHECK(cdc::conn_flags_of(reused->control()->cons.load()) == 0); // a clean control line
+    CHECK(smcd::conn_flags_of(reused->control()->cons.load()) == 0); // a clean control line
     // Waiting ones give way under the memory cap.
     dev.release(*fresh, 1000, false);
     dev.release(*reused, 1000, false);
@@ -1055,7 +1056,7 @@ TEST_CASE("a peer that closes right after its last write: every byte before EOF"
 TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, then only a spin") {
     Pair p;
     // b's peer (a) "is writing a wake-up" and never finishes.
-    p.b.tx.control()->waiting.fetch_or(cdc::kWakingData);
+    p.b.tx.control()->waiting.fetch_or(smcd::kWakingData);
     auto t0 = std::chrono::steady_clock::now();
     smc_arm_for_data(p.b);
     auto first = std::chrono::steady_clock::now() - t0;
@@ -1216,9 +1217,9 @@ TEST_CASE("urgent data: a partial nonblocking MSG_OOB send marks its last byte")
 }
 
 TEST_CASE("hostile urgent marks break only this connection, never read outside the ring") {
-    auto forge = [](Pair& p, uint16_t count, cdc::Cursor mark, cdc::Cursor prod) {
-        p.b.rx.control()->urg.store(cdc::pack_prod(mark, count));
-        p.b.rx.control()->prod.store(cdc::pack_prod(prod, count));
+    auto forge = [](Pair& p, uint16_t count, core::Cursor mark, core::Cursor prod) {
+        p.b.rx.control()->urg.store(smcd::pack_prod(mark, count));
+        p.b.rx.control()->prod.store(smcd::pack_prod(prod, count));
     };
     char buf[8];
     SECTION("a mark beyond what the peer produced") {
@@ -1243,8 +1244,8 @@ TEST_CASE("hostile urgent marks break only this connection, never read outside t
     SECTION("a mark whose count never matches: urgent data on its way, data still flows") {
         Pair p;
         CHECK(send_buf(p.a, "abcd", 4) == 4);
-        p.b.rx.control()->urg.store(cdc::pack_prod({0, 2}, 7));
-        p.b.rx.control()->prod.store(cdc::pack_prod({0, 4}, 6));
+        p.b.rx.control()->urg.store(smcd::pack_prod({0, 2}, 7));
+        p.b.rx.control()->prod.store(smcd::pack_prod({0, 4}, 6));
         CHECK(smc_recv_urgent(p.b, buf, 1, false) == -EAGAIN);
         CHECK_FALSE(smc_poll_events(p.b) & (POLLPRI | POLLERR));
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 4);
@@ -1348,7 +1349,7 @@ TEST_CASE("a read whose arm takes the peer watch's wake-up for a dead peer still
     for (int round = 0; round < 50; ++round) {
         Pair p;
         p.b.epoll_watched.store(true);
-        p.b.tx.control()->waiting.fetch_or(cdc::kWakingData);
+        p.b.tx.control()->waiting.fetch_or(smcd::kWakingData);
         std::atomic<bool> started{false}, delivered{false};
         std::thread watch([&] {
             while (!started.load())
@@ -1358,7 +1359,7 @@ TEST_CASE("a read whose arm takes the peer watch's wake-up for a dead peer still
             smc_check_peer(p.b); // what peer_watch::deliver does
             smc_self_wake(p.b);
             delivered.store(true);
-            p.b.tx.control()->waiting.fetch_and(~uint64_t{cdc::kWakingData});
+            p.b.tx.control()->waiting.fetch_and(~uint64_t{smcd::kWakingData});
         });
         started.store(true);
         char buf[8];

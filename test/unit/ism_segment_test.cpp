@@ -1,8 +1,8 @@
 // DMB slots in segments (ism.hpp): one memfd for the DMBs of peers of one
 // user, slots claimed and given back under the rules of reused DMBs, the
 // count exact, a forked child's close giving the slot back to its parent.
-#include "engine/cdc.hpp"
 #include "engine/ism.hpp"
+#include "engine/smcd/cdc_line.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -34,7 +34,7 @@ int open_fds() {
 
 // The peer's close, as it lands in our control line.
 void peer_closes(const ism::Dmb& d) {
-    d.control()->cons.store(cdc::pack_cons({0, 0}, 0, cdc::kPeerConnClosed));
+    d.control()->cons.store(smcd::pack_cons({0, 0}, 0, core::kPeerConnClosed));
 }
 
 } // namespace
@@ -59,7 +59,7 @@ TEST_CASE("DMB segments: a peer user's DMBs are slots of one file, one descripto
         CHECK(d.size == k64K);
         CHECK(ism::slot_claim_ok(d.size, d.offset, d.file_size));
         offsets.insert(d.offset);
-        CHECK(d.control()->type == cdc::kCdcType);
+        CHECK(d.control()->type == smcd::kCdcType);
     }
     CHECK(offsets.size() == 4); // no two share a slot
     // Another user's peers never share it.
@@ -89,7 +89,7 @@ TEST_CASE("DMB segments: a slot is reused zeroed, and only after its old peer's 
     uint32_t slot = a->slot;
     // The peer wrote 100 bytes and published them.
     std::memset(a->ring(), 0xAB, 100);
-    a->control()->prod.store(cdc::pack_prod({0, 100}));
+    a->control()->prod.store(smcd::pack_prod({0, 100}));
     uint64_t old_token = a->token;
     ism::Dmb kept = *a;                         // (the test's own view, to play the old peer)
     dev.release(*a, kPeer, /*reusable=*/false); // the old peer has not closed yet
@@ -115,7 +115,7 @@ TEST_CASE("DMB segments: a slot is reused zeroed, and only after its old peer's 
             got_old = true;
             CHECK(d->token != old_token);
             CHECK(std::all_of(d->ring(), d->ring() + 100, [](uint8_t b) { return b == 0; }));
-            CHECK(cdc::conn_flags_of(d->control()->cons.load()) == 0);
+            CHECK(smcd::conn_flags_of(d->control()->cons.load()) == 0);
             CHECK(d->control()->prod.load() == 0);
         }
         again.push_back(*d);

@@ -1,8 +1,8 @@
 // Link groups (link_group.hpp): what a first contact leaves behind, and when
 // a later connection's names are believed.
-#include "engine/cdc.hpp"
 #include "engine/ism.hpp"
 #include "engine/link_group.hpp"
+#include "engine/smcd/cdc_line.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -63,21 +63,21 @@ TEST_CASE("requests and buffers fall in the kernel's size buckets") {
 }
 
 TEST_CASE("cursors, flags and shutdown read as smcss writes them") {
-    CHECK(tools::cursor_text(cdc::Cursor{1, 0xfa00}) == "0001:0000fa00");
+    CHECK(tools::cursor_text(core::Cursor{1, 0xfa00}) == "0001:0000fa00");
     CHECK(tools::cursor_text(std::nullopt) == "-");
     CHECK(tools::flags_text(uint8_t{0}, uint8_t{0x80}) == "00:80");
     CHECK(tools::flags_text(std::nullopt, uint8_t{0}) == "-");
     CHECK(tools::hex64(0xabc) == "0000000000000abc");
-    CHECK(tools::cursor_bytes(cdc::Cursor{2, 100}, 1000) == 2100);
+    CHECK(tools::cursor_bytes(core::Cursor{2, 100}, 1000) == 2100);
 
     tools::Detail d;
     CHECK(tools::shutdown_text(d) == "?-?");
     d.rx_flags = 0;
     d.tx_flags = 0;
     CHECK(tools::shutdown_text(d) == "<->");
-    d.rx_flags = cdc::kPeerDoneWriting;
+    d.rx_flags = core::kPeerDoneWriting;
     CHECK(tools::shutdown_text(d) == "R->");
-    d.tx_flags = cdc::kPeerConnClosed;
+    d.tx_flags = core::kPeerConnClosed;
     CHECK(tools::shutdown_text(d) == "R-W");
 }
 
@@ -88,11 +88,11 @@ TEST_CASE("JSON strings are escaped and always valid") {
 }
 
 TEST_CASE("a control line copy is taken only with the CDC type and whole") {
-    uint8_t line[cdc::kControlBytes] = {};
+    uint8_t line[smcd::kControlBytes] = {};
     CHECK_FALSE(tools::parse_control(line, sizeof line)); // not a control line
-    line[0] = cdc::kCdcType;
-    uint64_t prod = cdc::pack_prod(cdc::Cursor{1, 10});
-    uint64_t cons = cdc::pack_cons(cdc::Cursor{1, 4}, 0, cdc::kPeerDoneWriting);
+    line[0] = smcd::kCdcType;
+    uint64_t prod = smcd::pack_prod(core::Cursor{1, 10});
+    uint64_t cons = smcd::pack_cons(core::Cursor{1, 4}, 0, core::kPeerDoneWriting);
     std::memcpy(line + 8, &prod, 8);
     std::memcpy(line + 16, &cons, 8);
     CHECK_FALSE(tools::parse_control(line, sizeof line - 1));
@@ -104,21 +104,21 @@ TEST_CASE("a control line copy is taken only with the CDC type and whole") {
 
 TEST_CASE("details come from both control lines, and impossible cursors are flagged") {
     auto mine = record(1, 11, 2, 22, 100, 200);
-    uint32_t ring = (64 << 10) - cdc::kControlBytes;
+    uint32_t ring = (64 << 10) - smcd::kControlBytes;
     tools::ControlWords own; // our DMB: the peer's producer cursor, its consumer cursor + flags
-    own.prod = cdc::pack_prod(cdc::Cursor{0, 500});
-    own.cons = cdc::pack_cons(cdc::Cursor{0, 300}, 0, 0);
+    own.prod = smcd::pack_prod(core::Cursor{0, 500});
+    own.cons = smcd::pack_cons(core::Cursor{0, 300}, 0, 0);
     tools::ControlWords peers; // the peer's: ours
-    peers.prod = cdc::pack_prod(cdc::Cursor{0, 300});
-    peers.cons = cdc::pack_cons(cdc::Cursor{0, 500}, 0, cdc::kPeerDoneWriting);
+    peers.prod = smcd::pack_prod(core::Cursor{0, 300});
+    peers.cons = smcd::pack_cons(core::Cursor{0, 500}, 0, core::kPeerDoneWriting);
     auto d = tools::detail_of(mine, own, peers);
     CHECK(d.rcvbuf == ring);
     CHECK(d.peerbuf == ring);
-    CHECK(*d.rx_prod == cdc::Cursor{0, 500});
-    CHECK(*d.rx_cons == cdc::Cursor{0, 500});
-    CHECK(*d.tx_prod == cdc::Cursor{0, 300});
-    CHECK(*d.tx_cons == cdc::Cursor{0, 300});
-    CHECK(*d.tx_flags == cdc::kPeerDoneWriting);
+    CHECK(*d.rx_prod == core::Cursor{0, 500});
+    CHECK(*d.rx_cons == core::Cursor{0, 500});
+    CHECK(*d.tx_prod == core::Cursor{0, 300});
+    CHECK(*d.tx_cons == core::Cursor{0, 300});
+    CHECK(*d.tx_flags == core::kPeerDoneWriting);
     CHECK(*d.rx_flags == 0);
     CHECK(d.rx_ok);
     CHECK(d.tx_ok);
@@ -131,9 +131,10 @@ TEST_CASE("details come from both control lines, and impossible cursors are flag
     CHECK_FALSE(half.tx_prod);
 
     // A consumer ahead of its producer is shown, and flagged.
-    own.cons = cdc::pack_cons(cdc::Cursor{0, 400}, 0, 0); // the peer consumed more than we produced
+    own.cons =
+        smcd::pack_cons(core::Cursor{0, 400}, 0, 0); // the peer consumed more than we produced
     CHECK_FALSE(tools::detail_of(mine, own, peers).tx_ok);
-    own.cons = cdc::pack_cons(cdc::Cursor{0, ring + 5}, 0, 0); // outside the ring
+    own.cons = smcd::pack_cons(core::Cursor{0, ring + 5}, 0, 0); // outside the ring
     CHECK_FALSE(tools::detail_of(mine, own, peers).tx_ok);
 
     // Implausible records give nothing.
@@ -198,10 +199,10 @@ TEST_CASE("connection records are published, read twice, and freed") {
     CHECK(recs[0].peer_dmb_ino == 4242);
 
     // The observer's copy of our control line, through /proc/<pid>/fd.
-    dmb->control()->prod.store(cdc::pack_prod(cdc::Cursor{3, 77}));
+    dmb->control()->prod.store(smcd::pack_prod(core::Cursor{3, 77}));
     auto w = tools::read_control(getpid(), recs[0]);
     REQUIRE(w);
-    CHECK(cdc::unpack_prod(w->prod) == cdc::Cursor{3, 77});
+    CHECK(smcd::unpack_prod(w->prod) == core::Cursor{3, 77});
     // A record naming another inode (the descriptor was reused) is not read.
     auto moved = recs[0];
     moved.dmb_ino += 1;

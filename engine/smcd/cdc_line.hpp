@@ -1,7 +1,8 @@
 #pragma once
-// CDC: connection data control for SMC-D, as usmc lays it out in shared
-// memory. Every DMB starts with one 64-byte control line, written only by the
-// peer (the side that produces into this DMB) and read by the owner:
+// SMC-D's connection data control: the CDC as usmc lays it out in shared
+// memory, and SMC-D's receive of it (core/cdc.hpp reads what it means).
+// Every DMB starts with one 64-byte control line, written only by the peer
+// (the side that produces into this DMB) and read by the owner:
 //
 //   0   type 0xFE, 7 reserved            the SMC-D CDC (net/smc/smc_cdc.h, struct smcd_cdc_msg),
 //   8   producer cursor  wrap:16 count:32     host byte order, each 8-byte
@@ -39,33 +40,22 @@
 //
 // The kernel's SMC-D ring starts at 32; usmc keeps the cursors in a cache
 // line of their own so data writes never invalidate them.
+#include "engine/core/cdc.hpp"
 #include "engine/core/close_state.hpp"
 #include "engine/core/cursor.hpp"
 
 #include <atomic>
 #include <cstdint>
 
-namespace usmc::cdc {
+namespace usmc::smcd {
 
-// The cursors and their arithmetic are the core's (transport-independent).
-using core::advance;
 using core::Cursor;
-using core::distance;
-using core::SharedCursor;
-using core::update_limit;
-using core::valid;
 
 enum ProdFlags : uint8_t {
     kWriteBlocked = 0x80,
     kUrgPending = 0x40,
     kUrgPresent = 0x20,
     kConsUpdateReq = 0x10,
-};
-// The connection-state flags, as every transport carries them (core).
-enum ConnFlags : uint8_t {
-    kPeerDoneWriting = core::kPeerDoneWriting,
-    kPeerConnClosed = core::kPeerConnClosed,
-    kPeerConnAbort = core::kPeerConnAbort,
 };
 enum WaitFlags : uint64_t {
     kWaitData = 1,  // the peer sleeps until data arrives in its DMB
@@ -119,4 +109,27 @@ inline uint8_t conn_flags_of(uint64_t cons_word) {
     return uint8_t(cons_word >> 56);
 }
 
-} // namespace usmc::cdc
+// SMC-D's CDC receive: the peer's words in our control line, copied (what
+// smcd_cdc_rx_tsklet does at each interrupt, done here at each look). The
+// consumer word, which carries the connection flags, first: the peer
+// publishes its last producer cursor before its flags, so a copy with its
+// flags has its last bytes. Every field is the peer's and checked by the
+// core before it counts.
+inline core::PeerCdc receive(const Control& line) {
+    uint64_t cons = line.cons.load(std::memory_order_seq_cst);
+    uint64_t prod = line.prod.load(std::memory_order_seq_cst);
+    return {unpack_prod(prod), urg_count_of(prod), unpack_cons(cons), prod_flags_of(cons),
+            conn_flags_of(cons)};
+}
+// The mark of the peer's latest urgent send: the producer cursor just after
+// its urgent byte, and that send's count (the peer's word, checked by rx).
+struct UrgentMark {
+    Cursor after;
+    uint16_t count = 0;
+};
+inline UrgentMark receive_urgent_mark(const Control& line) {
+    uint64_t w = line.urg.load(std::memory_order_seq_cst);
+    return {unpack_prod(w), urg_count_of(w)};
+}
+
+} // namespace usmc::smcd
