@@ -196,7 +196,7 @@ struct SmcConn {
 
   private:
     std::atomic_flag pub_lock_ = ATOMIC_FLAG_INIT;
-    uint64_t announced_ = 0; // packed cursor last published, under pub_lock_
+    core::Cursor announced_; // consumer cursor last published, under pub_lock_
     void store_cons_word();
 };
 

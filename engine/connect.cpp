@@ -225,8 +225,7 @@ ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const Han
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
     smc_close_wakeups(c);
     if (c.rx.valid()) {
-        uint8_t peer_flags =
-            smcd::conn_flags_of(c.rx.control()->cons.load(std::memory_order_acquire));
+        uint8_t peer_flags = core::cdc_ending_flags(smc_peer_cdc(c));
         bool peer_done =
             !c.tx.valid() || (peer_flags & (core::kPeerConnClosed | core::kPeerConnAbort));
         dev.release(c.rx, peer_uid, peer_done);

@@ -329,15 +329,14 @@ void smc_self_wake(SmcConn& c) {
 }
 
 void SmcConn::store_cons_word() {
-    uint64_t flags = conn_flags.load(std::memory_order_acquire);
-    tx.control()->cons.store(announced_ | flags << 56, std::memory_order_seq_cst);
+    smcd::send_cons(*tx.control(), announced_, conn_flags.load(std::memory_order_acquire));
 }
 
 void SmcConn::publish_cons() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
     core::Cursor cons = rx_cons.load();
-    announced_ = smcd::pack_prod(cons);
+    announced_ = cons;
     store_cons_word();
     pub_lock_.clear(std::memory_order_release);
     rx_cons_announced = cons;
@@ -347,35 +346,32 @@ void SmcConn::publish_cons() {
 void SmcConn::adopt_published() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
-    uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
-    announced_ = smcd::pack_prod(smcd::unpack_cons(word));
+    core::PeerCdc sent = smcd::sent(*tx.control());
+    announced_ = sent.cons;
     pub_lock_.clear(std::memory_order_release);
-    rx_cons_announced = smcd::unpack_cons(word);
+    rx_cons_announced = sent.cons;
     rx_cons.store(rx_cons_announced);
-    uint8_t ours = smcd::conn_flags_of(word) & core::kConnFlagsKnown;
+    uint8_t ours = core::cdc_ending_flags(sent);
     conn_flags.fetch_or(ours, std::memory_order_acq_rel);
     if (ours) smc_close_event(*this, core::CloseEvent::WeDoneWriting);
-    uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
-    tx_prod.store(smcd::unpack_prod(prod));
-    tx_urg_count = smcd::urg_count_of(prod);
+    tx_prod.store(sent.prod);
+    tx_urg_count = sent.urg_count;
 }
 
 bool SmcConn::adopt_published_tx() {
-    uint64_t prod = tx.control()->prod.load(std::memory_order_seq_cst);
-    core::Cursor at = smcd::unpack_prod(prod);
-    if (!core::valid(at, tx.ring_size())) return false;
-    tx_prod.store(at);
-    tx_urg_count = smcd::urg_count_of(prod);
+    core::PeerCdc sent = smcd::sent(*tx.control());
+    if (!core::valid(sent.prod, tx.ring_size())) return false;
+    tx_prod.store(sent.prod);
+    tx_urg_count = sent.urg_count;
     return true;
 }
 
 bool SmcConn::adopt_published_rx() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
-    uint64_t word = tx.control()->cons.load(std::memory_order_seq_cst);
-    core::Cursor at = smcd::unpack_cons(word);
+    core::Cursor at = smcd::sent(*tx.control()).cons;
     bool ok = core::valid(at, rx.ring_size());
-    if (ok) announced_ = smcd::pack_prod(at);
+    if (ok) announced_ = at;
     pub_lock_.clear(std::memory_order_release);
     if (!ok) return false;
     rx_cons_announced = at;

@@ -84,8 +84,7 @@ void wake_peer_reader(SmcConn& c) {
 
 // Makes everything copied so far visible to the reader.
 void publish_prod(SmcConn& c) {
-    c.tx.control()->prod.store(smcd::pack_prod(c.tx_prod.load(), c.tx_urg_count),
-                               std::memory_order_seq_cst);
+    smcd::send_prod(*c.tx.control(), c.tx_prod.load(), c.tx_urg_count);
     c.tx_held = 0;
     c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
 }
@@ -95,8 +94,7 @@ void publish_prod(SmcConn& c) {
 // its count (smcd/cdc_line.hpp).
 void mark_urgent(SmcConn& c) {
     ++c.tx_urg_count;
-    c.tx.control()->urg.store(smcd::pack_prod(c.tx_prod.load(), c.tx_urg_count),
-                              std::memory_order_seq_cst);
+    smcd::send_urgent_mark(*c.tx.control(), c.tx_prod.load(), c.tx_urg_count);
 }
 
 // Under tx_mu: publish held bytes and wake the reader if it waits.

@@ -121,6 +121,26 @@ inline core::PeerCdc receive(const Control& line) {
     return {unpack_prod(prod), urg_count_of(prod), unpack_cons(cons), prod_flags_of(cons),
             conn_flags_of(cons)};
 }
+// SMC-D's CDC send: our words in the peer's control line (the line of the
+// DMB we produce into), each one store the peer sees whole. Producer word
+// after the data it covers; an urgent send's mark before the producer word
+// that carries its count; the consumer word carries our connection flags.
+inline void send_prod(Control& peer_line, Cursor prod, uint16_t urg_count) {
+    peer_line.prod.store(pack_prod(prod, urg_count), std::memory_order_seq_cst);
+}
+inline void send_urgent_mark(Control& peer_line, Cursor after, uint16_t urg_count) {
+    peer_line.urg.store(pack_prod(after, urg_count), std::memory_order_seq_cst);
+}
+inline void send_cons(Control& peer_line, Cursor cons, uint8_t conn_flags) {
+    peer_line.cons.store(pack_cons(cons, 0, conn_flags), std::memory_order_seq_cst);
+}
+// What this side has sent, as the peer receives it: the line is shared by
+// every process that holds the connection (fork), so it is the one record
+// of what all of them sent. The peer can write there too: checked before use.
+inline core::PeerCdc sent(const Control& peer_line) {
+    return receive(peer_line);
+}
+
 // The mark of the peer's latest urgent send: the producer cursor just after
 // its urgent byte, and that send's count (the peer's word, checked by rx).
 struct UrgentMark {

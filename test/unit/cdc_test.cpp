@@ -81,3 +81,20 @@ TEST_CASE("SMC-D's receive copies every field of the peer's control line words")
     CHECK(mark.after == Cursor{7, 12000});
     CHECK(mark.count == 3);
 }
+
+TEST_CASE("SMC-D's send stores what the peer's receive reads back, flags and urgent mark alike") {
+    smcd::Control line{};
+    smcd::send_urgent_mark(line, {2, 700}, 5);
+    smcd::send_prod(line, {2, 900}, 5);
+    smcd::send_cons(line, {1, 40}, core::kPeerConnClosed);
+    PeerCdc m = smcd::receive(line);
+    CHECK(m.prod == Cursor{2, 900});
+    CHECK(m.urg_count == 5);
+    CHECK(m.cons == Cursor{1, 40});
+    CHECK(m.prod_flags == 0);
+    CHECK(core::cdc_ending_flags(m) == core::kPeerConnClosed);
+    CHECK(smcd::sent(line).prod == m.prod);
+    smcd::UrgentMark mark = smcd::receive_urgent_mark(line);
+    CHECK(mark.after == Cursor{2, 700});
+    CHECK(mark.count == 5);
+}
