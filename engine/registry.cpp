@@ -574,16 +574,17 @@ constexpr int kFetchTimeoutMs = 500;
 constexpr uint64_t kFetchAgainNs = 1'000'000'000;
 
 // The Pending memory of `addr`'s listener, fetched from its publisher's
-// endpoint the first time (without our lock: other lookups go on). Under
-// g_cache_mu (`lock`), which it may release and take again.
-Pending* pending_of(const sockaddr* addr, socklen_t len, std::unique_lock<std::mutex>& lock) {
+// endpoint the first time `fetch` allows (without our lock: other lookups
+// go on). Under g_cache_mu (`lock`), which it may release and take again.
+Pending* pending_of(const sockaddr* addr, socklen_t len, std::unique_lock<std::mutex>& lock,
+                    bool fetch) {
     AddrKey exact = key_of(addr, len);
     socklen_t wlen = 0;
     sockaddr_storage w = wildcard_of(addr, len, &wlen);
     AddrKey wild = key_of(reinterpret_cast<sockaddr*>(&w), wlen);
     Cached* c = believed_entry(exact, wild);
     if (!c || c->pending) return c ? c->pending : nullptr;
-    if (sys::mono_ns() < c->fetch_again_ns) return nullptr;
+    if (!fetch || sys::mono_ns() < c->fetch_again_ns) return nullptr;
     uint64_t gid = c->gid, token = c->token;
     int32_t pid = c->pid;
     lock.unlock();
@@ -604,7 +605,13 @@ Pending* pending_of(const sockaddr* addr, socklen_t len, std::unique_lock<std::m
 
 bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
     std::unique_lock lock(g_cache_mu);
-    Pending* p = pending_of(addr, len, lock);
+    // Only a beginning fetches the memory: an end whose beginning found none
+    // has nothing to count down (and one under an entry that changed since
+    // must not count down another listener's). Ends run on the engine loop,
+    // which must not wait on the publisher's endpoint: a stopped or hostile
+    // publisher would hold every handshake of this process for the fetch's
+    // timeout.
+    Pending* p = pending_of(addr, len, lock, begin);
     if (!p) return false;
     if (client_port) {
         bool placed = announce_port(p, client_port, begin);

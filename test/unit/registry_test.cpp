@@ -1,5 +1,6 @@
 #include "engine/ism.hpp"
 #include "engine/ism_endpoint.hpp"
+#include "engine/lgr.hpp"
 #include "engine/registry.hpp"
 #include "engine/sys.hpp"
 
@@ -11,7 +12,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <thread>
 #include <time.h>
@@ -211,6 +214,34 @@ TEST_CASE("pending connects: announced by clients, expire, never below zero") {
         registry::announce_pending(sa(addr), sizeof addr, false, uint16_t(41000 + i));
     CHECK(l.pending_connects() == 0);
     CHECK_FALSE(registry::announce_pending(sa(nobody), sizeof nobody, true)); // no listener
+}
+
+TEST_CASE("pending connects: an end never asks the publisher's endpoint (it runs on the loop, "
+          "which must not wait on another process)") {
+    test::StatsDir dir{"reg", 01777};
+    auto addr = v4("127.0.0.1", 7003);
+    // An endpoint that never answers (a stopped or hostile publisher): a
+    // bound socket nobody accepts on. A fetch would queue a link on it.
+    constexpr uint64_t kGid = 0x5eed0007;
+    sockaddr_un sun{};
+    socklen_t slen = lgr::endpoint_address(kGid, sun);
+    int mute = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(mute >= 0);
+    REQUIRE(bind(mute, reinterpret_cast<sockaddr*>(&sun), slen) == 0);
+    REQUIRE(listen(mute, 8) == 0);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, kGid, registry::kSmcD);
+    REQUIRE(l.published());
+    REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
+    CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, false));
+    CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, false, 40001));
+    CHECK(accept4(mute, nullptr, nullptr, SOCK_CLOEXEC) < 0); // nobody linked
+    CHECK(errno == EAGAIN);
+    // A beginning does ask (and, unanswered, cannot announce).
+    CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, true));
+    int link = accept4(mute, nullptr, nullptr, SOCK_CLOEXEC);
+    CHECK(link >= 0);
+    if (link >= 0) close(link);
+    close(mute);
 }
 
 TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sealed; without "
