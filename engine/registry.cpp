@@ -605,13 +605,13 @@ Pending* pending_of(const sockaddr* addr, socklen_t len, std::unique_lock<std::m
 
 bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
     std::unique_lock lock(g_cache_mu);
-    // Only a beginning fetches the memory: an end whose beginning found none
-    // has nothing to count down (and one under an entry that changed since
-    // must not count down another listener's). Ends run on the engine loop,
-    // which must not wait on the publisher's endpoint: a stopped or hostile
-    // publisher would hold every handshake of this process for the fetch's
-    // timeout.
-    Pending* p = pending_of(addr, len, lock, begin);
+    // Only the count's beginning (before connect()) fetches the memory: a
+    // port or an end whose beginning found none has nothing to move (and
+    // under an entry that changed since must not move another listener's
+    // counts). Those run on the engine loop, which must not wait on the
+    // publisher's endpoint: a stopped or hostile publisher would hold every
+    // handshake of this process for the fetch's timeout.
+    Pending* p = pending_of(addr, len, lock, begin && !client_port);
     if (!p) return false;
     if (client_port) {
         bool placed = announce_port(p, client_port, begin);

@@ -149,9 +149,9 @@ std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
 // Client side: announce / finish an SMC connect to `addr`'s listener, as
 // found by lookup() just before. Before connect() without a port (the
 // count); once connect() has chosen the client port, with it (begin); at the
-// end with the port if it was given. The first beginning announced to a
-// listener fetches its Pending memory from its endpoint; an end never
-// fetches (it never waits on the publisher). False if the announcement
+// end with the port if it was given. The first count (no port) announced
+// to a listener fetches its Pending memory from its endpoint; a port or an
+// end never does (they never wait on the publisher). False if the announcement
 // could not be made: the connection must then not send CLC (the server
 // would take it as plain TCP).
 bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port = 0);

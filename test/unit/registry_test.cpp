@@ -216,8 +216,8 @@ TEST_CASE("pending connects: announced by clients, expire, never below zero") {
     CHECK_FALSE(registry::announce_pending(sa(nobody), sizeof nobody, true)); // no listener
 }
 
-TEST_CASE("pending connects: an end never asks the publisher's endpoint (it runs on the loop, "
-          "which must not wait on another process)") {
+TEST_CASE("pending connects: a port or an end never asks the publisher's endpoint (they run "
+          "on the loop, which must not wait on another process)") {
     test::StatsDir dir{"reg", 01777};
     auto addr = v4("127.0.0.1", 7003);
     // An endpoint that never answers (a stopped or hostile publisher): a
@@ -234,9 +234,10 @@ TEST_CASE("pending connects: an end never asks the publisher's endpoint (it runs
     REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
     CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, false));
     CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, false, 40001));
+    CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, true, 40001));
     CHECK(accept4(mute, nullptr, nullptr, SOCK_CLOEXEC) < 0); // nobody linked
     CHECK(errno == EAGAIN);
-    // A beginning does ask (and, unanswered, cannot announce).
+    // The count's beginning does ask (and, unanswered, cannot announce).
     CHECK_FALSE(registry::announce_pending(sa(addr), sizeof addr, true));
     int link = accept4(mute, nullptr, nullptr, SOCK_CLOEXEC);
     CHECK(link >= 0);
