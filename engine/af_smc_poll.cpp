@@ -10,6 +10,8 @@
 #include "engine/wait.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <memory_resource>
 #include <time.h>
 #include <vector>
 
@@ -198,6 +200,10 @@ bool any_smc(const pollfd* fds, nfds_t n) {
     return false;
 }
 
+// Room on the stack for a poll of up to 64 descriptors (two kernel entries
+// and their owners each, the connecting ones, the flags).
+constexpr size_t kPollArenaBytes = 64 * (2 * sizeof(pollfd) + 2 * 16 + sizeof(void*)) + 256;
+
 int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
     // Each SMC entry becomes up to two kernel entries (`sig`, the TCP
     // socket for a vanished peer), an SMC listener two (its queue's eventfd
@@ -207,11 +213,19 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         nfds_t i;
         Kind kind;
     };
-    std::vector<pollfd> k;
-    std::vector<Owner> owner;
-    std::vector<bool> built_smc(n);
-    std::vector<SmcConn*> entered; // Connecting: `sig` used (smc_sig_enter)
+    // No heap for the usual few descriptors: the caller may have unblocked
+    // signals for this call alone, whose handlers allocate and fork (the
+    // postmaster of PostgreSQL 15); a handler taken inside malloc would
+    // hang on its lock. Only sets too large for the stack use the heap.
+    alignas(std::max_align_t) std::byte arena[kPollArenaBytes];
+    std::pmr::monotonic_buffer_resource mem(arena, sizeof arena);
+    std::pmr::vector<pollfd> k(&mem);
+    std::pmr::vector<Owner> owner(&mem);
+    std::pmr::vector<bool> built_smc(n, false, &mem);
+    std::pmr::vector<SmcConn*> entered(&mem); // Connecting: `sig` used (smc_sig_enter)
     k.reserve(n * 2);
+    owner.reserve(n * 2);
+    entered.reserve(n);
     timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     auto leave_all = [&] {

@@ -4,6 +4,8 @@
 // own epoll_data (epoll_ctl), so epoll_wait itself needs no translation.
 #include "preload/shim.hpp"
 
+#include <cstddef>
+#include <memory_resource>
 #include <vector>
 
 // glibc declares poll()'s array write-only (access attribute), though poll
@@ -32,7 +34,12 @@ bool sets_hold_smc(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
 }
 
 int select_via_poll(int n, fd_set* r, fd_set* w, fd_set* e, int timeout_ms, const sigset_t* mask) {
-    std::vector<pollfd> p;
+    // On the stack for the usual few descriptors: select() may be the only
+    // place the application takes its signals, whose handlers may allocate
+    // (af_smc::poll says why that must not find us inside malloc).
+    alignas(std::max_align_t) std::byte arena[64 * sizeof(pollfd)];
+    std::pmr::monotonic_buffer_resource mem(arena, sizeof arena);
+    std::pmr::vector<pollfd> p(&mem);
     for (int fd = 0; fd < n; ++fd) {
         short ev =
             short(((r && FD_ISSET(fd, r)) ? POLLIN : 0) | ((w && FD_ISSET(fd, w)) ? POLLOUT : 0) |

@@ -259,4 +259,14 @@ with Env(smcd_mechanics=True) as env:
           f"accept(): flags and address of the returning call ({r.stdout.strip()} {r.stderr[-300:]})")
     check(st["conn_smcd"] >= 2 * 20,
           f"accept(): the probe's connections ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
+# select() and poll() over a usmc listener and an SMC-D connection allocate
+# nothing (select_probe.c: the postmaster of PostgreSQL 15 forks from signal
+# handlers it runs only inside select()).
+with Env(smcd_mechanics=True) as env:
+    r = env.run(env.wrap([os.path.join(BIN, "usmc-select-probe")]), timeout=120)
+    st = env.stats()
+    check(r.returncode == 0 and r.stdout.startswith("OK"),
+          f"select()/poll() allocate no memory ({r.stdout.strip()} {r.stderr[-300:]})")
+    check(st["conn_smcd"] >= 2,
+          f"select()/poll(): the probe's connection ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
 finish()
