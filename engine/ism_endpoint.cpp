@@ -3,6 +3,8 @@
 #include "engine/connect_watch.hpp"
 #include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
+#include "engine/log.hpp"
+#include "engine/loop.hpp"
 #include "engine/sys.hpp"
 
 #include <algorithm>
@@ -174,12 +176,6 @@ void shares_after_fork() {
     new (&g_share_mu) std::mutex();
 }
 
-namespace {
-// epoll tags of the endpoint's own descriptors; links are tagged by index.
-constexpr uint64_t kTagListen = ~uint64_t{0};
-constexpr uint64_t kTagWake = ~uint64_t{0} - 1;
-} // namespace
-
 Endpoint* Endpoint::start(Device& dev) {
     auto* e = new Endpoint();
     e->dev_ = &dev;
@@ -187,28 +183,48 @@ Endpoint* Endpoint::start(Device& dev) {
     socklen_t len = lgr::endpoint_address(dev.gid(), sun);
     e->listen_fd_ = sys::place_high(
         sys::real().socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    e->epfd_ = sys::place_high(sys::real().epoll_create1(EPOLL_CLOEXEC));
-    epoll_event lev{EPOLLIN, {.u64 = kTagListen}}, wev{EPOLLIN, {.u64 = kTagWake}};
-    if (e->listen_fd_ < 0 || e->epfd_ < 0 ||
+    if (e->listen_fd_ < 0 ||
         sys::real().bind(e->listen_fd_, reinterpret_cast<sockaddr*>(&sun), len) != 0 ||
-        sys::real().listen(e->listen_fd_, 128) != 0 || pipe2(e->wake_, O_CLOEXEC) != 0 ||
-        sys::real().epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->listen_fd_, &lev) != 0 ||
-        sys::real().epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->wake_[0], &wev) != 0) {
+        sys::real().listen(e->listen_fd_, 128) != 0 || !e->watch_listen(-1)) {
         delete e;
         return nullptr;
     }
-    e->thread_ = std::thread([e] { e->serve(); });
     return e;
 }
 
+namespace {
+// Waits for a turn of the event loop: every handler that had fired when it
+// was asked for has run when it returns (the loop runs them one at a time,
+// a timer after the events of its turn). Not on the loop thread.
+void loop_turn() {
+    std::mutex m;
+    std::condition_variable cv;
+    bool turned = false;
+    if (!loop::add(-1, 0, 0, [&](uint32_t) {
+            std::lock_guard lock(m);
+            turned = true;
+            cv.notify_all();
+        }))
+        return;
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return turned; });
+}
+} // namespace
+
 Endpoint::~Endpoint() {
-    if (thread_.joinable()) {
-        char c = 0;
-        ssize_t rc = sys::real().write(wake_[1], &c, 1);
-        (void)rc;
-        thread_.join();
-    }
-    abandon_after_fork(); // closes our descriptors (the thread is gone)
+    // Handlers that run from now on do nothing; after a turn none is inside
+    // this object, so the watches can be read and cancelled; after another,
+    // those that had fired meanwhile have run (and done nothing).
+    stopping_.store(true, std::memory_order_release);
+    loop_turn();
+    if (listen_watch_) loop::cancel(listen_watch_);
+    for (auto& l : links_)
+        if (l.fd >= 0 && l.watch) loop::cancel(l.watch);
+    loop_turn();
+    if (listen_fd_ >= 0) loop::forget(listen_fd_);
+    for (auto& l : links_)
+        if (l.fd >= 0) loop::forget(l.fd);
+    abandon_after_fork(); // closes our descriptors
     for (auto& [token, o] : offers_)
         if (o.done) {
             close_fds(o.done->peer.fds);
@@ -217,12 +233,11 @@ Endpoint::~Endpoint() {
 }
 
 void Endpoint::abandon_after_fork() {
-    // In a child: the mutex, map and thread handle belong to the parent's
-    // moment of fork; the object is never used or destroyed here again. The
-    // links' peers keep serving the parent's copies.
-    for (int fd : {listen_fd_, epfd_, wake_[0], wake_[1]})
-        if (fd >= 0) sys::real().close(fd);
-    listen_fd_ = epfd_ = wake_[0] = wake_[1] = -1;
+    // In a child: the mutex, map and watches belong to the parent's moment
+    // of fork; the object is never used or destroyed here again. The links'
+    // peers keep serving the parent's copies.
+    if (listen_fd_ >= 0) sys::real().close(listen_fd_);
+    listen_fd_ = -1;
     for (auto& l : links_) // written only where open: each write is a copy-on-write fault
         if (l.fd >= 0) {
             sys::real().close(l.fd);
@@ -230,16 +245,57 @@ void Endpoint::abandon_after_fork() {
         }
 }
 
+bool Endpoint::watch_listen(int delay_ms) {
+    // Out of descriptors (accept4 failed so): the socket stays readable, so
+    // a timer brings it back instead of an event at once.
+    if (delay_ms >= 0)
+        listen_watch_ = loop::add(-1, 0, delay_ms, [this](uint32_t) {
+            if (!stopping_.load(std::memory_order_acquire)) watch_listen(-1);
+        });
+    else
+        listen_watch_ = loop::add(listen_fd_, EPOLLIN, -1, [this](uint32_t) { on_listen(); });
+    return listen_watch_ != 0;
+}
+
+void Endpoint::on_listen() {
+    if (stopping_.load(std::memory_order_acquire)) return;
+    close_idle_links(sys::mono_ns());
+    accept_links();
+}
+
+bool Endpoint::watch_link(size_t index) {
+    Link& l = links_[index];
+    uint64_t gen = l.gen;
+    l.watch = loop::add(l.fd, EPOLLIN, -1, [this, index, gen](uint32_t) { on_link(index, gen); });
+    return l.watch != 0;
+}
+
+void Endpoint::on_link(size_t index, uint64_t gen) {
+    if (stopping_.load(std::memory_order_acquire)) return;
+    Link& l = links_[index];
+    if (l.fd < 0 || l.gen != gen) return; // dropped since (an idle sweep in the same turn)
+    l.watch = 0;
+    if (!handle(int(index)) || !watch_link(index)) drop_link(index);
+    close_idle_links(sys::mono_ns());
+}
+
+void Endpoint::drop_link(size_t index) {
+    Link& l = links_[index];
+    if (l.watch) loop::cancel(l.watch);
+    loop::forget(l.fd); // its fired watch's registration goes with it
+    sys::real().close(l.fd);
+    l.fd = -1;
+    l.watch = 0;
+}
+
 void Endpoint::accept_links() {
     uid_t self = geteuid();
     while (true) {
         int fd = sys::real().accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                sys::real().epoll_ctl(epfd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
-                listen_paused_ = true;
-                listen_resume_ns_ = sys::mono_ns() + uint64_t{kFullPauseMs} * 1000000;
-            }
+            bool full = errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
+            if (!watch_listen(full ? kFullPauseMs : -1))
+                log::warn("the endpoint's socket cannot be watched: no more first contacts");
             return;
         }
         fd = sys::place_high_strict(fd); // closed (-1) if usmc's quarter is full
@@ -257,55 +313,21 @@ void Endpoint::accept_links() {
             }
         }
         bool capped = cred.uid != self && cred.uid != 0 && same_uid >= kMaxLinksPerUid;
-        epoll_event ev{EPOLLIN, {.u64 = free_slot ? uint64_t(free_slot - links_) : 0}};
-        if (!free_slot || !have_cred || capped ||
-            sys::real().epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        if (!free_slot || !have_cred || capped) {
             sys::real().close(fd);
             continue;
         }
-        *free_slot = Link{fd, cred.pid, cred.uid, self, sys::mono_ns()};
+        *free_slot = Link{fd, cred.pid, cred.uid, self, sys::mono_ns(), ++next_gen_, 0};
+        size_t index = size_t(free_slot - links_);
+        if (!watch_link(index)) drop_link(index);
     }
 }
 
 void Endpoint::close_idle_links(uint64_t now_ns) {
-    for (auto& l : links_)
-        if (l.fd >= 0 && now_ns - l.used_ns > kLinkIdleMs * 1000000) {
-            sys::real().close(l.fd); // closing removes it from the set
-            l.fd = -1;
-        }
-}
-
-void Endpoint::serve() {
-    sys::name_this_thread("usmc-endpoint");
-    epoll_event evs[32];
-    uint64_t next_sweep = sys::mono_ns() + kLinkIdleMs * 1000000 / 4;
-    while (true) {
-        uint64_t now = sys::mono_ns();
-        uint64_t wake = listen_paused_ ? std::min(next_sweep, listen_resume_ns_) : next_sweep;
-        int timeout = wake > now ? int((wake - now) / 1000000) + 1 : 0;
-        int n = sys::real().epoll_wait(epfd_, evs, 32, timeout);
-        now = sys::mono_ns();
-        if (listen_paused_ && now >= listen_resume_ns_) {
-            epoll_event lev{EPOLLIN, {.u64 = kTagListen}};
-            listen_paused_ = sys::real().epoll_ctl(epfd_, EPOLL_CTL_ADD, listen_fd_, &lev) != 0;
-            if (listen_paused_) listen_resume_ns_ = now + uint64_t{kFullPauseMs} * 1000000;
-        }
-        if (now >= next_sweep) {
-            close_idle_links(now);
-            next_sweep = now + kLinkIdleMs * 1000000 / 4;
-        }
-        for (int i = 0; i < n; ++i) {
-            uint64_t tag = evs[i].data.u64;
-            if (tag == kTagWake) return;
-            if (tag == kTagListen) {
-                accept_links();
-            } else if (tag < kMaxLinks && links_[tag].fd >= 0 && !handle(int(tag))) {
-                // Closing removes it from the set.
-                sys::real().close(links_[tag].fd);
-                links_[tag].fd = -1;
-            }
-        }
-    }
+    if (now_ns < next_sweep_ns_) return;
+    next_sweep_ns_ = now_ns + kLinkIdleMs * 1000000 / 4;
+    for (size_t i = 0; i < kMaxLinks; ++i)
+        if (links_[i].fd >= 0 && now_ns - links_[i].used_ns > kLinkIdleMs * 1000000) drop_link(i);
 }
 
 bool Endpoint::handle(int index) {

@@ -1,13 +1,18 @@
 #pragma once
 // Attaching to a peer's DMB: how the descriptor of a DMB (its segment)
 // reaches the peer of a handshake (wake-ups need none: wakeup.hpp). The
-// server side of a handshake runs an endpoint: an abstract Unix socket in its network namespace,
-// named after its ISM GID, served by one engine thread. A client process links to it once (lgr.hpp)
-// and, after each CLC Accept, presents the token from it on that link; the endpoint answers only
-// for an offered, unused token (single use), swapping DMB descriptors both ways with SCM_RIGHTS.
-// Nothing is reachable by guessing: without the 64-bit random token the endpoint gives nothing.
+// server side of a handshake runs an endpoint: an abstract Unix socket in
+// its network namespace, named after its ISM GID, served on the engine's
+// event loop (loop.hpp: its socket and each link are watches there, and
+// nothing it does waits). A client process links to it once (lgr.hpp) and,
+// after each CLC Accept of a first contact, presents the token from it on
+// that link; the endpoint answers only for an offered, unused token (single
+// use), swapping DMB descriptors both ways with SCM_RIGHTS. Nothing is
+// reachable by guessing: without the 64-bit random token the endpoint
+// gives nothing.
 #include "engine/ism.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -15,7 +20,6 @@
 #include <mutex>
 #include <optional>
 #include <sys/types.h>
-#include <thread>
 
 namespace usmc::ism {
 
@@ -57,8 +61,8 @@ struct Attached {
 
 class Endpoint {
   public:
-    // Binds the endpoint for `dev`'s GID and starts its thread; nullptr on
-    // failure. Offered DMBs come from `dev`.
+    // Binds the endpoint for `dev`'s GID and watches it on the event loop;
+    // nullptr on failure. Offered DMBs come from `dev`.
     static Endpoint* start(Device& dev);
     ~Endpoint();
 
@@ -73,14 +77,21 @@ class Endpoint {
     // be reused (the peer may have it mapped).
     void withdraw(uint64_t token);
 
-    // In a forked child: the thread is gone; forget the endpoint without
-    // touching the parent's state (its socket descriptor is closed).
+    // In a forked child: the loop's watches are gone; forget the endpoint
+    // without touching the parent's state (its socket descriptor is closed).
     void abandon_after_fork();
 
   private:
     Endpoint() = default;
-    void serve();
+    // On the loop thread: the listening socket readable (new links), a
+    // link readable (a request, or its end). Each watch is one-shot and
+    // armed again after its event.
+    bool watch_listen(int delay_ms);
+    void on_listen();
     void accept_links();
+    bool watch_link(size_t index);
+    void on_link(size_t index, uint64_t gen);
+    void drop_link(size_t index);
     // One request on a link; false: the link goes (at its end, malformed,
     // or made while this process had another effective uid).
     bool handle(int link);
@@ -93,6 +104,8 @@ class Endpoint {
         uid_t uid = 0;
         uid_t our_euid = 0;
         uint64_t used_ns = 0; // made, or last served an attach (CLOCK_MONOTONIC)
+        uint64_t gen = 0;     // which link of this slot a watch was made for
+        uint64_t watch = 0;   // its watch on the loop
     };
     // Any local process can connect to the endpoint, and each link is a
     // descriptor of ours: links live only in usmc's quarter of the
@@ -105,11 +118,16 @@ class Endpoint {
     static constexpr size_t kMaxLinksPerUid = 64;
     static constexpr uint64_t kLinkIdleMs = 30000;
     // accept4 out of descriptors: the listening socket stays readable, so
-    // it leaves the epoll set for this long instead of waking us at once.
+    // it is watched again only after this long instead of waking us at once.
     static constexpr int kFullPauseMs = 100;
+    // Idle links are looked for (at most every kLinkIdleMs / 4) when the
+    // endpoint has work anyway, a new link or a request: a timer would keep
+    // the loop ticking for good.
     void close_idle_links(uint64_t now_ns);
-    bool listen_paused_ = false;
-    uint64_t listen_resume_ns_ = 0;
+    uint64_t next_sweep_ns_ = 0;
+    uint64_t listen_watch_ = 0;
+    uint64_t next_gen_ = 0;
+    std::atomic<bool> stopping_{false}; // the destructor runs: handlers do nothing
 
     struct Offer {
         OfferSpec spec;
@@ -118,12 +136,9 @@ class Endpoint {
     };
     Device* dev_ = nullptr;
     int listen_fd_ = -1;
-    int epfd_ = -1;
-    int wake_[2] = {-1, -1};
-    // Touched only by the endpoint thread (and, in a forked child, by
-    // abandon_after_fork: a plain array it can walk without the thread).
+    // Touched only on the loop thread (and, in a forked child, by
+    // abandon_after_fork: a plain array it can walk without the loop).
     Link links_[kMaxLinks];
-    std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;
     std::map<uint64_t, Offer> offers_;

@@ -3,6 +3,7 @@
 #include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
 #include "engine/lgr.hpp"
+#include "engine/loop.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>
@@ -262,13 +263,15 @@ TEST_CASE("the peer-mapping cache: same file mapped once, idle ones bounded, oth
     ism::unmap(*own);
 }
 
-// [fork-threads]: the forked child starts threads (the endpoint's). Under
-// ThreadSanitizer that works only if the parent has no other thread at the
-// fork, so scripts/tsan.sh runs it in a process of its own.
+// [fork-threads]: the forked child starts threads (the event loop's, which
+// serves its endpoint). Under ThreadSanitizer that works only if the parent
+// has no other thread at the fork, so scripts/tsan.sh runs it in a process
+// of its own.
 TEST_CASE("handshake across processes, 8 MiB checksummed", "[fork-threads]") {
     TcpPair t;
     pid_t child = fork();
     if (child == 0) { // the server process
+        loop::on_fork_child(); // as the engine's fork handler does: the parent's loop is not ours
         ism::Device dev(8 << 20);
         ism::Endpoint* ep = ism::Endpoint::start(dev);
         if (!ep || clc::classify(t.server, 2000) != clc::FirstBytes::Proposal) _exit(2);
