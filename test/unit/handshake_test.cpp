@@ -34,7 +34,7 @@ int open_fds() {
     return n;
 }
 
-// The count once the endpoint's thread has closed its side of the last
+// The count once the endpoint (on the loop thread) has closed its side of the last
 // attach (it does so after answering, concurrently with the caller): waits
 // up to a second for `want`.
 int open_fds_settled(int want) {
@@ -270,7 +270,7 @@ TEST_CASE("the peer-mapping cache: same file mapped once, idle ones bounded, oth
 TEST_CASE("handshake across processes, 8 MiB checksummed", "[fork-threads]") {
     TcpPair t;
     pid_t child = fork();
-    if (child == 0) { // the server process
+    if (child == 0) {          // the server process
         loop::on_fork_child(); // as the engine's fork handler does: the parent's loop is not ours
         ism::Device dev(8 << 20);
         ism::Endpoint* ep = ism::Endpoint::start(dev);
