@@ -217,7 +217,10 @@ Endpoint::~Endpoint() {
     // those that had fired meanwhile have run (and done nothing).
     stopping_.store(true, std::memory_order_release);
     loop_turn();
-    if (listen_watch_) loop::cancel(listen_watch_);
+    {
+        std::lock_guard lock(watch_mu_);
+        if (listen_watch_) loop::cancel(listen_watch_);
+    }
     for (auto& l : links_)
         if (l.fd >= 0 && l.watch) loop::cancel(l.watch);
     loop_turn();
@@ -246,6 +249,10 @@ void Endpoint::abandon_after_fork() {
 }
 
 bool Endpoint::watch_listen(int delay_ms) {
+    // Under watch_mu_ until the id is stored: the watch may fire, and its
+    // handler arm the next one, before loop::add returns (start() arms the
+    // first from the application's thread).
+    std::lock_guard lock(watch_mu_);
     // Out of descriptors (accept4 failed so): the socket stays readable, so
     // a timer brings it back instead of an event at once.
     if (delay_ms >= 0)

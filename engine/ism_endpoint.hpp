@@ -125,7 +125,8 @@ class Endpoint {
     // the loop ticking for good.
     void close_idle_links(uint64_t now_ns);
     uint64_t next_sweep_ns_ = 0;
-    uint64_t listen_watch_ = 0;
+    std::mutex watch_mu_;       // listen_watch_ (the first is armed off the loop)
+    uint64_t listen_watch_ = 0; // under watch_mu_
     uint64_t next_gen_ = 0;
     std::atomic<bool> stopping_{false}; // the destructor runs: handlers do nothing
 
