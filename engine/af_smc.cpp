@@ -325,8 +325,8 @@ ssize_t await_handshake(SmcConn* c, bool nonblock) {
     return p == Phase::Active ? 0 : kPassThrough;
 }
 
-// Waits (bounded by the CLC timeouts the worker applies) until the worker
-// has let go of a Connecting connection.
+// Waits (bounded by the CLC timeouts the worker applies) until the thread
+// that ran a connection's handshake (a worker, the loop) has let go of it.
 void wait_for_worker(SmcConn* c) {
     while (!c->worker_done.load(std::memory_order_acquire)) {
         timespec pause{0, 200000};
@@ -401,6 +401,10 @@ Closed on_close(int fd) {
         // it lets go, then the descriptor number may be reused.
         sys::real().shutdown(fd, SHUT_RDWR);
         wait_for_worker(c);
+    } else {
+        // Active, with the handshake's last steps (making `sig` writable,
+        // the first arm) still running on the loop: microseconds.
+        wait_for_worker(c);
     }
     if (c->phase.load() == Phase::Active)
         release(c);
@@ -426,12 +430,11 @@ void on_dup(int from, int to) {
     if (c) c->fd_refs.fetch_add(1, std::memory_order_acq_rel);
     SmcConn* old = slot(to).exchange(c);
     if (old && !is_late(old) && old->fd_refs.fetch_sub(1) == 1) {
+        wait_for_worker(old);
         if (old->phase.load() == Phase::Active)
             release(old);
-        else {
-            wait_for_worker(old);
+        else
             discard(old);
-        }
     }
 }
 
@@ -736,6 +739,9 @@ void on_fork_child() {
         SmcConn* c = conns[fd].load();
         // A handshake the parent's worker runs: this copy just passes through.
         if (c && !is_late(c)) c->reset_locks_after_fork();
+        // (And one the parent's loop was finishing is finished here: no
+        // thread of this process will let go of it.)
+        if (c && !is_late(c) && c->phase.load() == Phase::Active) c->worker_done.store(true);
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);

@@ -188,10 +188,10 @@ void begin(ServerHandshake h, clc::ReadResult* taken = nullptr) {
 // runs right here, on the caller's thread, with no hand-off to a worker.
 // Not while the test-only handshake delay is on (it sleeps). The first
 // bytes are known to start a Proposal (clc::classify: others stay
-// untouched).
-bool begin_here(ServerHandshake& h) {
+// untouched), by `look`, the last look at them.
+bool begin_here(ServerHandshake& h, const clc::FirstLook& look) {
     if (runtime::get().cfg.testonly_server_handshake_delay_ms) return false;
-    auto msg = clc::take_whole_message(h.fd);
+    auto msg = clc::take_whole_message(h.fd, look);
     if (!msg) return false;
     h.on(core::ServerEvent::ProposalHere);
     runtime::count(counters::server_begins_here);
@@ -232,8 +232,10 @@ bool await_first_bytes(ServerHandshake& h, uint16_t port, bool known, uint64_t s
             // handshakes do not join a congested queue, however late their
             // first bytes.
             bool congested = limit_hs(h.l->fd()) && server_queue()->congested();
-            if ((!congested && clc::classify(h.fd, 0) == clc::FirstBytes::Proposal &&
-                 begin_here(h)) ||
+            clc::FirstLook look;
+            if ((!congested &&
+                 clc::classify(look = clc::first_look(h.fd)) == clc::FirstBytes::Proposal &&
+                 begin_here(h, look)) ||
                 to_worker(h, kPortGraceMs, congested))
                 return;
             server_done(h, fallback::INTERR, core::ServerEvent::FellBack, kLate);
@@ -432,7 +434,8 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
                                          : reinterpret_cast<const sockaddr_in*>(&peer)->sin_port);
     bool known = l->reg().expects_port(port);
     if (!(known || unknown_ports) || !peer_on_this_host(nfd, peer)) return in;
-    auto first = clc::classify(nfd, 0);
+    clc::FirstLook look = clc::first_look(nfd);
+    auto first = clc::classify(look);
     if (first != clc::FirstBytes::Proposal && first != clc::FirstBytes::Nothing) return in;
     HandshakeQueue* q = ensure_engine(true) ? server_queue() : nullptr;
     if (!q)
@@ -449,7 +452,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
         runtime::count(counters::handshakes_inflight);
         ServerHandshake h{l, nfd, origin};
         bool queued = first == clc::FirstBytes::Proposal
-                          ? begin_here(h) || to_worker(h, 0, false)
+                          ? begin_here(h, look) || to_worker(h, 0, false)
                           : await_first_bytes(h, port, known, sys::mono_ns());
         if (queued) {
             in.fd = kQueued;

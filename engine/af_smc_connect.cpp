@@ -62,8 +62,14 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
+        // Active and in every set: an epoll_ctl from here on goes through
+        // active_ctl. Let go before `sig` turns writable: that wakes the
+        // application, whose next epoll_ctl would otherwise wait on this
+        // lock (a futex and two context switches per connection when the
+        // loop and the application share a CPU).
+        lock.unlock();
         activated(fd, *c);
-        smc_arm(*c, want);
+        smc_arm(*c, want, true);
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {
             reason = fb->reason;

@@ -125,7 +125,7 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     c->epoll_watched.store(true, std::memory_order_relaxed);
     // Make `sig` tell the truth now (level-triggered), or arm the peer's
     // wake-ups for when it becomes true.
-    if (newly) smc_arm(*c, newly);
+    if (newly) smc_arm(*c, newly, true);
     return 0;
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 // The first look at a message takes up to this much: every message usmc
 // sends fits (a Proposal with its v2 extension is ~100 bytes).
-constexpr size_t kPeekLen = 512;
+constexpr size_t kPeekLen = FirstLook::kLen;
 
 int64_t now_ms() {
     return int64_t(sys::mono_ns() / 1000000);
@@ -84,9 +84,32 @@ FirstBytes classify(int fd, int timeout_ms) {
     }
 }
 
+FirstLook first_look(int fd) {
+    FirstLook look;
+    look.n = sys::real().recv(fd, look.bytes, sizeof look.bytes, MSG_PEEK | MSG_DONTWAIT);
+    if (look.n < 0) look.err = errno;
+    return look;
+}
+
+FirstBytes classify(const FirstLook& look) {
+    if (look.n == 0) return FirstBytes::Closed;
+    if (look.n < 0)
+        return look.err == EAGAIN || look.err == EINTR ? FirstBytes::Nothing : FirstBytes::Closed;
+    if (!could_be_clc(look.bytes, size_t(look.n))) return FirstBytes::Other;
+    if (look.n < ssize_t(kHeaderLen)) return FirstBytes::Other; // (classify(fd, 0) too)
+    auto h = parse_header(std::span<const uint8_t>(look.bytes, kHeaderLen));
+    auto* hdr = std::get_if<Header>(&h);
+    if (!hdr) return FirstBytes::Other;
+    return hdr->type == Type::Proposal ? FirstBytes::Proposal : FirstBytes::OtherClc;
+}
+
 std::optional<ReadResult> take_whole_message(int fd) {
-    uint8_t first[kPeekLen];
-    ssize_t n = sys::real().recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
+    return take_whole_message(fd, first_look(fd));
+}
+
+std::optional<ReadResult> take_whole_message(int fd, const FirstLook& look) {
+    const uint8_t* first = look.bytes;
+    ssize_t n = look.n;
     if (n < ssize_t(kHeaderLen)) return std::nullopt;
     auto h = parse_header(std::span<const uint8_t>(first, kHeaderLen));
     if (!std::holds_alternative<Header>(h)) return std::nullopt;

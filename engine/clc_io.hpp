@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <sys/types.h>
 #include <vector>
 
 namespace usmc::clc {
@@ -31,6 +32,18 @@ bool write_message(int fd, const std::vector<uint8_t>& bytes, int timeout_ms);
 // whole or is not CLC (read_message then says what it is). Never waits.
 std::optional<ReadResult> take_whole_message(int fd);
 
+// One look at the first bytes waiting on a socket, kept so that telling what
+// they are and taking the message they hold need no second look.
+struct FirstLook {
+    static constexpr size_t kLen = 512; // every message usmc sends fits
+    uint8_t bytes[kLen];
+    ssize_t n = -1; // what the peek returned (-1: errno was EAGAIN or an error)
+    int err = 0;
+};
+FirstLook first_look(int fd);
+// take_whole_message after `look` (the last look, nothing read since).
+std::optional<ReadResult> take_whole_message(int fd, const FirstLook& look);
+
 // Sends a Decline with `reason` as the peer diagnosis. `gid` becomes the
 // sender's peer id (0 leaves it zero, as Linux does for SMC-D servers).
 void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms);
@@ -40,5 +53,7 @@ void send_decline(int fd, uint64_t gid, uint32_t reason, int timeout_ms);
 // bytes to tell; consumes nothing.
 enum class FirstBytes { Proposal, OtherClc, Other, Nothing, Closed };
 FirstBytes classify(int fd, int timeout_ms);
+// classify(fd, 0) from a look already taken.
+FirstBytes classify(const FirstLook& look);
 
 } // namespace usmc::clc

@@ -142,7 +142,10 @@ struct SmcConn {
     // ring must arm the peer's wake-up, as EAGAIN does.
     std::atomic<bool> epoll_watched{false};
     uint64_t peer_watch_id = 0; // its key in peer_watch (0: not watched), under that lock
-    uint64_t space_key = 0;     // its key in space_watch (0: not waiting), under that lock
+    // Its TCP socket's end is being watched by this process's peer watch,
+    // not yet fired: the fork generation it was armed in (peer_watch::armed).
+    std::atomic<uint32_t> peer_watch_armed{0};
+    uint64_t space_key = 0; // its key in space_watch (0: not waiting), under that lock
     // While Connecting: the application's registrations, replayed on the TCP
     // socket if the handshake falls back (under epoll_mu).
     struct EpollReg {
@@ -265,8 +268,10 @@ bool smc_at_mark(const SmcConn& c);
 
 // Before sleeping in poll/epoll on `sig`: the poll bits of `want` already
 // true (`sig` is then made to show them), or 0 after arming the peer's
-// wake-ups so `sig` will fire.
-short smc_arm(SmcConn& c, short want);
+// wake-ups so `sig` will fire. `for_epoll`: only epoll sets will see the
+// answer, which they take from `sig`; then, while this process's peer watch
+// watches the TCP socket, its end needs no look here (the watch wakes `sig`).
+short smc_arm(SmcConn& c, short want, bool for_epoll = false);
 
 // After a wait that armed for urgent data only: `sig` readable again if
 // data is waiting (level-triggered watchers of it rely on that).

@@ -4,6 +4,7 @@
 #include "engine/loop.hpp"
 #include "engine/wakeup.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <sys/epoll.h>
@@ -24,6 +25,9 @@ struct Entry {
 // (wrk read EAGAIN after such a wake-up: a "read error").
 std::unordered_map<uint64_t, Entry>* g_live = nullptr;
 uint64_t g_next_id = 1;
+// Bumped in a forked child: the flags its connections carry from the
+// parent name the parent's watches, not its own.
+std::atomic<uint32_t> g_generation{1};
 
 // Under g_mu. (A connection a forked child inherited keeps its parent's
 // key, which the child's fresh table does not hold.)
@@ -42,6 +46,7 @@ void deliver(uint64_t key, uint32_t events) {
     if (it == g_live->end()) return; // removed meanwhile
     SmcConn* c = it->second.c;
     it->second.watch = 0; // fired: nothing to cancel
+    c->peer_watch_armed.store(0, std::memory_order_release);
     // What epoll said is what a poll would say now (EPOLLRDHUP, EPOLLHUP
     // are POLLRDHUP, POLLHUP): no second look.
     if (!smc_note_tcp_end(*c, short(events))) smc_check_peer(*c);
@@ -64,12 +69,20 @@ void add(SmcConn* c) {
     }
     g_live->emplace(id, Entry{c, watch});
     c->peer_watch_id = id;
+    c->peer_watch_armed.store(g_generation.load(std::memory_order_relaxed),
+                              std::memory_order_release);
+}
+
+bool armed(const SmcConn& c) {
+    uint32_t gen = c.peer_watch_armed.load(std::memory_order_acquire);
+    return gen != 0 && gen == g_generation.load(std::memory_order_relaxed);
 }
 
 void remove(SmcConn* c) {
     std::lock_guard lock(g_mu);
     if (!watched(c)) return;
     auto it = g_live->find(c->peer_watch_id);
+    c->peer_watch_armed.store(0, std::memory_order_release);
     if (it->second.watch) loop::cancel(it->second.watch);
     g_live->erase(it);
     c->peer_watch_id = 0;
@@ -78,6 +91,7 @@ void remove(SmcConn* c) {
 void on_fork_child() {
     new (&g_mu) std::mutex();
     g_live = nullptr; // the parent's set (its memory is a copy here)
+    g_generation.fetch_add(1, std::memory_order_relaxed);
 }
 
 } // namespace usmc::peer_watch

@@ -17,6 +17,11 @@ void add(SmcConn* c);    // once per connection
 void remove(SmcConn* c); // before the connection's memory goes
 void on_fork_child();    // the parent's registrations are not ours
 
+// Watched now, in this process, and not fired: a FIN or reset that came
+// (or comes) reaches `sig` through the watch, so no look of our own at the
+// TCP socket is needed (smc_check_peer). Lock-free.
+bool armed(const SmcConn& c);
+
 // The loop's work for one event of the connection registered under `key`
 // (SmcConn::peer_watch_id), with the epoll events that came; a key removed
 // meanwhile is ignored. Public for tests.

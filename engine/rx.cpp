@@ -3,6 +3,7 @@
 // when the ring runs empty, or when the peer sleeps waiting for space.
 #include "engine/conn.hpp"
 #include "engine/log.hpp"
+#include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
 #include "engine/sys.hpp"
 #include "engine/wait.hpp"
@@ -93,7 +94,15 @@ void after_consume(SmcConn& c, bool ring_empty) {
 // which some programs, wrk among them, count as an error), and the peer must
 // wake us on its next write (an edge-triggered watcher waits for it). If
 // data slipped in before the request was visible, wake ourselves.
+//
+// With the peer's end already in view the socket stays readable (the end
+// is, as TCP's is), so there is nothing to ask for: no drain, and no
+// wake-up of our own when one is in `sig` already.
 void arm_on_empty(SmcConn& c) {
+    if (peer_conn_flags(c) || c.peer_gone.load(std::memory_order_acquire)) {
+        if (!c.self_woken.load(std::memory_order_acquire)) smc_self_wake(c);
+        return;
+    }
     smc_arm_for_data(c);
     if (woken_meanwhile(c, 0)) smc_self_wake(c);
 }
@@ -563,9 +572,10 @@ bool smc_note_tcp_end(SmcConn& c, short revents) {
     return true;
 }
 
-short smc_arm(SmcConn& c, short want) {
+short smc_arm(SmcConn& c, short want, bool for_epoll) {
     short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
     bool drained = false;
+    bool look_at_tcp = !(for_epoll && peer_watch::armed(c));
     if ((want & POLLPRI) && !(want & POLLIN) && !(ready & POLLPRI)) {
         drained = true;
         // Only urgent data asked for: urgent data comes as a write, so ask
@@ -573,7 +583,7 @@ short smc_arm(SmcConn& c, short want) {
         // leaves `sig` unreadable: smc_restore_level gives it back).
         smc_arm_for_data(c);
         ready |= smc_poll_events(c) & (POLLPRI | POLLERR | POLLHUP);
-        if (!(ready & POLLPRI) && smc_check_peer(c))
+        if (!(ready & POLLPRI) && look_at_tcp && smc_check_peer(c))
             ready |= smc_poll_events(c) & (POLLPRI | POLLERR | POLLHUP);
     }
     if (!(ready & POLLIN) && (want & POLLIN)) {
@@ -582,7 +592,7 @@ short smc_arm(SmcConn& c, short want) {
         ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
         // Its TCP socket closed: its last bytes and flags were published
         // before, so a look now tells an orderly close from a crash.
-        if (!(ready & POLLIN) && smc_check_peer(c))
+        if (!(ready & POLLIN) && look_at_tcp && smc_check_peer(c))
             ready |= smc_poll_events(c) & (POLLIN | POLLRDHUP | POLLERR | POLLHUP);
     }
     bool filled = false;

@@ -596,3 +596,52 @@ TEST_CASE("read_message: a message longer than the first look, and the bytes beh
     }
     CHECK(s.rest() == 3);
 }
+
+TEST_CASE("first_look: classifies as classify(fd, 0) does, and a take after it needs no new look") {
+    // (The server's intake looks once at a connection's first bytes, tells
+    // what they are and takes a whole Proposal from that same look.)
+    StreamPair s;
+    auto prop = clc::encode(clc::Proposal{});
+    auto same = [&](clc::FirstBytes want) {
+        clc::FirstLook look = clc::first_look(s.sv[1]);
+        CHECK(clc::classify(look) == want);
+        CHECK(clc::classify(s.sv[1], 0) == want);
+        return look;
+    };
+    same(clc::FirstBytes::Nothing);
+    SECTION("a Proposal, whole, with the application's bytes behind it") {
+        s.put(prop.data(), prop.size());
+        s.put("app", 3);
+        clc::FirstLook look = same(clc::FirstBytes::Proposal);
+        auto r = clc::take_whole_message(s.sv[1], look);
+        REQUIRE(r);
+        CHECK(r->bytes == prop);
+        CHECK(s.rest() == 3);
+    }
+    SECTION("a Proposal's header only: a Proposal, not yet whole, nothing taken") {
+        s.put(prop.data(), 8);
+        clc::FirstLook look = same(clc::FirstBytes::Proposal);
+        CHECK_FALSE(clc::take_whole_message(s.sv[1], look));
+        CHECK(s.rest() == 8);
+    }
+    SECTION("part of an eyecatcher: other bytes, for a look that may not wait") {
+        s.put(prop.data(), 3);
+        same(clc::FirstBytes::Other);
+        CHECK(s.rest() == 3);
+    }
+    SECTION("a plain client's bytes") {
+        s.put("GET / HTTP/1.1\r\n", 16);
+        clc::FirstLook look = same(clc::FirstBytes::Other);
+        CHECK_FALSE(clc::take_whole_message(s.sv[1], look));
+        CHECK(s.rest() == 16);
+    }
+    SECTION("another CLC message") {
+        auto confirm = confirm_bytes();
+        s.put(confirm.data(), confirm.size());
+        same(clc::FirstBytes::OtherClc);
+    }
+    SECTION("the stream's end") {
+        shutdown(s.sv[0], SHUT_WR);
+        same(clc::FirstBytes::Closed);
+    }
+}
