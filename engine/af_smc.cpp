@@ -175,7 +175,7 @@ void quiesce_pollers(SmcConn* c) {
 } // namespace
 
 void release(SmcConn* c) {
-    peer_watch::remove(c);
+    peer_watch::remove_closing(c); // (every caller closes the TCP descriptor next)
     loop::forget(c->tcp_fd);
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
     smc_flush(*c);   // held (corked) bytes are sent, as close() sends them

@@ -55,12 +55,14 @@ uint64_t now_ms() {
 
 // Takes the watch out of the set. `fired`: its one-shot registration
 // fired and is disabled already (parked); otherwise its fd leaves the
-// epoll set before the caller can close it. Under g_mu.
-std::function<void(uint32_t)> take(std::map<uint64_t, Watch>::iterator it, bool fired) {
+// epoll set before the caller can close it, unless `closing` (the caller
+// closes it now: cancel_closing). Under g_mu.
+std::function<void(uint32_t)> take(std::map<uint64_t, Watch>::iterator it, bool fired,
+                                   bool closing = false) {
     if (it->second.fd >= 0) {
         if (fired)
             g_parked->insert(it->second.fd);
-        else
+        else if (!closing)
             sys::real().epoll_ctl(g_epfd, EPOLL_CTL_DEL, it->second.fd, nullptr);
     }
     if (it->second.deadline_ms != UINT64_MAX)
@@ -179,13 +181,23 @@ uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_
     return id;
 }
 
-bool cancel(uint64_t id) {
+namespace {
+bool cancel(uint64_t id, bool closing) {
     std::lock_guard lock(g_mu);
     if (!g_watches) return false;
     auto it = g_watches->find(id);
     if (it == g_watches->end()) return false;
-    take(it, false);
+    take(it, false, closing);
     return true;
+}
+} // namespace
+
+bool cancel(uint64_t id) {
+    return cancel(id, false);
+}
+
+bool cancel_closing(uint64_t id) {
+    return cancel(id, true);
 }
 
 void forget(int fd) {

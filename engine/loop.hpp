@@ -29,6 +29,12 @@ uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_
 // it). False if it had fired already: its handler runs or ran, and the
 // caller's own state must tell it that its object is gone.
 bool cancel(uint64_t id);
+// The same for a watch whose fd the caller closes next: its registration
+// is left to the kernel, which drops it with the file (an EPOLL_CTL_DEL
+// less per connection). Should the file live on elsewhere (a forked child,
+// a descriptor passed on), the stale one-shot registration can fire once,
+// under an id no watch has: ignored, as a cancelled watch's event is.
+bool cancel_closing(uint64_t id);
 
 // `fd` is about to be closed: a registration a fired watch left parked
 // (disabled) goes with it, and a watch of a new file under the same number

@@ -78,14 +78,29 @@ bool armed(const SmcConn& c) {
     return gen != 0 && gen == g_generation.load(std::memory_order_relaxed);
 }
 
-void remove(SmcConn* c) {
+namespace {
+void remove(SmcConn* c, bool closing) {
     std::lock_guard lock(g_mu);
     if (!watched(c)) return;
     auto it = g_live->find(c->peer_watch_id);
     c->peer_watch_armed.store(0, std::memory_order_release);
-    if (it->second.watch) loop::cancel(it->second.watch);
+    if (it->second.watch) {
+        if (closing)
+            loop::cancel_closing(it->second.watch);
+        else
+            loop::cancel(it->second.watch);
+    }
     g_live->erase(it);
     c->peer_watch_id = 0;
+}
+} // namespace
+
+void remove(SmcConn* c) {
+    remove(c, false);
+}
+
+void remove_closing(SmcConn* c) {
+    remove(c, true);
 }
 
 void on_fork_child() {

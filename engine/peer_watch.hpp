@@ -15,7 +15,10 @@ namespace usmc::peer_watch {
 
 void add(SmcConn* c);    // once per connection
 void remove(SmcConn* c); // before the connection's memory goes
-void on_fork_child();    // the parent's registrations are not ours
+// remove, when the TCP socket's descriptor is closed next (release()):
+// its registration goes with the file (loop::cancel_closing).
+void remove_closing(SmcConn* c);
+void on_fork_child(); // the parent's registrations are not ours
 
 // Watched now, in this process, and not fired: a FIN or reset that came
 // (or comes) reaches `sig` through the watch, so no look of our own at the
