@@ -34,11 +34,15 @@ std::optional<Accepted> SmcListener::push_done(Accepted a) {
     std::erase(in_flight_, a.fd);
     if (closed_) return a;
     // Wake accept() even for a connection that is dropped: below the
-    // backlog again, it may take from the kernel listener.
-    uint64_t one = 1;
-    ssize_t rc = sys::real().write(done_event_, &one, sizeof one);
-    (void)rc;
-    event_written_ = true;
+    // backlog again, it may take from the kernel listener. Written once
+    // until the next drain: the event is readable until accept() empties
+    // the queue, and a second write would only add to its count.
+    if (!event_written_) {
+        uint64_t one = 1;
+        ssize_t rc = sys::real().write(done_event_, &one, sizeof one);
+        (void)rc;
+        event_written_ = true;
+    }
     if (a.error) return a;
     done_.push_back(std::move(a));
     return std::nullopt;
