@@ -739,9 +739,10 @@ void on_fork_child() {
         SmcConn* c = conns[fd].load();
         // A handshake the parent's worker runs: this copy just passes through.
         if (c && !is_late(c)) c->reset_locks_after_fork();
-        // (And one the parent's loop was finishing is finished here: no
-        // thread of this process will let go of it.)
-        if (c && !is_late(c) && c->phase.load() == Phase::Active) c->worker_done.store(true);
+        // (And one the parent's loop or worker was finishing, Active or
+        // Tcp, is finished here: no thread of this process will let go
+        // of it, and close() waits for that.)
+        if (c && !is_late(c)) c->worker_done.store(true);
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             c->worker_done.store(true);
