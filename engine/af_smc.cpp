@@ -402,8 +402,9 @@ Closed on_close(int fd) {
         sys::real().shutdown(fd, SHUT_RDWR);
         wait_for_worker(c);
     } else {
-        // Active, with the handshake's last steps (making `sig` writable,
-        // the first arm) still running on the loop: microseconds.
+        // Active or Tcp, with the handshake's last steps (making `sig`
+        // writable and the first arm, or the switch back to TCP) still
+        // running on the loop or a worker: microseconds.
         wait_for_worker(c);
     }
     if (c->phase.load() == Phase::Active)
