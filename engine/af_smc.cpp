@@ -700,6 +700,13 @@ void adjust_owner_refs(int64_t delta) {
 void before_fork() {
     forkref::note_fork();
     adjust_owner_refs(1);
+    // Each listener reserves the child's place among its holders before
+    // the child exists, so its siblings never miss it (listen_share.hpp).
+    if (!g_listeners) return;
+    std::lock_guard lock(g_listen_mu); // a listener closed meanwhile is not deleted
+    for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
+            l->share().before_fork();
 }
 void fork_failed() {
     adjust_owner_refs(-1);

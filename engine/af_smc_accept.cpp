@@ -511,6 +511,9 @@ void watch_listener(SmcListener* l) {
     // listener. (Taking it into our queue only cost the application: under a
     // limit_hs bypass storm nginx spent ~10 us more per request on it.)
     if (l->reg().pending_connects() == 0) return;
+    // Another process may accept from this listener: what waits is as much
+    // its as ours, and what we took it could never accept (listen_share.hpp).
+    if (l->share().others_may_accept()) return;
     // An application thread taking connections right now needs no help.
     std::unique_lock intake_lock(l->intake_mu(), std::try_to_lock);
     if (!intake_lock.owns_lock()) return;
@@ -574,6 +577,8 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
     bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
     bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
     if (!l->accepts_here()) listen_watch_add(l, lfd);
+    l->share().accepting();
+    bool took = false; // this call queued a handshake
     while (true) {
         if (auto a = l->pop_done()) {
             runtime::count(counters::accept_queue, uint64_t(-1));
@@ -582,13 +587,26 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
         std::unique_lock intake_lock(l->intake_mu());
         bool full = check_backlog(l);
         if (listener_nonblock < 0) listener_nonblock = fd_nonblocking(lfd);
+        // Shared with processes that may accept too: one connection per
+        // call, taken for this call. A blocking call waits for the
+        // handshakes in progress here before it takes another (what it took
+        // beyond that would wait in our queue for an accept() this process
+        // may never make). A nonblocking one that took one is done.
+        bool hold = false;
+        if (!full && listener_nonblock) {
+            hold = took && l->share().others_may_accept();
+        } else if (!full && l->in_handshake() > 0) {
+            hold = l->share().others_may_accept();
+        } else if (!full && l->queued() > 0) {
+            continue; // finished since the look above (counted out after queued)
+        }
+        bool wait = full || hold;
         // A blocking listener is accepted from only when the kernel has a
         // connection now (looked at under intake_mu): what an earlier poll
         // saw may have gone to our listen watcher or another process, and a
         // blocking accept() would then sleep past handshakes that complete
         // into our queue.
-        bool wait = full;
-        if (!full && !listener_nonblock) {
+        if (!wait && !listener_nonblock) {
             pollfd now{lfd, POLLIN, 0};
             wait = sys::real().poll(&now, 1, 0) != 1;
         }
@@ -598,12 +616,15 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
             // Blocking: a worker may finish first (and below the backlog the
             // kernel listener may get a connection).
             pollfd p[2] = {{l->done_event(), POLLIN, 0}, {lfd, POLLIN, 0}};
-            if (sys::real().poll(p, full ? 1 : 2, -1) < 0) return -1;
+            if (sys::real().poll(p, full || hold ? 1 : 2, -1) < 0) return -1;
             continue;
         }
         int saved = errno;
         Intake in = intake(l, lfd, flags, use_accept4);
-        if (in.fd == kQueued) continue;
+        if (in.fd == kQueued) {
+            took = true;
+            continue;
+        }
         if (in.fd >= 0 && addr && !len) { // as hand_out
             g_fds.clear(in.fd);
             sys::real().close(in.fd);

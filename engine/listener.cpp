@@ -29,15 +29,23 @@ void SmcListener::handshake_started(int fd) {
 }
 
 std::optional<Accepted> SmcListener::push_done(Accepted a) {
-    in_handshake_.fetch_sub(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
+    // Counted out once it is in the queue (or known not to go there): a
+    // blocking accept() that sees neither waits for neither.
+    struct Out {
+        std::atomic<size_t>& n;
+        ~Out() { n.fetch_sub(1, std::memory_order_release); }
+    } out{in_handshake_};
     std::erase(in_flight_, a.fd);
     if (closed_) return a;
     // Wake accept() even for a connection that is dropped: below the
     // backlog again, it may take from the kernel listener. Written once
     // until the next drain: the event is readable until accept() empties
-    // the queue, and a second write would only add to its count.
-    if (!event_written_) {
+    // the queue, and a second write would only add to its count. Except
+    // for an edge-triggered set: every write is an edge there, as every new
+    // connection is one on a kernel listener (a program that accepts once
+    // per edge works with the kernel's, and must with ours).
+    if (!event_written_ || edge_triggered_) {
         uint64_t one = 1;
         ssize_t rc = sys::real().write(done_event_, &one, sizeof one);
         (void)rc;
@@ -110,6 +118,8 @@ int SmcListener::epoll_ctl(int epfd, int op, epoll_event* ev) {
     } else {
         regs_.push_back({epfd, *ev});
     }
+    edge_triggered_ = std::any_of(regs_.begin(), regs_.end(),
+                                  [](const Reg& r) { return (r.ev.events & EPOLLET) != 0; });
     return 0;
 }
 
@@ -141,6 +151,8 @@ void SmcListener::after_fork_child() {
         sys::real().close(fd);
     in_flight_.clear();
     regs_.clear();
+    edge_triggered_ = false;
+    share_.after_fork_child();
     in_handshake_.store(0);
     refs_.store(1);
     stalled_.store(false);
@@ -153,6 +165,7 @@ void SmcListener::after_fork_child() {
 std::deque<Accepted> SmcListener::close() {
     std::lock_guard lock(mu_);
     closed_ = true;
+    share_.leave();
     for (auto& r : regs_) // the kernel drops the listener from the sets; our eventfd too
         sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, done_event_, nullptr);
     regs_.clear();

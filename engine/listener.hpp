@@ -16,6 +16,7 @@
 // backlog the kernel listener leaves those sets (it is readable, but
 // accept() would not take from it: a level-triggered loop would spin).
 #include "engine/conn.hpp"
+#include "engine/listen_share.hpp"
 #include "engine/registry.hpp"
 
 #include <atomic>
@@ -80,7 +81,7 @@ class SmcListener {
     // Ends a stall if the queue has room (not under intake_mu()).
     void unstall_if_room();
     size_t queued() const; // completed, not accepted
-    size_t in_handshake() const { return in_handshake_.load(std::memory_order_relaxed); }
+    size_t in_handshake() const { return in_handshake_.load(std::memory_order_acquire); }
     bool at_backlog() const { return in_handshake() + queued() >= size_t(backlog()); }
 
     // The application's epoll_ctl on the listener fd, and the stall switch.
@@ -95,6 +96,9 @@ class SmcListener {
     // This process has called accept() on it (the listen watcher may help).
     bool accepts_here() const { return accepts_here_.load(std::memory_order_relaxed); }
     void set_accepts_here() { accepts_here_.store(true, std::memory_order_relaxed); }
+
+    // The processes that hold it (listen_share.hpp).
+    ListenShare& share() { return share_; }
 
     // Lifetime: the fd table holds one reference, each queued handshake one.
     void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -129,8 +133,10 @@ class SmcListener {
     std::mutex intake_mu_;
     std::deque<Accepted> done_;
     std::vector<Reg> regs_;
-    std::vector<int> in_flight_; // descriptors on a worker, not yet queued
-    bool event_written_ = false; // done_event_ written since its last drain (under mu_)
+    std::vector<int> in_flight_;  // descriptors on a worker, not yet queued
+    bool event_written_ = false;  // done_event_ written since its last drain (under mu_)
+    bool edge_triggered_ = false; // an epoll set watches done_event_ with EPOLLET (under mu_)
+    ListenShare share_;
     bool closed_ = false;
 };
 
