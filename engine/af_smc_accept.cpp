@@ -8,18 +8,18 @@
 // come back through the listener's queue (listener.hpp), which accept()
 // serves first. See handshake_queue.hpp for congestion and SMC_LIMIT_HS.
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/fallback.hpp"
+#include "engine/base/fdtable.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/loop.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/connect_watch.hpp"
-#include "engine/fallback.hpp"
-#include "engine/fdtable.hpp"
 #include "engine/handshake.hpp"
 #include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
-#include "engine/log.hpp"
-#include "engine/loop.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <cstdio>

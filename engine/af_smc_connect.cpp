@@ -7,17 +7,17 @@
 // EAGAIN, so the application learns "connected" only once it is known
 // whether the connection runs as SMC-D or as TCP.
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/fallback.hpp"
+#include "engine/base/fdtable.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/connect_watch.hpp"
-#include "engine/fallback.hpp"
-#include "engine/fdtable.hpp"
 #include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
-#include "engine/log.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 #include "engine/wakeup.hpp"
 
 #include <algorithm>

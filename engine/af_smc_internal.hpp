@@ -3,7 +3,7 @@
 // data calls; af_smc_connect.cpp; af_smc_accept.cpp; af_smc_poll.cpp).
 // Not for the preload.
 #include "engine/af_smc.hpp"
-#include "engine/fdtable.hpp"
+#include "engine/base/fdtable.hpp"
 #include "engine/handshake.hpp"
 #include "engine/handshake_queue.hpp"
 #include "engine/listener.hpp"

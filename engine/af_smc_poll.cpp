@@ -3,10 +3,10 @@
 // (`sig`, wakeup.hpp); epoll_ctl() registers it in the application's epoll
 // sets with its own epoll_data, so epoll_wait needs no translation at all.
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
 #include "engine/spin.hpp"
-#include "engine/sys.hpp"
 #include "engine/wait.hpp"
 
 #include <algorithm>

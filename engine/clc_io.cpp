@@ -1,7 +1,7 @@
 #include "engine/clc_io.hpp"
 
+#include "engine/base/sys.hpp"
 #include "engine/clc.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <cerrno>

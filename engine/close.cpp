@@ -1,10 +1,10 @@
 // Closing an SMC-D connection: the connection flags in our control line in
 // the peer's DMB say what happened (done writing, closed, aborted), and a
 // sleeping peer is woken to see them.
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
-#include "engine/log.hpp"
 #include "engine/space_watch.hpp"
-#include "engine/sys.hpp"
 #include "engine/wakeup.hpp"
 
 namespace usmc {

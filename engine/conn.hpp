@@ -20,8 +20,8 @@
 // Every cursor read from shared memory is checked against the ring and our
 // own cursors; a bad one marks the connection broken (ECONNRESET), nothing
 // else.
+#include "engine/base/forkref.hpp"
 #include "engine/core/close_state.hpp"
-#include "engine/forkref.hpp"
 #include "engine/ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/wakeup.hpp"

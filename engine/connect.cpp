@@ -1,11 +1,11 @@
 // The client side of the SMC-D handshake (see handshake.hpp).
+#include "engine/base/fallback.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
-#include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
 #include "engine/link_group.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,6 +1,6 @@
 #include "engine/connect_watch.hpp"
 
-#include "engine/loop.hpp"
+#include "engine/base/loop.hpp"
 
 #include <sys/epoll.h>
 

@@ -4,8 +4,8 @@
 // stats segment, written when it becomes active and cleared when it ends.
 // Nothing here runs per send or recv: the cursors an observer wants are in
 // the DMBs' control lines already, and it reads copies of those.
+#include "engine/base/statseg.hpp"
 #include "engine/conn.hpp"
-#include "engine/statseg.hpp"
 
 namespace usmc::diag {
 

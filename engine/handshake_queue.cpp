@@ -1,7 +1,7 @@
 #include "engine/handshake_queue.hpp"
 
-#include "engine/log.hpp"
-#include "engine/sys.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 
 #include <algorithm>
 #include <thread>

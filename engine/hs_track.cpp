@@ -1,7 +1,7 @@
 #include "engine/hs_track.hpp"
 
-#include "engine/counters.hpp"
-#include "engine/log.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/log.hpp"
 #include "engine/runtime.hpp"
 
 namespace usmc::hs_track {

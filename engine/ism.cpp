@@ -4,7 +4,7 @@
 #include "engine/runtime.hpp"
 #include "engine/smcd/cdc_line.hpp"
 
-#include "engine/sys.hpp"
+#include "engine/base/sys.hpp"
 
 #include <algorithm>
 #include <atomic>

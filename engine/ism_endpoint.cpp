@@ -1,11 +1,11 @@
 #include "engine/ism_endpoint.hpp"
 
+#include "engine/base/log.hpp"
+#include "engine/base/loop.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/connect_watch.hpp"
 #include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
-#include "engine/log.hpp"
-#include "engine/loop.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <atomic>

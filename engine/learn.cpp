@@ -1,9 +1,9 @@
 #include "engine/learn.hpp"
 
-#include "engine/counters.hpp"
-#include "engine/forkref.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/forkref.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <cstring>
 #include <netinet/in.h>

@@ -1,9 +1,9 @@
 #include "engine/lgr.hpp"
 
-#include "engine/counters.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <cstdio>
 #include <cstring>

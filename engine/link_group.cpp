@@ -1,7 +1,7 @@
 #include "engine/link_group.hpp"
 
+#include "engine/base/sys.hpp"
 #include "engine/smcd/cdc_line.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 

@@ -1,12 +1,12 @@
 // The server side of the SMC-D handshake (see handshake.hpp).
+#include "engine/base/fallback.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
-#include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
 #include "engine/link_group.hpp"
-#include "engine/log.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <cerrno>

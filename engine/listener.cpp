@@ -1,6 +1,6 @@
 #include "engine/listener.hpp"
 
-#include "engine/sys.hpp"
+#include "engine/base/sys.hpp"
 
 #include <algorithm>
 #include <new>

@@ -1,7 +1,7 @@
 #include "engine/peer_watch.hpp"
 
-#include "engine/log.hpp"
-#include "engine/loop.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/loop.hpp"
 #include "engine/wakeup.hpp"
 
 #include <atomic>

@@ -1,9 +1,9 @@
 #include "engine/registry.hpp"
 
+#include "engine/base/statseg.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/ism.hpp"
 #include "engine/ism_endpoint.hpp"
-#include "engine/statseg.hpp"
-#include "engine/sys.hpp"
 
 #include <arpa/inet.h>
 #include <array>

@@ -2,10 +2,10 @@
 
 #include "config/size.hpp"
 #include "engine/af_smc.hpp"
-#include "engine/fdtable.hpp"
-#include "engine/log.hpp"
+#include "engine/base/fdtable.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/spin.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -3,9 +3,9 @@
 // the stats segment and the fd table. Cheap parts are set up when the
 // library loads; the rest on first use by a TCP socket.
 #include "config/config.hpp"
-#include "engine/counters.hpp"
-#include "engine/fallback.hpp"
-#include "engine/statseg.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/fallback.hpp"
+#include "engine/base/statseg.hpp"
 #include <atomic>
 
 #include <climits>

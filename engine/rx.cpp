@@ -1,11 +1,11 @@
 // Receiving on an SMC-D connection: copy out of our own DMB ring, then tell
 // the peer how far we have consumed — but only past the window update limit,
 // when the ring runs empty, or when the peer sleeps waiting for space.
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
-#include "engine/log.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
 

@@ -1,9 +1,9 @@
 #include "engine/space_watch.hpp"
 
-#include "engine/log.hpp"
-#include "engine/loop.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/loop.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 #include "engine/tx.hpp"
 #include "engine/wakeup.hpp"
 

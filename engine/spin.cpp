@@ -1,7 +1,7 @@
 #include "engine/spin.hpp"
 
+#include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <algorithm>
 #include <atomic>

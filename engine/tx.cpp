@@ -3,11 +3,11 @@
 // cursor, wake the peer only if it sleeps waiting for data.
 #include "engine/tx.hpp"
 
-#include "engine/log.hpp"
-#include "engine/loop.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/loop.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
 #include "engine/space_watch.hpp"
-#include "engine/sys.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
 

@@ -1,8 +1,8 @@
 #include "engine/wait.hpp"
 
-#include "engine/log.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/spin.hpp"
-#include "engine/sys.hpp"
 
 #include <cerrno>
 #include <poll.h>

@@ -1,6 +1,6 @@
 #include "engine/wakeup.hpp"
 
-#include "engine/sys.hpp"
+#include "engine/base/sys.hpp"
 
 #include <cerrno>
 #include <cstdio>

@@ -3,8 +3,8 @@
 // One that changes its user or group first (nginx's workers become nobody)
 // might no longer be allowed to create it where its parent could: so it
 // makes the file just before, as the user it was forked as.
+#include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 #include "preload/shim.hpp"
 
 #include <unistd.h>

@@ -4,8 +4,8 @@
 // lookup, with no allocation and no lock, so it is safe in signal handlers
 // and after fork.
 #include "engine/af_smc.hpp"
-#include "engine/fdtable.hpp"
-#include "engine/sys.hpp"
+#include "engine/base/fdtable.hpp"
+#include "engine/base/sys.hpp"
 
 #include <cerrno>
 

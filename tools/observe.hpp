@@ -5,8 +5,8 @@
 // other processes' bytes are never trusted: every record and control line is
 // a copy, checked for size, identity (inode) and plausible cursors before it
 // is shown, and whatever fails a check shows as unknown.
+#include "engine/base/statseg.hpp"
 #include "engine/smcd/cdc_line.hpp"
-#include "engine/statseg.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -18,10 +18,10 @@
 //
 // Blocking calls use timeout 0 and busy_poll_us 0: they take the blocking
 // paths (MSG_WAITALL loops, deadline checks) but never sleep.
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
-#include "engine/log.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 #include "engine/tx.hpp"
 #include "test/fuzz/fuzz_check.hpp"
 

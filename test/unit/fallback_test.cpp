@@ -1,5 +1,5 @@
-#include "engine/counters.hpp"
-#include "engine/fallback.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/fallback.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // Fork reference counts: shared with forked children, never with a peer.
-#include "engine/forkref.hpp"
+#include "engine/base/forkref.hpp"
 
 #include <catch2/catch.hpp>
 #include <set>

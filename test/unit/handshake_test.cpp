@@ -1,9 +1,9 @@
+#include "engine/base/fallback.hpp"
+#include "engine/base/loop.hpp"
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
-#include "engine/fallback.hpp"
 #include "engine/handshake.hpp"
 #include "engine/lgr.hpp"
-#include "engine/loop.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>

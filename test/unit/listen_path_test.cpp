@@ -3,10 +3,10 @@
 // knob's file editing.
 #include "config/config.hpp"
 #include "config/knob.hpp"
+#include "engine/base/sys.hpp"
 #include "engine/connect_watch.hpp"
 #include "engine/handshake_queue.hpp"
 #include "engine/listener.hpp"
-#include "engine/sys.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>

@@ -1,5 +1,5 @@
 // The engine's event loop (loop.hpp): readiness, deadlines, timers, cancel.
-#include "engine/loop.hpp"
+#include "engine/base/loop.hpp"
 
 #include <catch2/catch.hpp>
 

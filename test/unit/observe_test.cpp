@@ -1,10 +1,10 @@
 // What `usmc ss -d/-D` and `usmc stats` compute from what processes publish:
 // size buckets, cursor and flag texts, control-line copies, the records of
 // the stats segment, and finding a connection's other end.
-#include "engine/counters.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/statseg.hpp"
 #include "engine/diag.hpp"
 #include "engine/ism.hpp"
-#include "engine/statseg.hpp"
 #include "tools/observe.hpp"
 
 #include "test/unit/stats_dir.hpp"

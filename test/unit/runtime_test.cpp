@@ -1,5 +1,5 @@
+#include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
-#include "engine/sys.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-#include "engine/fdtable.hpp"
-#include "engine/statseg.hpp"
+#include "engine/base/fdtable.hpp"
+#include "engine/base/statseg.hpp"
 #include "tools/procnet.hpp"
 
 #include "test/unit/stats_dir.hpp"

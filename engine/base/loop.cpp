@@ -1,7 +1,7 @@
-#include "engine/loop.hpp"
+#include "engine/base/loop.hpp"
 
-#include "engine/log.hpp"
-#include "engine/sys.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "engine/counters.hpp"
+#include "engine/base/counters.hpp"
 
 namespace usmc::counters {
 

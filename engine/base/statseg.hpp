@@ -10,8 +10,8 @@
 // segment; `usmc stats` does the same for processes that died without
 // exiting cleanly. So `usmc stats` after a wrk run still shows wrk's
 // connections, as `smcd stats` would.
-#include "engine/counters.hpp"
-#include "engine/fallback.hpp"
+#include "engine/base/counters.hpp"
+#include "engine/base/fallback.hpp"
 
 #include <atomic>
 #include <cstdint>

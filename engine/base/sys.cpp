@@ -1,4 +1,4 @@
-#include "engine/sys.hpp"
+#include "engine/base/sys.hpp"
 
 #include <pthread.h>
 

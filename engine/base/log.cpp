@@ -1,6 +1,6 @@
-#include "engine/log.hpp"
+#include "engine/base/log.hpp"
 
-#include "engine/sys.hpp"
+#include "engine/base/sys.hpp"
 
 #include <atomic>
 #include <unistd.h>

@@ -1,6 +1,6 @@
-#include "engine/statseg.hpp"
+#include "engine/base/statseg.hpp"
 
-#include "engine/sys.hpp"
+#include "engine/base/sys.hpp"
 
 #include <algorithm>
 #include <atomic>

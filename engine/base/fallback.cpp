@@ -1,4 +1,4 @@
-#include "engine/fallback.hpp"
+#include "engine/base/fallback.hpp"
 
 namespace usmc::fallback {
 

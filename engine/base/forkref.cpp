@@ -1,4 +1,4 @@
-#include "engine/forkref.hpp"
+#include "engine/base/forkref.hpp"
 
 #include <cstddef>
 #include <new>

@@ -1,4 +1,4 @@
-#include "engine/fdtable.hpp"
+#include "engine/base/fdtable.hpp"
 
 namespace usmc {
 
