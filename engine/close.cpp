@@ -4,6 +4,7 @@
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
+#include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wakeup.hpp"
 
@@ -19,16 +20,15 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     smc_close_event(c, core::CloseEvent::WeDoneWriting);
     c.publish_flags();
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
-    auto& w = c.rx.control()->waiting;
-    uint64_t was = w.exchange(0, std::memory_order_seq_cst);
+    smcd::Requests was = smcd::take_all_requests(*c.rx.control());
     // A peer that closed (its last process) has nobody waiting and its
     // `sig` is gone: a wake-up would only fail (every `Connection: close`).
     uint8_t peer = core::cdc_ending_flags(smc_peer_cdc(c));
     if ((peer & (core::kPeerConnClosed | core::kPeerConnAbort)) ||
         c.peer_gone.load(std::memory_order_acquire))
-        was = 0;
-    if (was & smcd::kWaitData) wakeup::send(c.peer_wakers, c.peer_sig_name);
-    if (was & smcd::kWaitSpace) smc_ring_peer_bell(c);
+        was = {};
+    if (was.data) wakeup::send(c.peer_wakers, c.peer_sig_name);
+    if (was.space) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make `sig` writable. (A close has woken them in
     // smc_quiesce already, and its `sig` goes right after: nothing to do.)

@@ -6,6 +6,7 @@
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/wait_flags.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
 
@@ -76,14 +77,14 @@ bool woken_meanwhile(const SmcConn& c, uint32_t hidden) {
 void after_consume(SmcConn& c, bool ring_empty) {
     auto to_confirm =
         core::distance(c.rx_cons_announced, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
-    auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
-    bool writer_waits = w.load(std::memory_order_seq_cst) & smcd::kWaitSpace;
+    smcd::Control& line = *c.rx.control(); // the peer's requests arrive in our line
+    bool writer_waits = smcd::space_asked(line);
     if (to_confirm == 0) return;
     if (!(to_confirm >= core::update_limit(c.rx.ring_size()) || ring_empty || writer_waits ||
           c.shared_by_fork()))
         return;
     c.publish_cons();
-    if (w.fetch_and(~uint64_t{smcd::kWaitSpace}, std::memory_order_seq_cst) & smcd::kWaitSpace) {
+    if (smcd::take_space_request(line)) {
         smc_ring_peer_bell(c); // its loop makes its `sig` writable
         c.notifications.fetch_add(1, std::memory_order_relaxed);
     }
@@ -297,17 +298,17 @@ bool smc_at_mark(const SmcConn& c) {
 }
 
 void smc_arm_for_data(SmcConn& c) {
-    auto& w = c.tx.control()->waiting;
+    smcd::Control& line = *c.tx.control(); // our requests go to the peer's line
     // A wake-up the peer is writing now must land before we drain. The peer
     // may be descheduled mid-way (or hostile): bounded, then go on. A peer
     // that once held it past the bound gets only the short spin from then
     // on: one that holds the flag for good would otherwise cost every arm
     // on its connection 2 ms of this thread (an event loop's, serving all).
-    if (w.load(std::memory_order_seq_cst) & smcd::kWakingData) {
+    if (smcd::data_wake_in_flight(line)) {
         bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; w.load(std::memory_order_seq_cst) & smcd::kWakingData; ++i) {
+        for (int i = 0; smcd::data_wake_in_flight(line); ++i) {
             if (i < 256) {
                 wait::cpu_relax();
                 continue;
@@ -322,12 +323,12 @@ void smc_arm_for_data(SmcConn& c) {
         }
     }
     smc_drain_wakeup(c);
-    w.fetch_or(smcd::kWaitData, std::memory_order_seq_cst);
+    smcd::ask_for_data(line);
 }
 
 void smc_drain_wakeup(SmcConn& c) {
     bool self = c.self_woken.exchange(false, std::memory_order_acq_rel);
-    if (!self && (c.tx.control()->waiting.load(std::memory_order_seq_cst) & smcd::kWaitData))
+    if (!self && smcd::data_asked(*c.tx.control()))
         return; // armed and not yet taken: the peer has not written
     wakeup::drain(c.sig);
 }
@@ -599,7 +600,7 @@ short smc_arm(SmcConn& c, short want, bool for_epoll) {
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
         smc_block_writable(c);
         filled = true;
-        c.tx.control()->waiting.fetch_or(smcd::kWaitSpace, std::memory_order_seq_cst);
+        smcd::ask_for_space(*c.tx.control());
         ready |= smc_poll_events(c) & POLLOUT;
     }
     // Make `sig` show what is already true, for a level-triggered

@@ -7,6 +7,7 @@
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
@@ -57,14 +58,8 @@ uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t
 }
 
 void wake_peer_reader(SmcConn& c) {
-    auto& w = c.rx.control()->waiting; // the peer's wait flags live in our control line
-    uint64_t cur = w.load(std::memory_order_seq_cst);
-    // Take the reader's request, marking a wake-up in flight (kWakingData).
-    while ((cur & smcd::kWaitData) &&
-           !w.compare_exchange_weak(cur, (cur & ~uint64_t{smcd::kWaitData}) | smcd::kWakingData,
-                                    std::memory_order_seq_cst)) {
-    }
-    if (!(cur & smcd::kWaitData)) {
+    smcd::Control& line = *c.rx.control(); // the peer's requests arrive in our line
+    if (!smcd::take_data_request(line)) {
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
@@ -72,13 +67,12 @@ void wake_peer_reader(SmcConn& c) {
     // and no wake-up is sent that would find nothing to read.
     auto free = peer_free(c);
     if (free && *free == c.tx.ring_size()) {
-        w.fetch_or(smcd::kWaitData, std::memory_order_seq_cst);
-        w.fetch_and(~uint64_t{smcd::kWakingData}, std::memory_order_seq_cst);
+        smcd::keep_data_request(line);
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     wakeup::send(c.peer_wakers, c.peer_sig_name);
-    w.fetch_and(~uint64_t{smcd::kWakingData}, std::memory_order_seq_cst);
+    smcd::data_woken(line);
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -285,7 +279,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // point leaves it writable.
             smc_block_writable(c);
             filled = true;
-            c.tx.control()->waiting.fetch_or(smcd::kWaitSpace, std::memory_order_seq_cst);
+            smcd::ask_for_space(*c.tx.control());
             // Look again at all a drain of the far end can mean: space, and
             // the peer's close or death (its drain may have come before our
             // fill, and the peer watch's after the look at the top).

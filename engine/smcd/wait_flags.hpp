@@ -1,0 +1,76 @@
+#pragma once
+// SMC-D's signal half, the asking side: what a side sleeps for, written by
+// the sleeper into the control line of the DMB it produces into (word 32,
+// cdc_line.hpp), and taken by the other side with one atomic
+// read-modify-write, so exactly one wake-up answers each request. The wake-up
+// itself (a datagram to the sleeper's `sig`, or its process's bell) is the
+// caller's. SMC-R asks through its CDC message's flags instead (the kernel's
+// cons_curs_upd_req and write_blocked), answered by the next message: the
+// data path says what it waits for only through these calls.
+//
+// `peer_line`: the line of the DMB we produce into, where our requests go.
+// `own_line`: the line of our DMB, where the peer's requests arrive. Both
+// are shared with the peer: every word is a hint, never trusted for more.
+#include "engine/smcd/cdc_line.hpp"
+
+namespace usmc::smcd {
+
+// Reader: wake me when data arrives / writer: when space frees.
+inline void ask_for_data(Control& peer_line) {
+    peer_line.waiting.fetch_or(kWaitData, std::memory_order_seq_cst);
+}
+inline void ask_for_space(Control& peer_line) {
+    peer_line.waiting.fetch_or(kWaitSpace, std::memory_order_seq_cst);
+}
+// Reader: our request for data still stands (the peer has not taken it).
+inline bool data_asked(const Control& peer_line) {
+    return peer_line.waiting.load(std::memory_order_seq_cst) & kWaitData;
+}
+// Reader: the peer took our request and its wake-up has not landed yet.
+inline bool data_wake_in_flight(const Control& peer_line) {
+    return peer_line.waiting.load(std::memory_order_seq_cst) & kWakingData;
+}
+
+// Writer: takes the reader's request for data, marking its wake-up in
+// flight. False: nobody asked.
+inline bool take_data_request(Control& own_line) {
+    auto& w = own_line.waiting;
+    uint64_t cur = w.load(std::memory_order_seq_cst);
+    while ((cur & kWaitData) &&
+           !w.compare_exchange_weak(cur, (cur & ~uint64_t{kWaitData}) | kWakingData,
+                                    std::memory_order_seq_cst)) {
+    }
+    return cur & kWaitData;
+}
+// Writer, after take_data_request: nothing left to read after all; the
+// request stands for the next write and no wake-up goes out.
+inline void keep_data_request(Control& own_line) {
+    own_line.waiting.fetch_or(kWaitData, std::memory_order_seq_cst);
+    own_line.waiting.fetch_and(~uint64_t{kWakingData}, std::memory_order_seq_cst);
+}
+// Writer, after take_data_request: the wake-up has landed.
+inline void data_woken(Control& own_line) {
+    own_line.waiting.fetch_and(~uint64_t{kWakingData}, std::memory_order_seq_cst);
+}
+
+// Reader: the writer asked for space (a look, nothing taken).
+inline bool space_asked(const Control& own_line) {
+    return own_line.waiting.load(std::memory_order_seq_cst) & kWaitSpace;
+}
+// Reader: takes the writer's request for space. False: nobody asked.
+inline bool take_space_request(Control& own_line) {
+    return own_line.waiting.fetch_and(~uint64_t{kWaitSpace}, std::memory_order_seq_cst) &
+           kWaitSpace;
+}
+
+// At our close: every request of the peer's, taken at once.
+struct Requests {
+    bool data = false;
+    bool space = false;
+};
+inline Requests take_all_requests(Control& own_line) {
+    uint64_t was = own_line.waiting.exchange(0, std::memory_order_seq_cst);
+    return {(was & kWaitData) != 0, (was & kWaitSpace) != 0};
+}
+
+} // namespace usmc::smcd
