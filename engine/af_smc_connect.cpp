@@ -463,18 +463,23 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
             runtime::count(counters::hs_limit_bypassed);
         } else if (learned_tcp(modes, found->flags, addr, len, &learner)) {
             reason = fallback::LEARNED;
+        } else if ((found->flags & registry::kLimitHs) && (s.hints & kHintNonblock) &&
+                   client_congested()) {
+            // The same bypass for our own side: handshakes wait for a client
+            // worker (wrk, thousands of short connections), so a new one
+            // would only queue behind them. Only where the server asked for
+            // it with SMC_LIMIT_HS, and only for nonblocking connects (a
+            // blocking one waits for its own handshake). The hint, not the
+            // kernel, answers that here: a wrong hint only swaps a bypass
+            // for an SMC attempt or back, both correct, and the bypass then
+            // costs no system call of ours.
+            reason = fallback::HSLIMIT;
+            runtime::count(counters::hs_client_bypassed);
         } else {
             // Asked only here: a connect that goes plain TCP (no listener of
             // ours there, or a bypass) pays no system call of ours.
             nonblock = fd_nonblocking(fd);
-            if ((found->flags & registry::kLimitHs) && nonblock && client_congested()) {
-                // The same bypass for our own side: handshakes wait for a
-                // client worker (wrk, thousands of short connections), so a
-                // new one would only queue behind them. Only where the server
-                // asked for it with SMC_LIMIT_HS.
-                reason = fallback::HSLIMIT;
-                runtime::count(counters::hs_client_bypassed);
-            } else if (s.has(kFlagEpollEarly)) {
+            if (s.has(kFlagEpollEarly)) {
                 // (A socket in no set before connect() is registered as an SMC
                 // connection by epoll_ctl: connecting_ctl, active_ctl.)
                 reason = fallback::EPOLLEARLY;
@@ -482,6 +487,8 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
                 reason = fallback::SAMEPROC; // we would wait for our own accept()
             } else if (!in_table(fd) || !fd_budget_ok(fd)) {
                 reason = in_table(fd) ? uint32_t{fallback::FDLIMIT} : uint32_t{fallback::FDTABLE};
+            } else if (!registry::publisher_alive(addr, len, found->pid)) {
+                reason = fallback::NOLISTENER; // it died: its address may be anyone's now
             } else {
                 candidate = ensure_engine(false);
             }

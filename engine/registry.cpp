@@ -220,7 +220,7 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     Cached* c = nullptr;
     // An entry believed and checked (stat) within kEntryTrustNs is taken as
     // it is: its publisher marks it withdrawn before removing it, and a dead
-    // publisher shows on the pidfd below. The stat only notices a file
+    // publisher shows on the pidfd (publisher_alive). The stat only notices a file
     // changed behind the publisher's back (an owner changed by root).
     if (g_cache)
         for (auto& k : *g_cache)
@@ -256,9 +256,9 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
     f.pid = e->pid;
     f.gid = e->gid;
     f.flags = e->flags.load(std::memory_order_acquire) & ~uint32_t{kCongested | kLearnedTcp};
-    if ((f.flags & kLimitHs) && now_ns() < e->congested_until_ns.load(std::memory_order_acquire))
+    if ((f.flags & kLimitHs) && now < e->congested_until_ns.load(std::memory_order_acquire))
         f.flags |= kCongested;
-    if (now_ns() < e->learned_tcp_until_ns.load(std::memory_order_acquire)) f.flags |= kLearnedTcp;
+    if (now < e->learned_tcp_until_ns.load(std::memory_order_acquire)) f.flags |= kLearnedTcp;
     f.owner = c->owner;
     if (!fresh && c->pid != e->pid) { // published again by another process: believe anew
         if (c->pidfd >= 0) sys::real().close(c->pidfd);
@@ -287,12 +287,6 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
             return std::nullopt;
         }
     } else if (!trusted(c->owner, trusted_uids)) {
-        return std::nullopt;
-    }
-    // Still alive? (a pidfd turns readable when its process exits)
-    pollfd p{c->pidfd, POLLIN, 0};
-    if (sys::real().poll(&p, 1, 0) != 0) {
-        drop(*g_cache, size_t(c - g_cache->data()));
         return std::nullopt;
     }
     return f;
@@ -529,6 +523,26 @@ std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
     socklen_t wlen = 0;
     sockaddr_storage w = wildcard_of(addr, len, &wlen);
     return lookup_exact(reinterpret_cast<sockaddr*>(&w), wlen, trusted_uids);
+}
+
+bool publisher_alive(const sockaddr* addr, socklen_t len, int32_t pid) {
+    AddrKey exact = key_of(addr, len);
+    socklen_t wlen = 0;
+    sockaddr_storage w = wildcard_of(addr, len, &wlen);
+    AddrKey wild = key_of(reinterpret_cast<sockaddr*>(&w), wlen);
+    size_t dir = dir_hash();
+    std::lock_guard lock(g_cache_mu);
+    if (!g_cache) return false;
+    for (const AddrKey* k : {&exact, &wild})
+        for (auto& c : *g_cache)
+            if (c.key == *k && c.dir_hash == dir && c.pidfd >= 0 && c.pid == pid) {
+                // A pidfd turns readable when its process exits.
+                pollfd p{c.pidfd, POLLIN, 0};
+                if (sys::real().poll(&p, 1, 0) == 0) return true;
+                drop(*g_cache, size_t(&c - g_cache->data()));
+                return false;
+            }
+    return false;
 }
 
 namespace {

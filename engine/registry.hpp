@@ -141,10 +141,18 @@ class Listener {
 // Whether a socket with this inode is in LISTEN state in our network namespace.
 bool still_listening(uint64_t inode);
 
-// The trusted, live entry for destination `addr` (exact address first, then
-// the wildcard address of its family), or nullopt.
+// The trusted entry for destination `addr` (exact address first, then the
+// wildcard address of its family), or nullopt. Whether its publisher is
+// still alive is not asked (a system call): a connect that would go TCP
+// anyway (a bypass) needs no answer, one that tries SMC asks
+// publisher_alive() before it sends anything.
 std::optional<Found> lookup(const sockaddr* addr, socklen_t len,
                             std::span<const uint32_t> trusted_uids);
+
+// Whether the process that published the entry lookup() just found for
+// `addr` (`pid`) is still alive (its pidfd). A dead one's entry is dropped:
+// the next lookup() finds the wildcard's, if any.
+bool publisher_alive(const sockaddr* addr, socklen_t len, int32_t pid);
 
 // Client side: announce / finish an SMC connect to `addr`'s listener, as
 // found by lookup() just before. Before connect() without a port (the

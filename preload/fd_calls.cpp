@@ -86,9 +86,13 @@ USMC_EXPORT int fcntl(int fd, int cmd, ...) {
         g_fds.copy(fd, rc);
         af_smc::on_dup(fd, rc);
     }
-    if (cmd == F_SETFL)
+    if (cmd == F_SETFL) {
+        bool nonblock = reinterpret_cast<uintptr_t>(arg) & O_NONBLOCK;
         if (SmcConn* c = shim::smc(fd))
-            af_smc::set_nonblock(c, reinterpret_cast<uintptr_t>(arg) & O_NONBLOCK);
+            af_smc::set_nonblock(c, nonblock);
+        else
+            g_fds.set_hint(fd, kHintNonblock, nonblock);
+    }
     return rc;
 }
 
@@ -106,7 +110,10 @@ USMC_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
             af_smc::set_nonblock(c, *static_cast<int*>(arg) != 0);
         return rc;
     }
-    return sys::real().ioctl(fd, request, arg);
+    int rc = sys::real().ioctl(fd, request, arg);
+    if (rc == 0 && request == FIONBIO && arg && !shim::vfork_child())
+        g_fds.set_hint(fd, kHintNonblock, *static_cast<int*>(arg) != 0);
+    return rc;
 }
 
 USMC_EXPORT int fcntl64(int, int, ...) __attribute__((alias("fcntl")));

@@ -79,7 +79,7 @@ inline int fail(int err) {
 int close_fd(int fd, bool nocancel);
 
 // A new TCP socket (socket(), AF_SMC, IPPROTO_SMC): start tracking it.
-void track_new_socket(int fd, int family, uint8_t flags);
+void track_new_socket(int fd, int family, uint8_t flags, int type);
 
 // The SMC connection behind fd, or nullptr: plain TCP and every other
 // descriptor take the real call after this one lookup.

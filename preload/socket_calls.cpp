@@ -29,13 +29,14 @@ uint8_t allow_flags(config::ModeSet modes) {
 
 namespace usmc::shim {
 
-void track_new_socket(int fd, int family, uint8_t flags) {
+void track_new_socket(int fd, int family, uint8_t flags, int type) {
     ErrnoGuard keep;
     runtime::get();
     runtime::publish_own_stats();
     SockInfo s;
     s.kind = SockKind::Stream;
     s.family = static_cast<uint8_t>(family);
+    s.hints = (type & SOCK_NONBLOCK) ? kHintNonblock : 0;
     s.flags = static_cast<uint8_t>(flags | (runtime::default_limit_hs() ? kFlagLimitHs : 0));
     if (g_fds.set(fd, s))
         runtime::count(counters::sockets_tracked);
@@ -59,7 +60,7 @@ USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
         int family = protocol == sockopt::kSmcProto6 ? AF_INET6 : AF_INET;
         int fd = real.socket(family, type, IPPROTO_TCP);
         if (fd >= 0) {
-            shim::track_new_socket(fd, family, kFlagAfSmc);
+            shim::track_new_socket(fd, family, kFlagAfSmc, type);
             runtime::count(counters::sockets_af_smc);
         }
         return fd;
@@ -69,10 +70,10 @@ USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
     int fd = real.socket(domain, type, ipproto_smc ? IPPROTO_TCP : protocol);
     if (fd < 0) return fd;
     if (ipproto_smc) {
-        shim::track_new_socket(fd, domain, kFlagIpprotoSmc);
+        shim::track_new_socket(fd, domain, kFlagIpprotoSmc, type);
         runtime::count(counters::sockets_af_smc);
     } else if (is_tcp_request(domain, base, protocol)) {
-        shim::track_new_socket(fd, domain, 0);
+        shim::track_new_socket(fd, domain, 0, type);
     } else {
         g_fds.clear(fd);
     }

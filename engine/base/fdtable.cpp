@@ -4,17 +4,19 @@ namespace usmc {
 
 FdTable g_fds;
 
-// Word layout: kind[0..7] family[8..15] role[16..19] mode[20..23]
+// Word layout: kind[0..3] hints[4..7] family[8..15] role[16..19] mode[20..23]
 // flags[24..31] reason[32..63]. One word, so readers always see a whole
 // record.
 uint64_t SockInfo::pack() const {
-    return uint64_t(kind) | uint64_t(family) << 8 | uint64_t(uint8_t(role) & 0xf) << 16 |
-           uint64_t(uint8_t(mode) & 0xf) << 20 | uint64_t(flags) << 24 | uint64_t(reason) << 32;
+    return uint64_t(uint8_t(kind) & 0xf) | uint64_t(hints & 0xf) << 4 | uint64_t(family) << 8 |
+           uint64_t(uint8_t(role) & 0xf) << 16 | uint64_t(uint8_t(mode) & 0xf) << 20 |
+           uint64_t(flags) << 24 | uint64_t(reason) << 32;
 }
 
 SockInfo SockInfo::unpack(uint64_t w) {
     SockInfo s;
-    s.kind = static_cast<SockKind>(w & 0xff);
+    s.kind = static_cast<SockKind>(w & 0xf);
+    s.hints = static_cast<uint8_t>((w >> 4) & 0xf);
     s.family = static_cast<uint8_t>(w >> 8);
     s.role = static_cast<SockRole>((w >> 16) & 0xf);
     s.mode = static_cast<SockMode>((w >> 20) & 0xf);
@@ -87,6 +89,20 @@ bool FdTable::set(int fd, const SockInfo& info) {
         }
     }
     return true;
+}
+
+void FdTable::set_hint(int fd, uint8_t hint, bool on) {
+    auto* slots = slots_.load(std::memory_order_acquire);
+    if (!slots || static_cast<unsigned>(fd) >= capacity_) return;
+    uint64_t bits = uint64_t(hint & 0xf) << 4;
+    uint64_t w = slots[fd].load(std::memory_order_relaxed);
+    uint64_t want;
+    do {
+        if (!SockInfo::unpack(w).tracked()) return;
+        want = on ? (w | bits) : (w & ~bits);
+        if (want == w) return;
+    } while (!slots[fd].compare_exchange_weak(w, want, std::memory_order_relaxed));
+    if (mirror_) mirror_[fd].store(want, std::memory_order_relaxed);
 }
 
 void FdTable::clear(int fd) {

@@ -14,7 +14,7 @@
 
 namespace usmc {
 
-enum class SockKind : uint8_t { None = 0, Stream = 1 };
+enum class SockKind : uint8_t { None = 0, Stream = 1 }; // 4 bits in the word
 enum class SockRole : uint8_t { None = 0, Client = 1, Server = 2, Listener = 3 };
 enum class SockMode : uint8_t { Tcp = 0, SmcD = 1, SmcR = 2 };
 
@@ -29,8 +29,18 @@ enum SockFlags : uint8_t {
     kFlagEpollEarly = 128, // put in an epoll set before connect() (stays TCP: EPOLLEARLY)
 };
 
+// Hints: what the shim last saw set, not what the kernel says. The file
+// status flags are shared with dups, children and any process the socket
+// was passed to, which may change them behind our back; a hint may only
+// pick between two answers that are both correct (a bypass to TCP or an
+// SMC attempt), never decide what a call does.
+enum SockHints : uint8_t {
+    kHintNonblock = 1, // O_NONBLOCK as set through socket(), fcntl() or ioctl(FIONBIO)
+};
+
 struct SockInfo {
     SockKind kind = SockKind::None;
+    uint8_t hints = 0;  // SockHints, 4 bits in the word
     uint8_t family = 0; // AF_INET / AF_INET6
     SockRole role = SockRole::None;
     SockMode mode = SockMode::Tcp;
@@ -64,6 +74,9 @@ class FdTable {
     // False when fd is outside the table (the socket then stays untracked).
     bool set(int fd, const SockInfo& info);
     void clear(int fd);
+    // Sets or clears hint bits of a tracked fd without losing a concurrent
+    // set() of the rest of its word.
+    void set_hint(int fd, uint8_t hint, bool on);
     // dup/dup2/dup3/F_DUPFD: `to` now names the same socket as `from`.
     void copy(int from, int to);
     // close_range: forget [first, last].

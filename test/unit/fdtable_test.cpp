@@ -14,8 +14,10 @@ TEST_CASE("SockInfo packs into one word and back") {
     s.mode = SockMode::SmcR;
     s.flags = kFlagLimitHs | kFlagAfSmc | kFlagDecided;
     s.reason = 0x0a010000;
+    s.hints = kHintNonblock;
     SockInfo t = SockInfo::unpack(s.pack());
     CHECK(t.kind == s.kind);
+    CHECK(t.hints == kHintNonblock);
     CHECK(t.family == s.family);
     CHECK(t.role == s.role);
     CHECK(t.mode == s.mode);
@@ -75,4 +77,38 @@ TEST_CASE("fd table: set, get, copy, clear, ranges, bounds") {
     CHECK(fresh_high.load() == table.high());
     CHECK(fresh[21].load() == s.pack());
     CHECK(fresh[22].load() == 0);
+}
+
+TEST_CASE("fd table: hints change alone, only on tracked fds") {
+    FdTable table;
+    auto slots = std::make_unique<std::atomic<uint64_t>[]>(16);
+    auto mirror = std::make_unique<std::atomic<uint64_t>[]>(16);
+    std::atomic<uint32_t> high{0};
+    table.attach(slots.get(), 16, mirror.get(), &high);
+    SockInfo s;
+    s.kind = SockKind::Stream;
+    s.family = 10;
+    s.role = SockRole::Client;
+    s.flags = kFlagDecided | kFlagAllowD;
+    s.reason = 0x0a0b0000;
+    REQUIRE(table.set(5, s));
+
+    table.set_hint(5, kHintNonblock, true);
+    SockInfo t = table.get(5);
+    CHECK(t.hints == kHintNonblock);
+    CHECK(t.kind == s.kind); // the rest of the word as it was
+    CHECK(t.family == s.family);
+    CHECK(t.role == s.role);
+    CHECK(t.flags == s.flags);
+    CHECK(t.reason == s.reason);
+    CHECK(mirror[5].load() == t.pack());
+    table.set_hint(5, kHintNonblock, false);
+    CHECK(table.get(5).hints == 0);
+    CHECK(table.get(5).pack() == s.pack());
+
+    table.set_hint(6, kHintNonblock, true); // untracked: stays untracked
+    CHECK(slots[6].load() == 0);
+    CHECK(mirror[6].load() == 0);
+    table.set_hint(99, kHintNonblock, true); // beyond capacity: harmless
+    table.set_hint(-1, kHintNonblock, true);
 }

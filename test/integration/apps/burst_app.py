@@ -8,6 +8,7 @@ client: -n nonblocking connects at once; each sends one line and checks the
         seconds, then 'DONE ok=<n> bad=<n>'.
 """
 import argparse
+import fcntl
 import os
 import selectors
 import socket
@@ -79,8 +80,14 @@ def client(args):
     start = time.monotonic()
     conns = {}
     for i in range(args.n):
-        s = socket.socket()
-        s.setblocking(False)
+        if args.nonblock_by == "socket":  # socket(SOCK_NONBLOCK): no call after it
+            s = socket.socket(type=socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+        elif args.nonblock_by == "fcntl":  # fcntl(F_SETFL) (Python's own is ioctl)
+            s = socket.socket()
+            fcntl.fcntl(s.fileno(), fcntl.F_SETFL, fcntl.fcntl(s.fileno(), fcntl.F_GETFL) | os.O_NONBLOCK)
+        else:  # ioctl(FIONBIO)
+            s = socket.socket()
+            s.setblocking(False)
         s.connect_ex(("127.0.0.1", args.port))
         msg = f"request {i} {os.getpid()} {'x' * (i % 50)}\n".encode()
         conns[s] = {"msg": msg, "got": b"", "sent": False, "writable_at": None}
@@ -146,6 +153,8 @@ def main():
     p.add_argument("--probe-at", type=float, default=0)
     p.add_argument("--probe-file", default="")
     p.add_argument("--abandon", action="store_true", help="close every connect at once")
+    p.add_argument("--nonblock-by", choices=["ioctl", "fcntl", "socket"], default="ioctl",
+                   help="how the client's sockets are made nonblocking")
     args = p.parse_args()
     if args.role == "server":
         server(args)
