@@ -13,6 +13,7 @@
 #include "engine/diag.hpp"
 #include "engine/learn.hpp"
 #include "engine/lgr.hpp"
+#include "engine/link_group.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
@@ -736,6 +737,7 @@ void on_fork_child() {
     registry::on_fork_child();
     ism::shares_after_fork();
     if (g_engine.ep) g_engine.ep->abandon_after_fork();
+    if (g_engine.dev) g_engine.dev->groups().abandon_after_fork();
     g_engine.dev = nullptr;
     g_engine.ep = nullptr;
     g_engine.server_q = nullptr;

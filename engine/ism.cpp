@@ -588,16 +588,22 @@ void Device::unmap_peer(Dmb& dmb) {
         std::lock_guard lock(mu_);
         auto it = peer_maps_.find(dmb.ino);
         if (it != peer_maps_.end() && it->second.dmb.base == dmb.base - dmb.offset) {
-            if (it->second.refs > 0 && --it->second.refs == 0) {
-                it->second.idle = idle_peer_maps_.insert(idle_peer_maps_.end(), dmb.ino);
-                idle_peer_bytes_ += it->second.dmb.size;
-                while (idle_peer_maps_.size() > kMaxIdlePeerMaps ||
-                       idle_peer_bytes_ > max_memory_ / 4) {
-                    auto old = peer_maps_.find(idle_peer_maps_.front());
-                    idle_peer_maps_.pop_front();
-                    idle_peer_bytes_ -= old->second.dmb.size;
-                    unmap(old->second.dmb);
-                    peer_maps_.erase(old);
+            PeerMap& m = it->second;
+            if (m.refs > 0 && --m.refs == 0) {
+                if (m.gone) { // its peer is gone: nobody maps it again
+                    unmap(m.dmb);
+                    peer_maps_.erase(it);
+                } else {
+                    m.idle = idle_peer_maps_.insert(idle_peer_maps_.end(), dmb.ino);
+                    idle_peer_bytes_ += m.dmb.size;
+                    while (idle_peer_maps_.size() > kMaxIdlePeerMaps ||
+                           idle_peer_bytes_ > max_memory_ / 4) {
+                        auto old = peer_maps_.find(idle_peer_maps_.front());
+                        idle_peer_maps_.pop_front();
+                        idle_peer_bytes_ -= old->second.dmb.size;
+                        unmap(old->second.dmb);
+                        peer_maps_.erase(old);
+                    }
                 }
             }
             dmb = Dmb{};
@@ -605,6 +611,25 @@ void Device::unmap_peer(Dmb& dmb) {
         }
     }
     unmap(dmb);
+}
+
+void Device::forget_peer(uint64_t ino) {
+    std::lock_guard lock(mu_);
+    auto it = peer_maps_.find(ino);
+    if (it == peer_maps_.end()) return;
+    if (it->second.refs > 0) {
+        it->second.gone = true;
+        return;
+    }
+    idle_peer_maps_.erase(it->second.idle);
+    idle_peer_bytes_ -= it->second.dmb.size;
+    unmap(it->second.dmb);
+    peer_maps_.erase(it);
+}
+
+size_t Device::peer_maps() const {
+    std::lock_guard lock(mu_);
+    return peer_maps_.size();
 }
 
 size_t Device::idle_peer_maps() const {

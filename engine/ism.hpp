@@ -207,7 +207,12 @@ class Device {
     // mapping this device does not know (a forked child's inherited one)
     // is unmapped.
     void unmap_peer(Dmb& dmb);
+    // The peer that made the file `ino` is gone: nobody will name it again,
+    // so its mapping (and with it the file's memory) goes now if idle, or
+    // with its last view rather than into the idle list.
+    void forget_peer(uint64_t ino);
     size_t idle_peer_maps() const;
+    size_t peer_maps() const; // mapped peer files, in use or idle (tests)
     static constexpr size_t kMaxIdlePeerMaps = 1024;
     // Segments this device made, and slots of them held by connections.
     size_t segment_count() const;
@@ -234,6 +239,7 @@ class Device {
         Dmb dmb;
         dev_t dev;
         uint32_t refs = 0;
+        bool gone = false;                  // forget_peer: unmapped with its last view
         std::list<uint64_t>::iterator idle; // valid while refs == 0
     };
     std::unordered_map<uint64_t, PeerMap> peer_maps_; // by inode

@@ -1,21 +1,102 @@
 #include "engine/link_group.hpp"
 
+#include "engine/base/counters.hpp"
+#include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
+#include "engine/runtime.hpp"
 #include "engine/smcd/cdc_line.hpp"
 
 #include <algorithm>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace usmc::ism {
 
+LinkGroups::LinkGroups(Device& dev) : dev_(dev), watched_(std::make_shared<Watched>()) {
+    watched_->owner = this;
+}
+
 LinkGroups::~LinkGroups() {
+    {
+        // A handler running now finishes first; later ones find no owner.
+        std::lock_guard lock(watched_->mu);
+        watched_->owner = nullptr;
+    }
     for (auto& g : groups_)
         drop(g);
+}
+
+void LinkGroups::close_pidfd(int pidfd) {
+    loop::forget(pidfd);
+    sys::real().close(pidfd);
 }
 
 void LinkGroups::drop(Group& g) {
     for (auto& t : g.theirs)
         dev_.unmap_peer(t.pin);
     g.theirs.clear();
+    // A watch that fired already closes its pidfd in its handler.
+    if (g.watch && loop::cancel(g.watch)) close_pidfd(g.pidfd);
+    g.watch = 0;
+    g.pidfd = -1;
+}
+
+void LinkGroups::watch_peer(Group& g) {
+    // One descriptor per peer process, in usmc's quarter or none (the group
+    // then goes when idle, as before).
+    g.pidfd =
+        sys::place_high_strict(static_cast<int>(sys::real().syscall(SYS_pidfd_open, g.pid, 0)));
+    if (g.pidfd < 0) return;
+    std::weak_ptr<Watched> w = watched_;
+    int pidfd = g.pidfd;
+    g.watch = loop::add(pidfd, EPOLLIN, -1, [w, pidfd](uint32_t) {
+        auto watched = w.lock();
+        if (!watched) {
+            close_pidfd(pidfd);
+            return;
+        }
+        std::lock_guard lock(watched->mu);
+        if (watched->owner)
+            watched->owner->peer_exited(pidfd);
+        else
+            close_pidfd(pidfd);
+    });
+    if (!g.watch) {
+        sys::real().close(g.pidfd);
+        g.pidfd = -1;
+    }
+}
+
+void LinkGroups::peer_exited(int pidfd) {
+    std::vector<uint64_t> inos;
+    {
+        std::lock_guard lock(mu_);
+        auto it = std::find_if(groups_.begin(), groups_.end(),
+                               [&](const Group& g) { return g.pidfd == pidfd; });
+        if (it != groups_.end()) {
+            for (auto& t : it->theirs)
+                inos.push_back(t.pin.ino);
+            it->watch = 0; // fired: the pidfd is ours to close, below
+            it->pidfd = -1;
+            drop(*it);
+            groups_.erase(it);
+            runtime::count(counters::lgr_peer_gone);
+        }
+    }
+    close_pidfd(pidfd);
+    for (uint64_t ino : inos)
+        dev_.forget_peer(ino);
+}
+
+void LinkGroups::abandon_after_fork() {
+    if (!mu_.try_lock()) return;
+    for (auto& g : groups_) {
+        if (g.pidfd >= 0) sys::real().close(g.pidfd);
+        g.pidfd = -1;
+        g.watch = 0; // (the loop of this process starts afresh)
+    }
+    mu_.unlock();
 }
 
 void LinkGroups::expire_locked(uint64_t now_ns) {
@@ -60,6 +141,7 @@ void LinkGroups::note_attach(uint64_t gid, pid_t pid, uid_t uid, uint32_t our_se
     if (it == groups_.end()) {
         groups_.push_back(Group{gid, pid, uid, {}, {}, 0});
         it = groups_.end() - 1;
+        watch_peer(*it);
     }
     it->used_ns = sys::mono_ns();
     if (our_serial && std::find(it->ours.begin(), it->ours.end(), our_serial) == it->ours.end())

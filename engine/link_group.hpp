@@ -24,11 +24,17 @@
 // claim anyone's: GIDs are visible in /proc/net/unix) is never reused: both
 // attach every time.
 //
-// Groups not used for kIdleMs are dropped (their pins released); a peer that
-// died thus stops costing our address space.
+// A group goes when its peer process exits (a pidfd watched on the engine
+// loop): nobody will name the peer's segments again, so they are unmapped
+// at once (Device::forget_peer) and their memory returns to the system.
+// Otherwise a server answering short-lived client processes (a curl, a
+// job per request) would keep each one's segment, with the bytes it sent
+// it, until the group had been idle for kIdleMs. Groups not used for
+// kIdleMs are dropped too (their pins released).
 #include "engine/ism.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sys/types.h>
@@ -40,7 +46,7 @@ class LinkGroups {
   public:
     static constexpr uint64_t kIdleMs = 60000;
 
-    explicit LinkGroups(Device& dev) : dev_(dev) {}
+    explicit LinkGroups(Device& dev);
     ~LinkGroups();
 
     // The user of the one peer process that has a group under `gid`;
@@ -60,6 +66,10 @@ class LinkGroups {
     std::optional<Dmb> their_slot(uint64_t gid, uint32_t serial, uint32_t slot, uint32_t size,
                                   uint64_t token);
     size_t count();
+    // A forked child: the parent's groups are not this process's (the
+    // child gets a device of its own). Closes their pidfds unless a parent
+    // thread held the lock at the fork (then they stay: a few descriptors).
+    void abandon_after_fork();
 
   private:
     struct TheirSeg {
@@ -73,15 +83,27 @@ class LinkGroups {
         std::vector<TheirSeg> theirs;
         std::vector<uint32_t> ours;
         uint64_t used_ns;
+        int pidfd = -1;     // the peer process, watched on the engine loop
+        uint64_t watch = 0; // that watch (0: none)
+    };
+    // What a pidfd watch's handler reaches: `owner` is cleared by the
+    // destructor (under `mu`, which a running handler holds).
+    struct Watched {
+        std::mutex mu;
+        LinkGroups* owner;
     };
     Device& dev_;
     std::mutex mu_;
     std::vector<Group> groups_; // few: one per peer process
+    std::shared_ptr<Watched> watched_;
 
     // Under mu_: the one group of `gid` (nullptr: none or several), used now.
     Group* find_locked(uint64_t gid);
     void expire_locked(uint64_t now_ns);
-    void drop(Group& g);
+    void drop(Group& g);         // its pins and its watch; under mu_ (or alone)
+    void watch_peer(Group& g);   // under mu_
+    void peer_exited(int pidfd); // the loop: `pidfd`'s process exited
+    static void close_pidfd(int pidfd);
 };
 
 } // namespace usmc::ism

@@ -55,6 +55,7 @@ namespace usmc::counters {
     X(lgr_first_contacts,                                                                          \
       "SMC-D connections that attached (first contact of a link group or segment)")                \
     X(lgr_reused, "SMC-D connections on a link group: no attach, nothing passed")                  \
+    X(lgr_peer_gone, "link groups dropped when their peer process exited (its segments unmapped)") \
     X(space_backstop_unfills, "writers made writable by the backstop, not by the peer's bell")     \
     X(hs_client_connecting, "gauge: client handshakes waiting for their TCP connect (event loop)") \
     X(hs_client_await_accept, "gauge: client handshakes waiting for the Accept (event loop)")      \

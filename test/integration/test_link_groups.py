@@ -16,6 +16,7 @@ checks hold however the machine schedules the closes."""
 import os
 import pwd
 import subprocess
+import time
 
 from harness import APPS, PYTHON, Env, check, finish, read_ready
 
@@ -23,7 +24,7 @@ APP = os.path.join(APPS, "link_group_app.py")
 ECHO = os.path.join(APPS, "echo_app.py")
 K = 20
 KEYS = ("conn_smcd", "conn_tcp", "lgr_first_contacts", "lgr_reused", "dmb_segments", "forks",
-        "server_begins_here")
+        "server_begins_here", "lgr_peer_gone")
 
 
 def delta(before, after):
@@ -136,12 +137,54 @@ def case_other_user(env):
                "other user: our client's link group still serves it afterwards", 3 * K)
 
 
+def peer_files_mapped(pid):
+    """Distinct DMB segment files (memfds) process `pid` maps."""
+    inodes = set()
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and "memfd:usmc-dmb" in parts[5]:
+                inodes.add(parts[4])
+    return len(inodes)
+
+
+def case_exiting_clients(env, n=12):
+    """Client processes that each make one connection and exit (a curl per
+    request): the server drops each one's link group when the process
+    exits, and unmaps its segment (which holds what the server sent it),
+    rather than keeping it until the group has been idle for a minute."""
+    srv, port = server(env, n + 1)  # (it exits after n + 1: it must outlive the n)
+    before = env.stats()
+    for i in range(n):
+        r = env.run(env.wrap([PYTHON, ECHO, "client", "--port", str(port), "--conns", "1",
+                              "--size", "200000"]), timeout=60)
+        if not check(r.returncode == 0, f"exiting clients: client {i} echoed ({r.stderr[-300:]})"):
+            return
+    deadline = time.monotonic() + 10
+    while True:  # (each exit reaches the server's loop as its pidfd turns readable)
+        d = delta(before, env.stats())
+        mapped = peer_files_mapped(srv.pid)
+        if (d["lgr_peer_gone"] >= n and mapped <= 2) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    check(d["conn_smcd"] == 2 * n and d["lgr_peer_gone"] == n,
+          f"exiting clients: the server dropped the link group of each exited client ({d})")
+    check(1 <= mapped <= 2,
+          f"exiting clients: the server maps only its own segments, none of theirs ({mapped} files)")
+    r = env.run(env.wrap([PYTHON, ECHO, "client", "--port", str(port), "--conns", "1"]), timeout=60)
+    out, err = srv.communicate(timeout=30)
+    check(r.returncode == 0 and srv.returncode == 0,
+          f"exiting clients: the server echoed all {n + 1} ({r.stderr[-300:]} {err[-300:]})")
+
+
 with Env(smcd_mechanics=True) as env:
     # clc_detect_timeout_ms generous: a loaded machine must not turn a
     # connection into TCP between phases (this checks counts of SMC-D).
     env.config("clc_detect_timeout_ms = 2000\n")
     print("fork with a link group")
     case_fork(env)
+    print("client processes that exit")
+    case_exiting_clients(env)
     print("a peer of another user")
     if os.geteuid() == 0:
         case_other_user(env)
