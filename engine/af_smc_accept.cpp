@@ -94,10 +94,17 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
     return true;
 }
 
-// How long a connection from a client that has not announced its port
-// (while others have) may take to do so: clients announce right after
-// connect() returns, so only a descheduled one misses this.
-constexpr int kPortGraceMs = 10;
+// The rest of a Proposal header whose first bytes came: a moment on the
+// worker.
+constexpr int kHeaderRestMs = 10;
+// How long a connection whose port no client has announced may wait for
+// it while some client is between connect() and its announcement: a fifth
+// of clc_detect_timeout_ms (10 ms at its default). Clients announce right
+// after connect() returns, so only a descheduled one misses this; a plain
+// connection arriving meanwhile waits that long at most, and a setting
+// that gives Proposals longer (a loaded machine) gives announcements
+// proportionally longer too.
+constexpr uint64_t kUnknownPortShare = 5;
 
 // A server handshake as it is handed on between accept()'s intake, the
 // event loop (connect_watch) and handshake workers. Copied with each
@@ -207,13 +214,13 @@ bool to_worker(ServerHandshake& h, int rest_ms, bool congested) {
 }
 
 // An announced connection whose first bytes are not there yet: the wait for
-// them (clc_detect_timeout_ms; kPortGraceMs while its port is unknown) is the
+// them (clc_detect_timeout_ms; a fifth of it while its port is unknown) is the
 // connect watch's, so a client that announces and then sends nothing holds
 // no worker. False if it could not be watched (the caller ends `h`).
 bool await_first_bytes(ServerHandshake& h, uint16_t port, bool known, uint64_t since_ns) {
     uint64_t detect_ns = uint64_t{runtime::get().cfg.clc_detect_timeout_ms} * 1000000;
     uint64_t spent = sys::mono_ns() - since_ns;
-    uint64_t limit = known ? detect_ns : std::min<uint64_t>(detect_ns, kPortGraceMs * 1000000ull);
+    uint64_t limit = known ? detect_ns : detect_ns / kUnknownPortShare;
     uint32_t wait_ms = spent >= limit ? 0 : uint32_t((limit - spent + 999999) / 1000000);
     h.on(core::ServerEvent::NothingYet);
     return connect_watch::add(
@@ -236,7 +243,7 @@ bool await_first_bytes(ServerHandshake& h, uint16_t port, bool known, uint64_t s
             if ((!congested &&
                  clc::classify(look = clc::first_look(h.fd)) == clc::FirstBytes::Proposal &&
                  begin_here(h, look)) ||
-                to_worker(h, kPortGraceMs, congested))
+                to_worker(h, kHeaderRestMs, congested))
                 return;
             server_done(h, fallback::INTERR, core::ServerEvent::FellBack, kLate);
         });
@@ -413,7 +420,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
     // Proposal is worth waiting for (in the connect watch,
     // clc_detect_timeout_ms). While clients are between connect() and their
     // port's announcement, one not (yet) known gets a short grace
-    // (kPortGraceMs).
+    // (kUnknownPortShare).
     // Others are plain TCP at once: clients that connect without SMC (the
     // limit_hs bypass, plain programs) never wait for a worker.
     //

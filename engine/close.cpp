@@ -27,7 +27,7 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     if ((peer & (core::kPeerConnClosed | core::kPeerConnAbort)) ||
         c.peer_gone.load(std::memory_order_acquire))
         was = {};
-    if (was.data) wakeup::send(c.peer_wakers, c.peer_sig_name);
+    if (was.data) c.peer_signals.wake_reader();
     if (was.space) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make `sig` writable. (A close has woken them in
@@ -86,12 +86,11 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
 }
 
 bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
-    c.peer_sig_name = wakeup::sig_name(peer_token);
-    if (!c.peer_wakers) c.peer_wakers = wakeup::wakers_for(peer_gid);
+    bool reached = c.peer_signals.reach(peer_gid, peer_token);
     // Our own pool too, now rather than at the first self-wake-up (which
     // may come at any later connection): a process's descriptors then stay
     // what its first SMC-D connection made them.
-    return c.peer_wakers != nullptr && wakeup::wakers_for_self() != nullptr;
+    return reached && wakeup::wakers_for_self() != nullptr;
 }
 
 void smc_unblock(SmcConn& c) {
@@ -107,8 +106,7 @@ void smc_wake_all(SmcConn& c) {
 }
 
 void smc_ring_peer_bell(SmcConn& c) {
-    uint64_t bell = c.rx.control()->space_bell.load(std::memory_order_relaxed);
-    if (bell) wakeup::send(c.peer_wakers, wakeup::bell_name(bell));
+    c.peer_signals.ring_bell(c.rx.control()->space_bell.load(std::memory_order_relaxed));
 }
 
 // Neither takes the rx/tx locks: a thread blocked in recv or send must not
@@ -125,8 +123,7 @@ void smc_close_wakeups(SmcConn& c) {
     c.sig = -1;
     int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
     if (sink >= 0) sys::real().close(sink);
-    wakeup::release(c.peer_wakers);
-    c.peer_wakers = nullptr;
+    c.peer_signals.release();
 }
 
 // (seq_cst both ways: a poll() that counted itself in before the retirement

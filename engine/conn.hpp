@@ -24,6 +24,7 @@
 #include "engine/core/close_state.hpp"
 #include "engine/ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/signal.hpp"
 #include "engine/wakeup.hpp"
 
 #include <atomic>
@@ -42,15 +43,14 @@ enum class Phase : uint8_t { Active, Connecting, Tcp };
 
 struct SmcConn {
     std::atomic<Phase> phase{Phase::Active};
-    ism::Dmb rx;                           // ours: the peer writes data and its control line here
-    ism::Dmb tx;                           // the peer's: we write data and our control line there
-    int sig = -1;                          // ours (wakeup.hpp)
-    std::atomic<int> sink{-1};             // where `sig` puts its fill (made at the first)
-    std::atomic<bool> sig_blocked{false};  // connecting: `sig` connected to the blocker
-    wakeup::Name sig_name;                 // ours, for wake-ups of our own
-    wakeup::Name peer_sig_name;            // the peer's `sig`
-    wakeup::Wakers* peer_wakers = nullptr; // what we wake the peer's process through
-    int tcp_fd = -1;                       // the TCP connection: a dead peer shows up here
+    ism::Dmb rx;                          // ours: the peer writes data and its control line here
+    ism::Dmb tx;                          // the peer's: we write data and our control line there
+    int sig = -1;                         // ours (wakeup.hpp)
+    std::atomic<int> sink{-1};            // where `sig` puts its fill (made at the first)
+    std::atomic<bool> sig_blocked{false}; // connecting: `sig` connected to the blocker
+    wakeup::Name sig_name;                // ours, for wake-ups of our own
+    smcd::PeerSignals peer_signals;       // how we wake the peer's waiters
+    int tcp_fd = -1;                      // the TCP connection: a dead peer shows up here
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 

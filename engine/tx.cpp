@@ -71,7 +71,7 @@ void wake_peer_reader(SmcConn& c) {
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    wakeup::send(c.peer_wakers, c.peer_sig_name);
+    c.peer_signals.wake_reader();
     smcd::data_woken(line);
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }

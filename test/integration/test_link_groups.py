@@ -74,8 +74,10 @@ def last_phase(env, client, srv, phase, since, what, served):
     client.go()
     if not client.wait_phase(phase):
         return
-    d = delta(since, env.stats())
-    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d), f"{what} ({d})")
+    now = env.stats()
+    d = delta(since, now)
+    check(d["conn_smcd"] == 2 * K and reuse_only_for_new_segments(d),
+          f"{what} ({d}, fallbacks so far {now.get('fallback_reasons')})")
     # Their Proposals came whole: each handshake began where it was found
     # (accept() or the event loop), none waited for a worker to begin.
     check(d["server_begins_here"] > 0, f"{what}: handshakes begun with no worker ({d})")
@@ -101,7 +103,8 @@ def case_fork(env):
     after_child = env.stats()
     d = delta(mid, after_child)
     check(d["forks"] >= 1 and d["conn_smcd"] == 2 * K and d["conn_tcp"] == 0,
-          f"fork: the child's {K} connections ran SMC-D, the inherited one echoed ({d})")
+          f"fork: the child's {K} connections ran SMC-D, the inherited one echoed ({d}, "
+          f"fallbacks so far {after_child.get('fallback_reasons')})")
     check(d["lgr_first_contacts"] >= 2 and d["lgr_first_contacts"] + d["lgr_reused"] == 2 * K
           and d["lgr_reused"] >= 2 * K - 2 - 2 * d["dmb_segments"],
           f"fork: the child made a link group of its own (a first contact), then reused it ({d})")
