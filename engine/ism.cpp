@@ -627,11 +627,6 @@ void Device::forget_peer(uint64_t ino) {
     peer_maps_.erase(it);
 }
 
-size_t Device::peer_maps() const {
-    std::lock_guard lock(mu_);
-    return peer_maps_.size();
-}
-
 size_t Device::idle_peer_maps() const {
     std::lock_guard lock(mu_);
     return idle_peer_maps_.size();

@@ -212,7 +212,6 @@ class Device {
     // with its last view rather than into the idle list.
     void forget_peer(uint64_t ino);
     size_t idle_peer_maps() const;
-    size_t peer_maps() const; // mapped peer files, in use or idle (tests)
     static constexpr size_t kMaxIdlePeerMaps = 1024;
     // Segments this device made, and slots of them held by connections.
     size_t segment_count() const;

@@ -223,6 +223,33 @@ TEST_CASE_METHOD(
     ism::unmap(*mine);
 }
 
+TEST_CASE("the peer-mapping cache: a gone peer's file is unmapped, never kept idle") {
+    ism::Device dev(64 << 20);
+    auto own = ism::create_dmb(16384);
+    REQUIRE(own);
+    // Idle when its peer goes: unmapped at once.
+    auto a = dev.map_peer(dup(own->fd), 16384);
+    REQUIRE(a);
+    uint64_t ino = a->ino;
+    dev.unmap_peer(*a);
+    CHECK(dev.idle_peer_maps() == 1);
+    dev.forget_peer(ino);
+    CHECK(dev.idle_peer_maps() == 0);
+    // Still viewed when its peer goes: unmapped with the last view, not idled.
+    auto b = dev.map_peer(dup(own->fd), 16384);
+    auto c = dev.map_peer(dup(own->fd), 16384);
+    REQUIRE(b);
+    REQUIRE(c);
+    dev.forget_peer(b->ino);
+    b->ring()[0] = 1; // (still mapped for its views)
+    dev.unmap_peer(*b);
+    CHECK(c->ring()[0] == 1);
+    dev.unmap_peer(*c);
+    CHECK(dev.idle_peer_maps() == 0);
+    dev.forget_peer(ino); // nothing mapped: harmless
+    ism::unmap(*own);
+}
+
 TEST_CASE("the peer-mapping cache: same file mapped once, idle ones bounded, others refused") {
     ism::Device dev(64 << 20);
     auto own = ism::create_dmb(16384);
