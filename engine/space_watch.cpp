@@ -54,7 +54,7 @@ void on_bell(uint32_t) {
 }
 
 void watch_bell_locked() {
-    if (g_bell >= 0 && !loop::add(g_bell, EPOLLIN, -1, on_bell))
+    if (g_bell >= 0 && !loop::add(g_bell, EPOLLIN, -1, on_bell, loop::Kind::Wakeup))
         log::warn("cannot watch the space bell: writers wait for the backstop");
 }
 

@@ -3,9 +3,11 @@
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <new>
+#include <sched.h>
 #include <set>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -27,11 +29,21 @@ constexpr uint64_t kTickMs = 100;
 // wake-up write, no extra turn of the loop per connection. A process idle
 // that long sleeps until an event or a new deadline.
 constexpr uint64_t kLingerMs = 1000;
+// Handshake events per window from which the thread runs as SCHED_BATCH
+// for the next window (a storm of short connections: wrk -c 1000 brings
+// thousands a second; a program making a connection now and then, or a
+// curl per request, stays far below) ...
+constexpr uint64_t kStormWindowMs = 100;
+constexpr uint32_t kStormEvents = 50;
+// ... unless a Wakeup event fired this recently: someone sleeps until the
+// loop runs, and the next one should not wait for another thread's slice.
+constexpr uint64_t kWakeupHoldMs = 100;
 
 struct Watch {
     int fd;
     uint64_t deadline_ms; // UINT64_MAX: none
     std::function<void(uint32_t)> on_event;
+    Kind kind;
 };
 
 std::mutex g_mu;
@@ -48,6 +60,12 @@ std::set<std::pair<uint64_t, uint64_t>>* g_deadlines = nullptr; // (deadline, id
 // meanwhile (the kernel dropped its registration) or reused fails the
 // MOD with ENOENT and is added. Under g_mu.
 std::unordered_set<int>* g_parked = nullptr;
+// Loop thread only: the storm window, and when a Kind::Wakeup watch last fired.
+uint64_t g_window_start_ms = 0;
+uint32_t g_window_events = 0;
+bool g_storm = false;
+uint64_t g_last_wakeup_ms = 0;
+std::atomic<bool> g_batched{false};
 
 uint64_t now_ms() {
     return sys::mono_ns() / 1000000;
@@ -72,13 +90,41 @@ std::function<void(uint32_t)> take(std::map<uint64_t, Watch>::iterator it, bool 
     return h;
 }
 
+// The loop thread's policy: SCHED_BATCH while `batch` (see Kind), else
+// the normal one. Nothing is changed for a thread that started under
+// another policy (a real-time application's, or one run with chrt -b).
+void schedule_as(bool batch, bool may) {
+    if (!may || batch == g_batched.load(std::memory_order_relaxed)) return;
+    sched_param none{};
+    if (sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &none) == 0)
+        g_batched.store(batch, std::memory_order_relaxed);
+}
+
+// Whether the thread should run as SCHED_BATCH after a turn that fired
+// `handshakes` handshake events, and a Wakeup one if `wakeup`.
+bool storm_after(uint64_t now, uint32_t handshakes, bool wakeup) {
+    if (wakeup) g_last_wakeup_ms = now;
+    g_window_events += handshakes;
+    if (now - g_window_start_ms >= kStormWindowMs) {
+        g_storm = g_window_events >= kStormEvents;
+        g_window_start_ms = now;
+        g_window_events = 0;
+    } else if (g_window_events >= kStormEvents) {
+        g_storm = true;
+    }
+    return g_storm && now - g_last_wakeup_ms >= kWakeupHoldMs;
+}
+
 void run(int epfd) {
     epoll_event ev[64];
     int timeout = -1;
+    const bool may_batch = sched_getscheduler(0) == SCHED_OTHER;
     while (true) {
         int n = sys::real().epoll_wait(epfd, ev, 64, timeout);
         if (n < 0 && errno != EINTR) return;
         std::vector<std::pair<std::function<void(uint32_t)>, uint32_t>> ready;
+        bool wakeup = false, batch = false;
+        uint32_t handshakes = 0;
         {
             std::lock_guard lock(g_mu);
             for (int i = 0; i < n; ++i) {
@@ -90,9 +136,12 @@ void run(int epfd) {
                 }
                 auto it = g_watches->find(ev[i].data.u64);
                 if (it == g_watches->end()) continue; // cancelled meanwhile
+                wakeup |= it->second.kind == Kind::Wakeup;
+                handshakes += it->second.kind == Kind::Handshake;
                 ready.emplace_back(take(it, true), uint32_t(ev[i].events));
             }
             uint64_t now = now_ms();
+            batch = storm_after(now, handshakes, wakeup);
             while (!g_deadlines->empty() && g_deadlines->begin()->first <= now) {
                 auto it = g_watches->find(g_deadlines->begin()->second);
                 ready.emplace_back(take(it, false), 0);
@@ -107,6 +156,7 @@ void run(int epfd) {
             g_sleep_until = next;
             timeout = next == UINT64_MAX ? -1 : int(next - now);
         }
+        schedule_as(batch, may_batch);
         // Outside the lock: a handler may add (or cancel) watches.
         for (auto& [h, events] : ready)
             h(events);
@@ -147,13 +197,14 @@ bool arm(int fd, epoll_event& ev) {
 
 } // namespace
 
-uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_t)> on_event) {
+uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_t)> on_event,
+             Kind kind) {
     std::unique_lock lock(g_mu);
     if (!start()) return 0;
     uint64_t id = g_next_id++;
     if (fd < 0 && timeout_ms < 0) return 0; // a timer that never fires
     uint64_t deadline = timeout_ms >= 0 ? now_ms() + uint64_t(timeout_ms) : UINT64_MAX;
-    auto it = g_watches->emplace(id, Watch{fd, deadline, std::move(on_event)}).first;
+    auto it = g_watches->emplace(id, Watch{fd, deadline, std::move(on_event), kind}).first;
     if (deadline != UINT64_MAX) g_deadlines->insert({deadline, id});
     // Armed last and the lock let go at once: the event may be there
     // already (a loopback peer answers within microseconds), and the loop
@@ -210,6 +261,10 @@ size_t pending() {
     return g_watches ? g_watches->size() : 0;
 }
 
+bool batched() {
+    return g_batched.load(std::memory_order_relaxed);
+}
+
 void on_fork_child() {
     new (&g_mu) std::mutex();
     if (g_epfd >= 0) sys::real().close(g_epfd);
@@ -220,6 +275,11 @@ void on_fork_child() {
     g_watches = nullptr; // the parent's (its memory is a copy here)
     g_deadlines = nullptr;
     g_parked = nullptr;
+    g_window_start_ms = g_last_wakeup_ms = 0;
+    g_window_events = 0;
+    g_storm = false;
+    g_batched.store(false,
+                    std::memory_order_relaxed); // (a new thread: the forking thread's policy)
 }
 
 } // namespace usmc::loop

@@ -23,7 +23,19 @@ namespace usmc::loop {
 // keeps `fd` open until the handler has run or the watch is cancelled.
 // Returns the watch's id, 0 if it could not be made (`on_event` is then
 // never called).
-uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_t)> on_event);
+//
+// `kind` says what waits on the watch, for how the thread is scheduled.
+// While many handshakes are in flight (a storm of short connections) the
+// thread runs as SCHED_BATCH: its wake-ups no longer preempt the
+// application's threads, so it runs when they wait or their slice ends and
+// then takes many handshakes' events in one turn, instead of a context
+// switch each way per event. A Wakeup event (a writer's space bell: an
+// application thread sleeps until the loop has run) puts it back to the
+// normal policy at once and keeps it there for a while. Only a thread that
+// started under the normal policy is ever changed.
+enum class Kind : uint8_t { Plain, Handshake, Wakeup };
+uint64_t add(int fd, uint32_t events, int timeout_ms, std::function<void(uint32_t)> on_event,
+             Kind kind = Kind::Plain);
 
 // Takes a watch out (its fd out of the epoll set, before the caller closes
 // it). False if it had fired already: its handler runs or ran, and the
@@ -43,6 +55,8 @@ void forget(int fd);
 
 // Watches not yet fired (tests).
 size_t pending();
+// Whether the thread runs as SCHED_BATCH now (tests, stats).
+bool batched();
 
 // A forked child: the thread is gone; start again on first use.
 void on_fork_child();

@@ -7,7 +7,9 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <sched.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -174,4 +176,68 @@ TEST_CASE("loop: deadlines fire whether added while the loop still ticks or afte
     timer(30); // ... so this one needed no wake-up: its tick finds it
     std::this_thread::sleep_for(milliseconds(1200)); // past the linger: asleep until news
     timer(30);                                       // a wake-up brings it
+}
+
+namespace {
+// Whether this process's threads may switch themselves to SCHED_BATCH and
+// back (a container may forbid it): asked on a thread of its own.
+bool may_batch() {
+    bool ok = false;
+    std::thread([&] {
+        sched_param none{};
+        ok = sched_getscheduler(0) == SCHED_OTHER &&
+             sched_setscheduler(0, SCHED_BATCH, &none) == 0 &&
+             sched_setscheduler(0, SCHED_OTHER, &none) == 0;
+    }).join();
+    return ok;
+}
+
+// Fires `n` watches of `kind` at once (eventfds made readable after all are
+// armed); returns the loop thread's policies seen by their handlers.
+std::vector<int> fire(int n, loop::Kind kind) {
+    auto seen_p = std::make_shared<Seen>();
+    std::vector<int> fds;
+    for (int i = 0; i < n; ++i) {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        REQUIRE(fd >= 0);
+        fds.push_back(fd);
+        REQUIRE(loop::add(
+            fd, EPOLLIN, -1, [seen_p](uint32_t) { seen_p->note(sched_getscheduler(0), 0); }, kind));
+    }
+    for (int fd : fds) {
+        uint64_t one = 1;
+        REQUIRE(write(fd, &one, sizeof one) == sizeof one);
+    }
+    REQUIRE(seen_p->wait_for(size_t(n)));
+    std::vector<int> policies;
+    for (int i = 0; i < n; ++i)
+        policies.push_back(seen_p->at(size_t(i)).first);
+    for (int fd : fds)
+        close(fd);
+    return policies;
+}
+} // namespace
+
+TEST_CASE("loop: a storm of handshake events runs the thread as SCHED_BATCH, a wake-up undoes it") {
+    if (!may_batch()) {
+        WARN("not run: this process may not change its threads' scheduling policy");
+        return;
+    }
+    // A few handshake events leave the thread as it was.
+    for (int policy : fire(3, loop::Kind::Handshake))
+        CHECK(policy == SCHED_OTHER);
+    // Many in one window: batched from that turn on. (Rounds, because a
+    // machine that stalls the loop past a window between two turns splits
+    // a round's events in two windows.)
+    bool batched = false;
+    for (int round = 0; round < 50 && !batched; ++round) {
+        auto policies = fire(200, loop::Kind::Handshake);
+        batched = policies.back() == SCHED_BATCH;
+    }
+    CHECK(batched);
+    CHECK(loop::batched());
+    // A writer's space bell: the loop runs it, and what follows, promptly.
+    auto woken = fire(1, loop::Kind::Wakeup);
+    CHECK(woken.at(0) == SCHED_OTHER);
+    CHECK_FALSE(loop::batched());
 }
