@@ -170,6 +170,9 @@ struct SmcConn {
     std::atomic<bool> self_woken{false}; // we woke `sig` since our last drain
     std::atomic<bool> sig_filled{false}; // we filled `sig` since our last drain
     std::atomic<bool> sig_shrunk{false}; // its send buffer is at the minimum (wakeup::fill)
+    // A read that found nothing skipped draining `sig` on the flag's word:
+    // the next one in a row drains (a stranger's datagram, smc_drain_wakeup).
+    std::atomic<bool> drain_skipped{false};
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)
@@ -278,11 +281,12 @@ short smc_arm(SmcConn& c, short want, bool for_epoll = false);
 void smc_restore_level(SmcConn& c);
 // Ask the peer for a wake-up on its next write: after any wake-up it is
 // sending has landed, drain `sig`, set kWaitData. The caller looks at the
-// ring again afterwards.
-void smc_arm_for_data(SmcConn& c);
+// ring again afterwards. `read_nothing`: a recv that found the ring empty
+// (the second in a row drains even while the flag stands).
+void smc_arm_for_data(SmcConn& c, bool read_nothing = false);
 // `sig` readable: drain it (only if it may hold a byte), or wake it
 // ourselves (for data the peer slipped in, or level-triggered truth).
-void smc_drain_wakeup(SmcConn& c);
+void smc_drain_wakeup(SmcConn& c, bool read_nothing = false);
 void smc_self_wake(SmcConn& c);
 // `sig` writable: fill it (not writable: the peer's ring is full; it also
 // names our bell to the peer, which the caller asks for space with), or

@@ -297,7 +297,7 @@ bool smc_at_mark(const SmcConn& c) {
     return !v.bad && v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load();
 }
 
-void smc_arm_for_data(SmcConn& c) {
+void smc_arm_for_data(SmcConn& c, bool read_nothing) {
     smcd::Control& line = *c.tx.control(); // our requests go to the peer's line
     // A wake-up the peer is writing now must land before we drain. The peer
     // may be descheduled mid-way (or hostile): bounded, then go on. A peer
@@ -322,14 +322,22 @@ void smc_arm_for_data(SmcConn& c) {
             sched_yield();
         }
     }
-    smc_drain_wakeup(c);
+    smc_drain_wakeup(c, read_nothing);
     smcd::ask_for_data(line);
 }
 
-void smc_drain_wakeup(SmcConn& c) {
+void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
     bool self = c.self_woken.exchange(false, std::memory_order_acq_rel);
-    if (!self && smcd::data_asked(*c.tx.control()))
-        return; // armed and not yet taken: the peer has not written
+    // Armed and not yet taken: the peer has not written, so `sig` holds
+    // nothing of the peer's. Anyone local may still have sent it a datagram
+    // (its name is public): a read that then found nothing was woken for
+    // nothing, and a level-triggered set would wake it again at once, for
+    // as long as the peer stays quiet. So only the first such read in a row
+    // skips the drain.
+    if (!self && smcd::data_asked(*c.tx.control()) &&
+        (!read_nothing || !c.drain_skipped.exchange(true, std::memory_order_relaxed)))
+        return;
+    c.drain_skipped.store(false, std::memory_order_relaxed);
     wakeup::drain(c.sig);
 }
 
@@ -518,7 +526,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             }))
             continue;
         // Arm: drain `sig`, ask the peer to wake us, look once more.
-        smc_arm_for_data(c);
+        smc_arm_for_data(c, got == 0);
         drained = true;
         if (woken_meanwhile(c, hidden)) continue;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;

@@ -35,6 +35,9 @@ misbehaves, in one of these modes:
                   checks the echo comes back byte for byte
   truncate-pending  fetch the listener's Pending memory and try to truncate
                   it to 0 bytes (and any `*.pending` file in the stats dir)
+  stray-wakeups   not a peer at all: one datagram to the wake-up socket of
+                  each of --pid's connections (their names are in
+                  /proc/net/unix); prints 'SENT <n>'
 
 Modes that hold something print 'HELD <n>' and keep it until a line (or EOF)
 arrives on stdin, or --hold seconds pass; they then close everything and
@@ -646,6 +649,34 @@ def truncate_pending(args):
     print(" ".join(done), flush=True)
 
 
+def stray_wakeups(args):
+    # The process's sockets by inode, and their abstract names by inode.
+    inodes = set()
+    for fd in os.listdir(f"/proc/{args.pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{args.pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    names = []
+    with open("/proc/net/unix") as f:
+        for line in f.read().splitlines()[1:]:
+            parts = line.split()
+            if len(parts) >= 8 and int(parts[6]) in inodes and parts[7].startswith("@usmc-s-"):
+                names.append(b"\0" + parts[7][1:].encode())
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sent = 0
+    for name in names:
+        try:
+            s.sendto(b"x", name)
+            sent += 1
+        except OSError:
+            pass
+    s.close()
+    print(f"SENT {sent}", flush=True)
+
+
 MODES = {
     "flip-flags": flip_flags,
     "garbage-cursors": garbage_cursors,
@@ -655,6 +686,7 @@ MODES = {
     "flood-links": flood_links,
     "plain-lookalike": plain_lookalike,
     "truncate-pending": truncate_pending,
+    "stray-wakeups": stray_wakeups,
 }
 
 
@@ -667,6 +699,7 @@ def main():
     p.add_argument("--unported", type=int, default=0,
                    help="silent-after-proposal: how many connections announce no port")
     p.add_argument("--hold", type=float, default=60, help="longest time to hold (s)")
+    p.add_argument("--pid", type=int, default=0, help="stray-wakeups: whose connections")
     args = p.parse_args()
     try:
         return MODES[args.mode](args) or 0

@@ -4,7 +4,7 @@
 byte for byte, within a bounded time, no crash (exit codes checked), and
 only the hostile connection affected.
 
-    test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors forged_reuse
+    test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors forged_reuse stray
 
 The server is a single-threaded selectors echo server (apps/steady_app.py)
 under usmc-run on 127.0.0.1; its clients are plain (unwrapped) processes,
@@ -463,6 +463,56 @@ def case_cursors(env):
     end_peer(env, peer)
     check_served(env, port, "after the hostile connection closed", resident)
     resident.stop()
+    stop_server(env, server)
+
+
+def server_sigs(pid):
+    """How many wake-up sockets (one per SMC-D connection) `pid` holds."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    with open("/proc/net/unix") as f:
+        return sum(1 for line in f.read().splitlines()[1:]
+                   if len(line.split()) >= 8 and line.split()[6] in inodes
+                   and line.split()[7].startswith("@usmc-s-"))
+
+
+def case_stray(env):
+    """Not a peer: any local process can send a datagram to a connection's
+    wake-up socket by name (/proc/net/unix lists them). An idle connection
+    of a level-triggered server must not make it spin: a read that finds
+    nothing drains what woke it. (At 43bde49 the server, told readable
+    again at once, spun at 100 % CPU until the connection's peer wrote.)"""
+    # (A detection wait long enough that a loaded machine does not turn the
+    # connection into TCP: this case needs it SMC-D.)
+    server, port = start_server(env, config="clc_detect_timeout_ms = 2000\n")
+    # One wrapped connection, idle for a while after its connect.
+    client = env.start(env.wrap(client_cmd(port, 1, "--pause-ms", "8000")),
+                       stderr=log_file(env, "client"))
+    deadline = time.monotonic() + 15
+    while server_sigs(server.pid) < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling a condition, bounded by the deadline
+    if not check(server_sigs(server.pid) >= 1, "the idle connection is SMC-D at the server"):
+        env.stop(client)
+        raise Abort()
+    cpu0, sw0 = cpu_and_switches(server.pid)
+    out = run_peer(env, "stray-wakeups", port, "--pid", str(server.pid))
+    check(out.startswith("SENT") and int(out.split()[1]) >= 1, f"the stranger reached a wake-up socket ({out.strip()})")
+    time.sleep(1)  # measuring an idle interval: there is no event to wait for
+    cpu1, sw1 = cpu_and_switches(server.pid)
+    check(cpu1 - cpu0 < 0.3, f"the server does not spin on a stray wake-up "
+                             f"({cpu1 - cpu0:.2f} s CPU, {sw1 - sw0} context switches in 1 s)")
+    line = expect(client, "ROUND", 30)
+    r = parse_round(line)
+    check(r is not None and r["ok"] == 1 and r["bad"] == 0,
+          f"the idle connection is echoed once its client writes ({line}, {tail(env, 'client', 300)!r})")
+    env.stop(client)
+    check_served(env, port, "after the stray wake-ups")
     stop_server(env, server)
 
 
