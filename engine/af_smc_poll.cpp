@@ -333,7 +333,15 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             return ready;
         }
         // Woken with nothing to report (a stale wake-up byte, a handshake
-        // that ended): wait again for what is left of the timeout.
+        // that ended, a stranger's datagram): wait again for what is left
+        // of the timeout. A `sig` that woke us for nothing is drained (on
+        // the second time in a row: smc_drain_wakeup), or the next wait
+        // would end at once again, and again.
+        for (nfds_t i = 0; i < n; ++i)
+            if (built_smc[i] && (fds[i].events & (POLLIN | POLLPRI)))
+                if (SmcConn* c = conn_of(fds[i].fd);
+                    is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active)
+                    smc_drain_wakeup(*c, true);
     }
 }
 

@@ -2,7 +2,7 @@
 """A long-running echo server and a checking client, for tests that attack
 a server while others use it (test_hostile.py).
 
-server: one thread, selectors (epoll), nonblocking sockets, buffered echo of
+server: one thread, selectors (epoll; poll with --selector poll), nonblocking sockets, buffered echo of
         every connection until its EOF. Runs until SIGTERM (then prints
         'DONE served=<n>' and exits 0) or --seconds. A failing accept()
         (EMFILE) is retried after 50 ms, as servers back off.
@@ -35,7 +35,7 @@ def server(args):
     ls.listen(args.backlog)
     ls.setblocking(False)
     print("READY", ls.getsockname()[1], flush=True)
-    sel = selectors.DefaultSelector()
+    sel = selectors.PollSelector() if args.selector == "poll" else selectors.DefaultSelector()
     sel.register(ls, selectors.EVENT_READ, None)
     out = {}  # socket -> bytes still to echo
     served = accept_errors = 0
@@ -155,6 +155,7 @@ def main():
     p.add_argument("--timeout", type=float, default=5, help="per socket operation (s)")
     p.add_argument("--pause-ms", type=float, default=0, help="between connect and the first send")
     p.add_argument("--interactive", action="store_true")
+    p.add_argument("--selector", choices=["epoll", "poll"], default="epoll", help="server: how it waits")
     args = p.parse_args()
     if args.role == "server":
         server(args)
