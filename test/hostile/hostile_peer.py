@@ -649,12 +649,14 @@ def truncate_pending(args):
     print(" ".join(done), flush=True)
 
 
-def stray_wakeups(args):
-    # The process's sockets by inode, and their abstract names by inode.
+def sig_names(pid):
+    """The abstract names of the wake-up sockets (`sig`, one per SMC-D
+    connection) that process `pid` holds, from its socket inodes and
+    /proc/net/unix."""
     inodes = set()
-    for fd in os.listdir(f"/proc/{args.pid}/fd"):
+    for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            link = os.readlink(f"/proc/{args.pid}/fd/{fd}")
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         if link.startswith("socket:["):
@@ -665,9 +667,13 @@ def stray_wakeups(args):
             parts = line.split()
             if len(parts) >= 8 and int(parts[6]) in inodes and parts[7].startswith("@usmc-s-"):
                 names.append(b"\0" + parts[7][1:].encode())
+    return names
+
+
+def stray_wakeups(args):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sent = 0
-    for name in names:
+    for name in sig_names(args.pid):
         try:
             s.sendto(b"x", name)
             sent += 1
