@@ -153,6 +153,10 @@ void run(int epfd) {
             } else if (now < g_tick_until) {
                 next = now + kTickMs;
             }
+            // Asleep as SCHED_BATCH, a lone event after the storm (a
+            // writer's bell) would wait for another thread's slice: look
+            // again when the window ends, and leave the policy if it did.
+            if (batch) next = std::min(next, std::max(g_window_start_ms + kStormWindowMs, now + 1));
             g_sleep_until = next;
             timeout = next == UINT64_MAX ? -1 : int(next - now);
         }

@@ -240,4 +240,14 @@ TEST_CASE("loop: a storm of handshake events runs the thread as SCHED_BATCH, a w
     auto woken = fire(1, loop::Kind::Wakeup);
     CHECK(woken.at(0) == SCHED_OTHER);
     CHECK_FALSE(loop::batched());
+    // A storm that ends leaves the thread under the normal policy by
+    // itself, with no event to bring it back (it must not sleep batched).
+    batched = false;
+    for (int round = 0; round < 50 && !batched; ++round)
+        batched = fire(200, loop::Kind::Handshake).back() == SCHED_BATCH;
+    REQUIRE(batched);
+    auto give_up = steady_clock::now() + seconds(10);
+    while (loop::batched() && steady_clock::now() < give_up)
+        std::this_thread::sleep_for(milliseconds(10)); // (polls a state, bounded)
+    CHECK_FALSE(loop::batched());
 }
