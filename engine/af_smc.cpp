@@ -185,16 +185,22 @@ void release(SmcConn* c) {
     // Take `sig` out of every epoll set: forked children may hold copies
     // of it, so the kernel would keep the registrations (and their
     // epoll_data). With no fork since it was made, it is ours alone: its
-    // close below (smc_close_wakeups, in either branch) drops them.
+    // close below (smc_close_wakeups, in either branch) drops them; unless
+    // it becomes a spare, for the next connection (parked ones too: a
+    // spare's kernel registrations must all be gone).
     {
         std::lock_guard lock(c->epoll_mu);
         bool ours_alone = c->sig_forks == forkref::forks_so_far();
+        c->sig_reusable = smc_sig_reusable(*c);
         for (auto& m : c->epoll_members) {
-            if (!ours_alone) sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
+            if (!ours_alone || c->sig_reusable)
+                sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
             if (!m.parked) note_epoll_member(m.epfd, -1);
         }
         c->epoll_members.clear();
     }
+    // Nor may the peer wake it any more.
+    if (c->sig_reusable) c->sig_reusable = smc_withdraw_requests(*c);
     fold_counters(c);
     diag::withdraw(runtime::get().seg, *c);
     // (Counted out before an exec that failed, and closed meanwhile by
@@ -366,8 +372,10 @@ Closed on_close(int fd) {
     if (!in_table(fd)) return closed;
     // An epoll set closed with SMC registrations still counted: the next set
     // to get its number must not spin for them. (Only with busy polling.)
-    if (auto* sets = g_epoll_smc; sets && sets[fd].load(std::memory_order_relaxed) != 0)
+    if (auto* sets = g_epoll_smc; sets && sets[fd].load(std::memory_order_relaxed) != 0) {
         sets[fd].store(0, std::memory_order_relaxed);
+        g_epoll_sets_closed.fetch_add(1, std::memory_order_acq_rel);
+    }
     // Most closes are of fds usmc holds nothing for: two loads, no stores.
     if (g_listeners[fd].load(std::memory_order_acquire) == nullptr &&
         slot(fd).load(std::memory_order_acquire) == nullptr)

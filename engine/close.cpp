@@ -4,6 +4,7 @@
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
+#include "engine/runtime.hpp"
 #include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wakeup.hpp"
@@ -65,11 +66,34 @@ void smc_break(SmcConn& c) {
     smc_close_event(c, core::CloseEvent::Broken);
 }
 
+std::atomic<uint32_t> g_epoll_sets_closed{0};
+
+bool smc_sig_reusable(const SmcConn& c) {
+    return c.sig >= 0 && c.sig_forks == forkref::forks_so_far() &&
+           c.sig_epoll_gen == g_epoll_sets_closed.load(std::memory_order_acquire) &&
+           c.sink.load(std::memory_order_acquire) < 0 &&
+           !c.sig_shrunk.load(std::memory_order_acquire) &&
+           !c.sig_blocked.load(std::memory_order_acquire) && c.sig_pollers.load() == 0;
+}
+
 bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
+    c.sig_epoll_gen = g_epoll_sets_closed.load(std::memory_order_acquire);
     c.tx_prod.store({});
     c.rx_cons.store({});
     c.rx_cons_announced = core::Cursor{};
     c.sig_forks = forkref::forks_so_far();
+    if (auto spare = wakeup::take_spare()) {
+        if (!blocked || wakeup::block(spare->fd)) {
+            wakeup::drain(spare->fd);
+            c.sig = spare->fd;
+            c.sig_name = spare->name;
+            c.token = spare->token;
+            c.sig_blocked.store(blocked, std::memory_order_release);
+            runtime::count(counters::sigs_reused);
+            return true;
+        }
+        sys::real().close(spare->fd);
+    }
     c.sig = wakeup::make_sig(blocked);
     if (c.sig < 0) return false;
     wakeup::Name name = wakeup::sig_name(token);
@@ -119,7 +143,10 @@ void smc_close_wakeups(SmcConn& c) {
     if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
     // The loop must not drain the sink (nor look at the connection) after this.
     space_watch::remove(&c);
-    if (c.sig >= 0) sys::real().close(c.sig);
+    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name}))
+        runtime::count(counters::sigs_spared);
+    else if (c.sig >= 0)
+        sys::real().close(c.sig);
     c.sig = -1;
     int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
     if (sink >= 0) sys::real().close(sink);

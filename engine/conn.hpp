@@ -105,6 +105,10 @@ struct SmcConn {
     int32_t diag_slot = -1; // its record in the stats segment, -1: none
     uint64_t fork_gen = 0;  // af_smc's marker: counted in this fork already
     uint32_t sig_forks = 0; // forkref::forks_so_far() when `sig` was made
+    // g_epoll_sets_closed when `sig` was taken, and whether it goes to the
+    // spares when the connection ends (release(): out of every epoll set).
+    uint32_t sig_epoll_gen = 0;
+    bool sig_reusable = false;
     // Processes holding this side (fork): shared with our forked children
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;
@@ -173,6 +177,12 @@ struct SmcConn {
     // A read that found nothing skipped draining `sig` on the flag's word:
     // the next one in a row drains (a stranger's datagram, smc_drain_wakeup).
     std::atomic<bool> drain_skipped{false};
+    // We asked the peer for data: ever (until then only a stranger can
+    // have sent `sig` anything), and since our last drain (a request it
+    // took since then means its wake-up is in `sig`: smc_wake_queued).
+    std::atomic<bool> ever_asked{false};
+    std::atomic<bool> asked_since_drain{false};
+    std::atomic<bool> wake_seen{false}; // smc_wake_queued found it, since our last drain
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)
@@ -215,9 +225,22 @@ inline core::PeerCdc smc_peer_cdc(const SmcConn& c) {
 
 // Makes the `sig` of a new connection, named after `token` (ours in CLC:
 // chosen before it is announced), `blocked`: a connecting client's,
-// unwritable until smc_unblock. Zeroes the local cursors. False if it
-// cannot be made.
+// unwritable until smc_unblock. Or takes a spare (wakeup::take_spare) with
+// the name and token it has: the caller reads c.token after. Zeroes the
+// local cursors. False if it cannot be made.
 bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token);
+// Epoll sets closed while holding an SMC connection's `sig` (counted at
+// close): such a set may live on in a dup or a child, out of reach of an
+// EPOLL_CTL_DEL by number, so a `sig` taken before cannot be a spare.
+extern std::atomic<uint32_t> g_epoll_sets_closed;
+// Whether `sig` may become a spare when the connection ends: made since
+// the last fork, no epoll set closed since (above), never filled or
+// shrunk, not blocked, nobody polling it.
+bool smc_sig_reusable(const SmcConn& c);
+// Before `sig` becomes a spare: our request for data withdrawn from the
+// peer's line, and a wake-up it had in flight landed (bounded: false if
+// it did not, and `sig` must then be closed).
+bool smc_withdraw_requests(SmcConn& c);
 // Notes where the peer's `sig` is (its token in CLC) and how to reach its
 // process. False if no waker can be had.
 bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token);
@@ -288,6 +311,10 @@ void smc_arm_for_data(SmcConn& c, bool read_nothing = false);
 // ourselves (for data the peer slipped in, or level-triggered truth).
 void smc_drain_wakeup(SmcConn& c, bool read_nothing = false);
 void smc_self_wake(SmcConn& c);
+// `sig` holds the peer's wake-up already, so one of our own would only
+// cost a datagram: the peer took our request since our last drain and the
+// kernel says `sig` is readable.
+bool smc_wake_queued(SmcConn& c);
 // `sig` writable: fill it (not writable: the peer's ring is full; it also
 // names our bell to the peer, which the caller asks for space with), or
 // make it writable again (only if we filled it). `filled_here`: the

@@ -90,6 +90,7 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
         return fail(Fallback{reason, 0});
     }
+    token = conn->token; // a spare `sig` comes with its own
     clc::AcceptConfirmD accept;
     accept.type = clc::Type::Accept;
     accept.first_contact = true; // the client attaches, unless the group has it all

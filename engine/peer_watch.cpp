@@ -51,8 +51,9 @@ void deliver(uint64_t key, uint32_t events) {
     // are POLLRDHUP, POLLHUP): no second look.
     if (!smc_note_tcp_end(*c, short(events))) smc_check_peer(*c);
     // Wake readers and writers: they look and see EOF, a reset or EPIPE.
-    // A wake-up of our own, so the next drain takes it.
-    smc_self_wake(*c);
+    // A wake-up of our own, so the next drain takes it; none if `sig` is
+    // readable already (the peer's, for its last bytes or its close).
+    if (!smc_wake_queued(*c)) smc_self_wake(*c);
     smc_open_writable(*c, true);
 }
 

@@ -101,7 +101,7 @@ void after_consume(SmcConn& c, bool ring_empty) {
 // wake-up of our own when one is in `sig` already.
 void arm_on_empty(SmcConn& c) {
     if (peer_conn_flags(c) || c.peer_gone.load(std::memory_order_acquire)) {
-        if (!c.self_woken.load(std::memory_order_acquire)) smc_self_wake(c);
+        if (!c.self_woken.load(std::memory_order_acquire) && !smc_wake_queued(c)) smc_self_wake(c);
         return;
     }
     smc_arm_for_data(c);
@@ -297,13 +297,14 @@ bool smc_at_mark(const SmcConn& c) {
     return !v.bad && v.urg.state != kUrgNone && v.urg.at == c.rx_cons.load();
 }
 
-void smc_arm_for_data(SmcConn& c, bool read_nothing) {
-    smcd::Control& line = *c.tx.control(); // our requests go to the peer's line
-    // A wake-up the peer is writing now must land before we drain. The peer
-    // may be descheduled mid-way (or hostile): bounded, then go on. A peer
-    // that once held it past the bound gets only the short spin from then
-    // on: one that holds the flag for good would otherwise cost every arm
-    // on its connection 2 ms of this thread (an event loop's, serving all).
+namespace {
+// A wake-up the peer is writing now must land before we drain. The peer
+// may be descheduled mid-way (or hostile): bounded, then go on. A peer
+// that once held it past the bound gets only the short spin from then
+// on: one that holds the flag for good would otherwise cost every arm
+// on its connection 2 ms of this thread (an event loop's, serving all).
+// False if it had not landed.
+bool wait_wake_landed(SmcConn& c, smcd::Control& line) {
     if (smcd::data_wake_in_flight(line)) {
         bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
@@ -322,7 +323,23 @@ void smc_arm_for_data(SmcConn& c, bool read_nothing) {
             sched_yield();
         }
     }
+    return !smcd::data_wake_in_flight(line);
+}
+} // namespace
+
+bool smc_withdraw_requests(SmcConn& c) {
+    if (!c.tx.valid()) return false;
+    smcd::Control& line = *c.tx.control();
+    smcd::withdraw_data_request(line);
+    return wait_wake_landed(c, line);
+}
+
+void smc_arm_for_data(SmcConn& c, bool read_nothing) {
+    smcd::Control& line = *c.tx.control(); // our requests go to the peer's line
+    wait_wake_landed(c, line);
     smc_drain_wakeup(c, read_nothing);
+    c.ever_asked.store(true, std::memory_order_relaxed);
+    c.asked_since_drain.store(true, std::memory_order_release);
     smcd::ask_for_data(line);
 }
 
@@ -334,11 +351,32 @@ void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
     // nothing, and a level-triggered set would wake it again at once, for
     // as long as the peer stays quiet. So only the first such read in a row
     // skips the drain.
-    if (!self && smcd::data_asked(*c.tx.control()) &&
+    // Never asked: the peer has sent nothing either (a connection's first
+    // arm, right after its handshake), the same case.
+    bool peer_silent =
+        smcd::data_asked(*c.tx.control()) || !c.ever_asked.load(std::memory_order_relaxed);
+    if (!self && peer_silent &&
         (!read_nothing || !c.drain_skipped.exchange(true, std::memory_order_relaxed)))
         return;
     c.drain_skipped.store(false, std::memory_order_relaxed);
+    c.asked_since_drain.store(false, std::memory_order_release);
+    c.wake_seen.store(false, std::memory_order_release);
     wakeup::drain(c.sig);
+}
+
+bool smc_wake_queued(SmcConn& c) {
+    // The peer's word first (it took our request since our last drain, and
+    // its wake-up has landed): only then is the kernel asked, so the usual
+    // case costs no system call, and a peer that lies costs one.
+    if (c.wake_seen.load(std::memory_order_acquire)) return true;
+    if (!c.asked_since_drain.load(std::memory_order_acquire) || !c.tx.valid() || c.sig < 0)
+        return false;
+    const smcd::Control& line = *c.tx.control();
+    if (smcd::data_asked(line) || smcd::data_wake_in_flight(line)) return false;
+    pollfd p{c.sig, POLLIN, 0};
+    if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) return false;
+    c.wake_seen.store(true, std::memory_order_release);
+    return true;
 }
 
 void smc_self_wake(SmcConn& c) {
@@ -616,7 +654,7 @@ short smc_arm(SmcConn& c, short want, bool for_epoll) {
     // own drain: a wake-up sent between its look at the flag and its read
     // (the peer watch's) was taken, and the flag says it is still there.
     if ((ready & (POLLIN | POLLERR | POLLHUP)) &&
-        (drained || !c.self_woken.load(std::memory_order_acquire)))
+        (drained || !c.self_woken.load(std::memory_order_acquire)) && !smc_wake_queued(c))
         smc_self_wake(c);
     if (ready & POLLOUT) smc_open_writable(c, filled);
     return ready;

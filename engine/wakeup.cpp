@@ -1,5 +1,6 @@
 #include "engine/wakeup.hpp"
 
+#include "engine/base/forkref.hpp"
 #include "engine/base/sys.hpp"
 
 #include <cerrno>
@@ -122,6 +123,48 @@ void unblock(int sig) {
     sockaddr none{};
     none.sa_family = AF_UNSPEC;
     sys::real().connect(sig, &none, sizeof none);
+}
+
+bool block(int sig) {
+    Name b;
+    return blocker(&b) && sys::real().connect(sig, addr(b), b.len) == 0;
+}
+
+namespace {
+// Enough for the connections a busy process opens while as many close; a
+// spare is a descriptor in usmc's quarter.
+constexpr size_t kMaxSpares = 64;
+struct Parked {
+    Spare s;
+    uint32_t forks; // forkref::forks_so_far() when parked
+};
+std::mutex g_spares_mu;
+std::vector<Parked>* g_spares = nullptr; // under g_spares_mu
+} // namespace
+
+bool park(const Spare& s) {
+    std::lock_guard lock(g_spares_mu);
+    if (!g_spares) g_spares = new std::vector<Parked>;
+    if (g_spares->size() >= kMaxSpares) return false;
+    g_spares->push_back({s, forkref::forks_so_far()});
+    return true;
+}
+
+std::optional<Spare> take_spare() {
+    std::optional<Spare> got;
+    {
+        std::lock_guard lock(g_spares_mu);
+        if (!g_spares) return std::nullopt;
+        // Parked before a fork since: a child holds it too.
+        while (!g_spares->empty() && g_spares->back().forks != forkref::forks_so_far()) {
+            sys::real().close(g_spares->back().s.fd);
+            g_spares->pop_back();
+        }
+        if (g_spares->empty()) return std::nullopt;
+        got = g_spares->back().s;
+        g_spares->pop_back();
+    }
+    return got;
 }
 
 void drain(int fd) {
@@ -289,6 +332,13 @@ void send(Wakers* w, const Name& to) {
 void after_fork_child() {
     new (&g_pools_mu) std::mutex();
     new (&g_blocker_mu) std::mutex();
+    new (&g_spares_mu) std::mutex();
+    // The parent's spares are the parent's: closed here, never taken.
+    if (g_spares) {
+        for (auto& p : *g_spares)
+            sys::real().close(p.s.fd);
+        g_spares->clear();
+    }
     if (g_pools)
         for (auto& [gid, w] : *g_pools)
             new (&w->grow_mu) std::mutex();

@@ -43,6 +43,7 @@
 // means "readable". Every call passes MSG_DONTWAIT and MSG_NOSIGNAL.
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -67,6 +68,26 @@ int make_sig(bool blocked);
 bool name_sig(int sig, const Name& name);
 // A blocked `sig` becomes unconnected: writable, reachable by name.
 void unblock(int sig);
+// An unconnected `sig` becomes blocked again (a spare taken by a client).
+bool block(int sig);
+
+// Spare `sig`s: a connection that ends gives its `sig` back here rather
+// than closing it, and the next connection of this process takes it with
+// its name and token, so a short connection pays no socket, bind and close
+// of its own (four system calls each side, and the kernel's work of making
+// and releasing a socket). Only a `sig` no other process holds and no
+// epoll set holds any more comes here (the caller's part, close.cpp);
+// a spare made before a fork since is closed, not taken.
+struct Spare {
+    int fd = -1;
+    uint64_t token = 0;
+    Name name;
+};
+// False: the pool is full (the caller closes it).
+bool park(const Spare& s);
+// A spare, or nullopt. The caller drains it (after blocking it, if it
+// wants it blocked): a stranger may have sent it a datagram meanwhile.
+std::optional<Spare> take_spare();
 // Takes every datagram queued on `fd` (one system call).
 void drain(int fd);
 

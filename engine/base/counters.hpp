@@ -66,7 +66,9 @@ namespace usmc::counters {
     X(hs_server_await_confirm, "gauge: server handshakes waiting for the Confirm (event loop)")    \
     X(hs_server_blocking, "gauge: server handshakes a worker blocks for (attach, Confirm's rest)") \
     X(server_begins_here, "server handshakes begun where the Proposal was found, no worker")       \
-    X(hs_unexpected_events, "handshake events their state did not expect (a bug: logged)")
+    X(hs_unexpected_events, "handshake events their state did not expect (a bug: logged)")         \
+    X(sigs_spared, "ended connections whose `sig` was kept for the next (wakeup::park)")           \
+    X(sigs_reused, "connections that took a kept `sig`: no socket, bind or close of their own")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,
