@@ -3,6 +3,7 @@
 #include "engine/base/forkref.hpp"
 #include "engine/base/sys.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -131,9 +132,15 @@ bool block(int sig) {
 }
 
 namespace {
-// Enough for the connections a busy process opens while as many close; a
-// spare is a descriptor in usmc's quarter.
-constexpr size_t kMaxSpares = 64;
+// Enough for the connections a busy process closes in one turn of its
+// event loop before it accepts or opens as many (nginx handles hundreds of
+// events a turn); a spare is a descriptor in usmc's quarter, which the
+// spares may take an eighth of.
+constexpr size_t kMaxSpares = 1024;
+size_t max_spares() {
+    size_t quarter = size_t(sys::high_base()) / 3;
+    return std::max<size_t>(8, std::min(kMaxSpares, quarter / 8));
+}
 struct Parked {
     Spare s;
     uint32_t forks; // forkref::forks_so_far() when parked
@@ -145,7 +152,7 @@ std::vector<Parked>* g_spares = nullptr; // under g_spares_mu
 bool park(const Spare& s) {
     std::lock_guard lock(g_spares_mu);
     if (!g_spares) g_spares = new std::vector<Parked>;
-    if (g_spares->size() >= kMaxSpares) return false;
+    if (g_spares->size() >= max_spares()) return false;
     g_spares->push_back({s, forkref::forks_so_far()});
     return true;
 }
