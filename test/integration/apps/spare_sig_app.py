@@ -55,38 +55,42 @@ def b_echo_seen(port, tag):
     return b, e3
 
 
-def case_reuse(port):
+def a_in_set(port):
+    """Connection A, registered in a new epoll set E."""
     a = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
     e = select.epoll()
     e.register(a.fileno(), select.EPOLLIN)
-    a.close()
-    b, e3 = b_echo_seen(port, b"reuse")
-    if not b:
-        return "B never turned readable"
-    stale = e.poll(0.2)
-    b.close()
-    e3.close()
-    e.close()
-    return f"set E reported {stale} after A closed" if stale else None
+    return a, e
 
 
-def case_dup_guard(port):
-    a = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-    e = select.epoll()
-    e.register(a.fileno(), select.EPOLLIN)
-    e2 = os.dup(e.fileno())
-    e.close()
-    a.close()
-    b, e3 = b_echo_seen(port, b"guard")
+def stale_events(port, tag, watched):
+    """Connects B and makes it readable; returns what `watched` (a set
+    that held only A) reports meanwhile, or a string if B never turned
+    readable."""
+    b, e3 = b_echo_seen(port, tag)
     if not b:
-        os.close(e2)
         return "B never turned readable"
-    ep2 = select.epoll.fromfd(e2)
-    stale = ep2.poll(0.2)
-    ep2.close()
+    stale = watched.poll(0.2)
     b.close()
     e3.close()
-    return f"the duplicated set reported {stale}: A's registration on B's sig" if stale else None
+    return stale
+
+
+def case_sets(port, dup):
+    """reuse (dup False) and dup-guard (dup True): what the set that held A
+    (E, or its duplicate after E's close) reports once B is readable."""
+    a, watched = a_in_set(port)
+    if dup:
+        e = watched
+        watched = select.epoll.fromfd(os.dup(e.fileno()))
+        e.close()
+    a.close()
+    stale = stale_events(port, b"guard" if dup else b"reuse", watched)
+    watched.close()
+    if isinstance(stale, str) or not stale:
+        return stale or None
+    return (f"the duplicated set reported {stale}: A's registration on B's sig" if dup
+            else f"set E reported {stale} after A closed")
 
 
 def case_fork(port):
@@ -120,7 +124,9 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("case", choices=["reuse", "dup-guard", "fork"])
     a = p.parse_args()
-    why = {"reuse": case_reuse, "dup-guard": case_dup_guard, "fork": case_fork}[a.case](a.port)
+    cases = {"reuse": lambda p: case_sets(p, False), "dup-guard": lambda p: case_sets(p, True),
+             "fork": case_fork}
+    why = cases[a.case](a.port)
     print(f"{a.case}: {'OK' if why is None else 'FAIL ' + why}", flush=True)
     sys.exit(0 if why is None else 1)
 
