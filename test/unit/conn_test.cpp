@@ -1,7 +1,9 @@
+#include "engine/base/forkref.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/tx.hpp"
 #include "engine/wakeup.hpp"
@@ -802,6 +804,59 @@ TEST_CASE("sig: readable when woken by name, unwritable while its sink holds a f
     wakeup::release(w);
     for (int fd : {sig, sink.load(), stranger})
         close(fd);
+}
+
+TEST_CASE("sig: whether the peer's wake-up is queued is the kernel's word, not the peer's") {
+    Pair p;
+    smcd::Control& a_requests = *p.a.tx.control(); // a asks b through the line of b's DMB
+    smc_arm_for_data(p.a);
+    CHECK_FALSE(smc_wake_queued(p.a)); // asked, not taken
+    // A lying peer: it takes the request, says its wake-up landed, sends nothing.
+    REQUIRE(smcd::take_data_request(a_requests));
+    smcd::data_woken(a_requests);
+    CHECK_FALSE(smc_wake_queued(p.a)); // `sig` is empty: a self-wake is still due
+    CHECK_FALSE(readable(p.a.sig));
+    // An honest peer: its write takes the request and wakes `sig`.
+    smc_arm_for_data(p.a);
+    REQUIRE(send_buf(p.b, "x", 1, true) == 1);
+    CHECK(readable(p.a.sig));
+    CHECK(smc_wake_queued(p.a));
+    CHECK(smc_wake_queued(p.a)); // (remembered: no second look)
+    // A drain takes the wake-up, and the answer with it.
+    smc_drain_wakeup(p.a);
+    CHECK_FALSE(readable(p.a.sig));
+    CHECK_FALSE(smc_wake_queued(p.a));
+}
+
+TEST_CASE("sig spares: taken with their name and token; one parked before a fork is closed") {
+    while (auto left = wakeup::take_spare()) // (another test's)
+        close(left->fd);
+    uint64_t token = ism::random64();
+    int sig = wakeup::make_sig(false);
+    REQUIRE(sig >= 0);
+    wakeup::Name name = wakeup::sig_name(token);
+    REQUIRE(wakeup::name_sig(sig, name));
+    REQUIRE(wakeup::park({sig, token, name}));
+    auto got = wakeup::take_spare();
+    REQUIRE(got);
+    CHECK(got->fd == sig);
+    CHECK(got->token == token);
+    CHECK(got->name.len == name.len);
+    CHECK_FALSE(wakeup::take_spare()); // one spare, taken once
+    // Blocked again for a client: deaf to others until unblocked.
+    REQUIRE(wakeup::block(sig));
+    wakeup::Wakers* w = wakeup::wakers_for(0x7a);
+    wakeup::send(w, name);
+    CHECK_FALSE(readable(sig));
+    wakeup::unblock(sig);
+    wakeup::send(w, name);
+    CHECK(readable(sig));
+    wakeup::release(w);
+    // Parked, then a fork: a child may hold it too. Closed, not taken.
+    REQUIRE(wakeup::park(*got));
+    forkref::note_fork();
+    CHECK_FALSE(wakeup::take_spare());
+    CHECK(fcntl(sig, F_GETFD) == -1);
 }
 
 TEST_CASE("sig: a connecting client's is unwritable and deaf to everyone until unblocked") {
