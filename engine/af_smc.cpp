@@ -87,7 +87,8 @@ void set_mode(int fd, SockMode mode, uint32_t reason) {
     if (mode == SockMode::SmcD && log::enabled(config::LogLevel::Info))
         if (SmcConn* c = slot(fd).load(std::memory_order_acquire); c && !is_late(c))
             log::info("fd {}: SMC-D, DMB {} here, {} at the peer", fd,
-                      config::format_size(c->rx.size), config::format_size(c->tx.size));
+                      config::format_size(c->transport.rx.size),
+                      config::format_size(c->transport.tx.size));
 }
 
 void count_result(uint32_t reason, bool smc) {
@@ -108,8 +109,8 @@ void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
 void activated(int fd, SmcConn& c) {
     using namespace counters;
     smc_unblock(c); // writable now, and reachable by the peer's wake-ups
-    runtime::count_traffic(kRx, kBufs + bucket_of(c.rx.size));
-    runtime::count_traffic(kTx, kBufs + bucket_of(c.tx.size));
+    runtime::count_traffic(kRx, kBufs + bucket_of(c.transport.rx.size));
+    runtime::count_traffic(kTx, kBufs + bucket_of(c.transport.tx.size));
     diag::publish(runtime::get().seg, c, fd);
 }
 
@@ -144,12 +145,12 @@ void drop_local(SmcConn* c) {
     {
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev) {
-            g_engine.dev->disown(c->rx);
-            g_engine.dev->unmap_peer(c->tx);
+            g_engine.dev->disown(c->transport.rx);
+            g_engine.dev->unmap_peer(c->transport.tx);
         }
     }
-    ism::unmap(c->rx);
-    ism::unmap(c->tx);
+    ism::unmap(c->transport.rx);
+    ism::unmap(c->transport.tx);
 }
 
 // A poll() of another thread may still be inside a call on the wake-up
@@ -236,7 +237,7 @@ void discard(SmcConn* c) {
     for (auto& r : c->connecting_regs) // closed while its handshake ran
         note_epoll_member(r.epfd, -1);
     c->connecting_regs.clear();
-    if (c->rx.valid()) {
+    if (c->transport.rx.valid()) {
         smc_close(*c, true);
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev) smc_conn_release(*c, *g_engine.dev, c->peer_uid);
@@ -500,7 +501,7 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE,
                          flags & MSG_OOB);
     size_t asked = count_request(counters::kTx, iov, iovcnt, r);
-    if (asked > c->tx.ring_size()) [[unlikely]]
+    if (asked > c->transport.tx_ring_size()) [[unlikely]]
         runtime::count_traffic(counters::kTx, counters::kTooSmallPeer);
     if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
@@ -615,7 +616,8 @@ void each_fd(Fn fn) {
     auto* conns = g_conns.load();
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
-        if (!c || is_late(c) || c->phase.load() != Phase::Active || !c->rx.valid()) continue;
+        if (!c || is_late(c) || c->phase.load() != Phase::Active || !c->transport.rx.valid())
+            continue;
         fn(fd, c);
     }
 }
@@ -645,7 +647,7 @@ void on_exit() {
             smc_close(*c, false);
         // (A forked child that exits with the connection open: the slot
         // would stay "used" in its parent's segment for good.)
-        ism::release_slot_at_exit(c->rx);
+        ism::release_slot_at_exit(c->transport.rx);
     });
 }
 
@@ -767,8 +769,8 @@ void on_fork_child() {
             // The parent's worker may have taken DMBs for it already: they
             // are the parent's (a slot given back from here would be freed
             // under the parent's connection).
-            c->rx = ism::Dmb{};
-            c->tx = ism::Dmb{};
+            c->transport.rx = ism::Dmb{};
+            c->transport.tx = ism::Dmb{};
         }
         if (SmcListener* l = g_listeners ? g_listeners[fd].load() : nullptr) l->after_fork_child();
     }

@@ -5,7 +5,6 @@
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
 #include "engine/runtime.hpp"
-#include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wakeup.hpp"
 
@@ -21,14 +20,14 @@ void tell_peer(SmcConn& c, uint8_t flag) {
     smc_close_event(c, core::CloseEvent::WeDoneWriting);
     c.publish_flags();
     // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
-    smcd::Requests was = smcd::take_all_requests(*c.rx.control());
+    core::Requests was = c.transport.take_all_requests();
     // A peer that closed (its last process) has nobody waiting and its
     // `sig` is gone: a wake-up would only fail (every `Connection: close`).
     uint8_t peer = core::cdc_ending_flags(smc_peer_cdc(c));
     if ((peer & (core::kPeerConnClosed | core::kPeerConnAbort)) ||
         c.peer_gone.load(std::memory_order_acquire))
         was = {};
-    if (was.data) c.peer_signals.wake_reader();
+    if (was.data) c.transport.wake_reader();
     if (was.space) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make `sig` writable. (A close has woken them in
@@ -110,7 +109,7 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
 }
 
 bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
-    bool reached = c.peer_signals.reach(peer_gid, peer_token);
+    bool reached = c.transport.signals.reach(peer_gid, peer_token);
     // Our own pool too, now rather than at the first self-wake-up (which
     // may come at any later connection): a process's descriptors then stay
     // what its first SMC-D connection made them.
@@ -130,7 +129,7 @@ void smc_wake_all(SmcConn& c) {
 }
 
 void smc_ring_peer_bell(SmcConn& c) {
-    c.peer_signals.ring_bell(c.rx.control()->space_bell.load(std::memory_order_relaxed));
+    c.transport.ring_bell();
 }
 
 // Neither takes the rx/tx locks: a thread blocked in recv or send must not
@@ -150,7 +149,7 @@ void smc_close_wakeups(SmcConn& c) {
     c.sig = -1;
     int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
     if (sink >= 0) sys::real().close(sink);
-    c.peer_signals.release();
+    c.transport.signals.release();
 }
 
 // (seq_cst both ways: a poll() that counted itself in before the retirement

@@ -22,9 +22,8 @@
 // else.
 #include "engine/base/forkref.hpp"
 #include "engine/core/close_state.hpp"
-#include "engine/ism.hpp"
-#include "engine/smcd/cdc_line.hpp"
-#include "engine/smcd/signal.hpp"
+#include "engine/core/transport.hpp"
+#include "engine/smcd/conn_part.hpp"
 #include "engine/wakeup.hpp"
 
 #include <atomic>
@@ -41,15 +40,19 @@ namespace usmc {
 // object then stays only so the descriptor's calls pass straight through).
 enum class Phase : uint8_t { Active, Connecting, Tcp };
 
+// The transport a connection runs on. SMC-D only, for now: SMC-R's part
+// comes beside it (engine/smcr), and then this becomes the choice of one.
+using Transport = smcd::ConnPart;
+
 struct SmcConn {
     std::atomic<Phase> phase{Phase::Active};
-    ism::Dmb rx;                          // ours: the peer writes data and its control line here
-    ism::Dmb tx;                          // the peer's: we write data and our control line there
+    // The transport's part (core/transport.hpp): the rings, the CDC both
+    // ways, the requests and wake-ups. SMC-D: the two DMBs.
+    Transport transport;
     int sig = -1;                         // ours (wakeup.hpp)
     std::atomic<int> sink{-1};            // where `sig` puts its fill (made at the first)
     std::atomic<bool> sig_blocked{false}; // connecting: `sig` connected to the blocker
     wakeup::Name sig_name;                // ours, for wake-ups of our own
-    smcd::PeerSignals peer_signals;       // how we wake the peer's waiters
     int tcp_fd = -1;                      // the TCP connection: a dead peer shows up here
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
@@ -218,9 +221,8 @@ struct SmcConn {
 
 // The transport's CDC receive for this connection (core/cdc.hpp): what the
 // peer last said, to be checked against our cursors before it counts.
-// SMC-D: its words in our buffer's control line, copied now.
 inline core::PeerCdc smc_peer_cdc(const SmcConn& c) {
-    return smcd::receive(*c.rx.control());
+    return c.transport.receive();
 }
 
 // Makes the `sig` of a new connection, named after `token` (ours in CLC:

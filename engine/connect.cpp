@@ -36,9 +36,9 @@ namespace {
 // On failure the connection gives back what the handshake took; its own
 // wake-up pair stays (the caller may have `sig` in epoll sets).
 ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
-    dev.release(c.rx, c.peer_uid);
-    c.rx = ism::Dmb{};
-    dev.unmap_peer(c.tx);
+    dev.release(c.transport.rx, c.peer_uid);
+    c.transport.rx = ism::Dmb{};
+    dev.unmap_peer(c.transport.tx);
     return r;
 }
 
@@ -48,7 +48,7 @@ ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
 ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
                            const clc::AcceptConfirmD& accept, const ism::Dmb& theirs,
                            bool attached) {
-    c.tx = theirs;
+    c.transport.tx = theirs;
     if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
         clc::send_decline(fd, dev.gid(), fallback::FDLIMIT, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{fallback::FDLIMIT, 0});
@@ -62,9 +62,9 @@ ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const Handshake
     confirm.first_contact = attached;
     confirm.gid = dev.gid();
     confirm.token = c.token; // our `sig`'s name, and our DMB's owner token
-    confirm.dmbe_size_code = clc::size_to_code(c.rx.size, clc::kMaxDmbeSizeCode);
-    confirm.link_id = attached ? 0 : c.rx.serial;
-    confirm.dmbe_idx = attached ? 0 : uint8_t(c.rx.slot);
+    confirm.dmbe_size_code = clc::size_to_code(c.transport.rx.size, clc::kMaxDmbeSizeCode);
+    confirm.link_id = attached ? 0 : c.transport.rx.serial;
+    confirm.dmbe_idx = attached ? 0 : uint8_t(c.transport.rx.slot);
     confirm.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms))
         return fail(c, dev, -ECONNRESET);
@@ -128,11 +128,11 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
     return [conn, d, size, roomy, no_dmb](uid_t server_uid) -> std::optional<ism::Fds> {
         // Claimed already for this user (smc_connect_reuse: the server lacks
         // its segment), or now.
-        if (conn->rx.valid() && conn->peer_uid != server_uid) {
-            d->release(conn->rx, conn->peer_uid);
-            conn->rx = ism::Dmb{};
+        if (conn->transport.rx.valid() && conn->peer_uid != server_uid) {
+            d->release(conn->transport.rx, conn->peer_uid);
+            conn->transport.rx = ism::Dmb{};
         }
-        if (!conn->rx.valid()) {
+        if (!conn->transport.rx.valid()) {
             errno = 0;
             auto own = d->allocate(d->size_for(size, roomy), server_uid);
             if (!own) {
@@ -140,11 +140,11 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
                 return std::nullopt;
             }
             own->control()->owner_token.store(conn->token, std::memory_order_release);
-            conn->rx = *own;
+            conn->transport.rx = *own;
             conn->peer_uid = server_uid;
         }
-        return ism::Fds{conn->rx.fd, conn->rx.size, conn->rx.offset, conn->rx.file_size,
-                        conn->rx.serial};
+        return ism::Fds{conn->transport.rx.fd, conn->transport.rx.size, conn->transport.rx.offset,
+                        conn->transport.rx.file_size, conn->transport.rx.serial};
     };
 }
 
@@ -167,8 +167,8 @@ ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const Ha
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{reason, 0});
     }
-    dev.groups().note_attach(accept.gid, peer->pid, peer->uid, c.rx.serial, peer->fds.serial,
-                             *peer_dmb);
+    dev.groups().note_attach(accept.gid, peer->pid, peer->uid, c.transport.rx.serial,
+                             peer->fds.serial, *peer_dmb);
     runtime::count(counters::lgr_first_contacts);
     return confirm_with(fd, c, dev, cfg, accept, *peer_dmb, true);
 }
@@ -185,7 +185,7 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
     auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
                                           accept.token);
     if (!theirs) return std::nullopt;
-    if (!c.rx.valid()) {
+    if (!c.transport.rx.valid()) {
         errno = 0;
         auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid);
         if (!own) {
@@ -195,10 +195,10 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
             return fail(c, dev, Fallback{reason, 0});
         }
         own->control()->owner_token.store(c.token, std::memory_order_release);
-        c.rx = *own;
+        c.transport.rx = *own;
         c.peer_uid = *uid;
     }
-    if (!dev.groups().peer_has(accept.gid, c.rx.serial)) {
+    if (!dev.groups().peer_has(accept.gid, c.transport.rx.serial)) {
         dev.unmap_peer(*theirs); // the attach brings it again, with ours
         return std::nullopt;
     }
@@ -224,14 +224,14 @@ ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const Han
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
     smc_close_wakeups(c);
-    if (c.rx.valid()) {
+    if (c.transport.rx.valid()) {
         uint8_t peer_flags = core::cdc_ending_flags(smc_peer_cdc(c));
-        bool peer_done =
-            !c.tx.valid() || (peer_flags & (core::kPeerConnClosed | core::kPeerConnAbort));
-        dev.release(c.rx, peer_uid, peer_done);
+        bool peer_done = !c.transport.tx.valid() ||
+                         (peer_flags & (core::kPeerConnClosed | core::kPeerConnAbort));
+        dev.release(c.transport.rx, peer_uid, peer_done);
     }
-    c.rx = ism::Dmb{};
-    dev.unmap_peer(c.tx);
+    c.transport.rx = ism::Dmb{};
+    dev.unmap_peer(c.transport.tx);
 }
 
 } // namespace usmc

@@ -24,12 +24,12 @@ void begin_write(statseg::ConnRecord& r, uint32_t gen) {
 statseg::ConnRecord record_of(const SmcConn& c, int fd) {
     statseg::ConnRecord r{};
     r.fd = fd;
-    r.dmb_fd = c.rx.fd;
-    r.dmb_size = c.rx.size;
-    r.dmb_offset = c.rx.offset;
-    r.peer_dmb_size = c.tx.size;
-    r.dmb_ino = c.rx.ino;
-    r.peer_dmb_ino = c.tx.ino;
+    r.dmb_fd = c.transport.rx.fd;
+    r.dmb_size = c.transport.rx.size;
+    r.dmb_offset = c.transport.rx.offset;
+    r.peer_dmb_size = c.transport.tx.size;
+    r.dmb_ino = c.transport.rx.ino;
+    r.peer_dmb_ino = c.transport.tx.ino;
     r.gid = c.gid;
     r.peer_gid = c.peer_gid;
     r.token = c.token;

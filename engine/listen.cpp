@@ -39,7 +39,7 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
     auto ours = dev.allocate(size, *uid);
     if (!ours) return; // the endpoint tries again at attach time
     ours->control()->owner_token.store(token, std::memory_order_release);
-    conn.rx = *ours;
+    conn.transport.rx = *ours;
     conn.peer_uid = *uid;
     if (!dev.groups().peer_has(client_gid, ours->serial)) return; // a new segment: attach
     accept.first_contact = false;
@@ -101,7 +101,7 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     conn->peer_gid = p.ism_v2[0].gid;
     claim_for_group(*conn, dev, conn->peer_gid, dmb_size, token, accept);
     ism::OfferSpec offer{dmb_size, std::nullopt};
-    if (conn->rx.valid()) offer.claimed = conn->rx;
+    if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
     ep.offer(token, offer);
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
     *token_out = token;
@@ -137,7 +137,7 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     if (!cf->first_contact) {
         // No attach: both DMBs lie in segments the other side has (our
         // Accept said so of ours). The client's name must check out.
-        if (conn->rx.valid() && cf->gid == proposed_gid)
+        if (conn->transport.rx.valid() && cf->gid == proposed_gid)
             peer_dmb = dev.groups().their_slot(cf->gid, cf->link_id, cf->dmbe_idx, size, cf->token);
         ep.withdraw(token); // (an attach that comes now is refused)
         if (!peer_dmb) {
@@ -151,7 +151,7 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         // The client attached before sending Confirm, so its descriptors are here.
         auto attached = ep.wait_attached(token, cfg.attach_timeout_ms);
         if (!attached) return fail(-ECONNRESET);
-        conn->rx = attached->ours;
+        conn->transport.rx = attached->ours;
         ism::PeerFds& peer = attached->peer;
         if (peer.fds.dmb_size == size)
             peer_dmb = dev.map_peer(peer.fds.dmb, size, peer.fds.dmb_offset, peer.fds.file_size);
@@ -162,10 +162,10 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         conn->peer_uid = peer.uid; // our DMB, once released, is reused only for this user
         runtime::count(counters::lgr_first_contacts);
         if (cf->gid == proposed_gid)
-            dev.groups().note_attach(cf->gid, peer.pid, peer.uid, conn->rx.serial, peer.fds.serial,
-                                     *peer_dmb);
+            dev.groups().note_attach(cf->gid, peer.pid, peer.uid, conn->transport.rx.serial,
+                                     peer.fds.serial, *peer_dmb);
     }
-    conn->tx = *peer_dmb;
+    conn->transport.tx = *peer_dmb;
     conn->gid = dev.gid();
     conn->token = token; // the Accept's: the client attached with it to reach our DMB
     if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token))

@@ -6,7 +6,6 @@
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/runtime.hpp"
-#include "engine/smcd/wait_flags.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
 
@@ -25,7 +24,7 @@ namespace {
 // Bytes the peer has produced into our ring and we have not consumed.
 // nullopt: the peer's producer cursor is impossible.
 std::optional<uint32_t> available(const SmcConn& c) {
-    return core::cdc_readable(smc_peer_cdc(c), c.rx_cons.load(), c.rx.ring_size());
+    return core::cdc_readable(smc_peer_cdc(c), c.rx_cons.load(), c.transport.rx_ring_size());
 }
 
 // Only the flags that end something (core::cdc_ending_flags).
@@ -38,7 +37,7 @@ uint8_t peer_conn_flags(const SmcConn& c) {
 // several rounds). `from` (0 or 1) leaves out an urgent byte (MSG_PEEK).
 uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t from,
                   uint32_t max) {
-    uint32_t ring = c.rx.ring_size();
+    uint32_t ring = c.transport.rx_ring_size();
     uint32_t pos = core::advance(c.rx_cons.load(), from, ring).count;
     uint32_t done = 0;
     size_t iov_skip = skip;
@@ -53,7 +52,7 @@ uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, u
         iov_skip = 0;
         while (n > 0) {
             uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
-            std::memcpy(dst, c.rx.ring() + pos, chunk);
+            std::memcpy(dst, c.transport.rx_ring() + pos, chunk);
             dst += chunk;
             n -= chunk;
             done += chunk;
@@ -76,15 +75,15 @@ bool woken_meanwhile(const SmcConn& c, uint32_t hidden) {
 // writer that sleeps for space.
 void after_consume(SmcConn& c, bool ring_empty) {
     auto to_confirm =
-        core::distance(c.rx_cons_announced, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
-    smcd::Control& line = *c.rx.control(); // the peer's requests arrive in our line
-    bool writer_waits = smcd::space_asked(line);
+        core::distance(c.rx_cons_announced, c.rx_cons.load(), c.transport.rx_ring_size())
+            .value_or(0);
+    bool writer_waits = c.transport.space_asked();
     if (to_confirm == 0) return;
-    if (!(to_confirm >= core::update_limit(c.rx.ring_size()) || ring_empty || writer_waits ||
-          c.shared_by_fork()))
+    if (!(to_confirm >= core::update_limit(c.transport.rx_ring_size()) || ring_empty ||
+          writer_waits || c.shared_by_fork()))
         return;
     c.publish_cons();
-    if (smcd::take_space_request(line)) {
+    if (c.transport.take_space_request()) {
         smc_ring_peer_bell(c); // its loop makes its `sig` writable
         c.notifications.fetch_add(1, std::memory_order_relaxed);
     }
@@ -126,10 +125,10 @@ struct Urg {
 };
 
 uint64_t pack_urg(const Urg& u) {
-    return smcd::pack_prod(u.at) | uint64_t(u.state) << 48 | uint64_t(u.byte) << 56;
+    return core::pack48(u.at) | uint64_t(u.state) << 48 | uint64_t(u.byte) << 56;
 }
 Urg unpack_urg(uint64_t w) {
-    return {smcd::unpack_prod(w & 0xffffffffffffull), uint8_t(w >> 48), uint8_t(w >> 56)};
+    return {core::unpack48(w), uint8_t(w >> 48), uint8_t(w >> 56)};
 }
 
 // SO_OOBINLINE as the socket has it (set on it, or inherited from the
@@ -156,12 +155,12 @@ UrgView urg_view(const SmcConn& c, const core::PeerCdc& peer) {
     if (key & SmcConn::kUrgStands) v.urg = unpack_urg(c.rx_urg.load(std::memory_order_acquire));
     uint16_t count = peer.urg_count;
     if (count == uint16_t(key)) return v;
-    smcd::UrgentMark mark = smcd::receive_urgent_mark(*c.rx.control());
+    core::UrgentMark mark = c.transport.receive_urgent_mark();
     if (mark.count != count) {
         v.writing = true;
         return v;
     }
-    uint32_t ring = c.rx.ring_size();
+    uint32_t ring = c.transport.rx_ring_size();
     core::Cursor cons = c.rx_cons.load();
     auto avail = core::cdc_readable(peer, cons, ring);
     auto before = core::distance(cons, mark.after, ring);
@@ -183,7 +182,7 @@ void urg_clear(SmcConn& c) {
 // Under rx_mu: consumes `n` bytes without copying them (urgent bytes that
 // leave the stream).
 void consume_silently(SmcConn& c, uint32_t n, uint32_t avail) {
-    c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.rx.ring_size()));
+    c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.transport.rx_ring_size()));
     after_consume(c, n == avail);
     if (n == avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
 }
@@ -194,9 +193,9 @@ bool urg_take_in(SmcConn& c, const core::PeerCdc& peer) {
     uint32_t key = c.rx_urg_key.load(std::memory_order_relaxed);
     uint16_t count = peer.urg_count;
     if (count == uint16_t(key)) return true;
-    smcd::UrgentMark marked = smcd::receive_urgent_mark(*c.rx.control());
+    core::UrgentMark marked = c.transport.receive_urgent_mark();
     if (marked.count != count) return true; // being written: take it later
-    uint32_t ring = c.rx.ring_size();
+    uint32_t ring = c.transport.rx_ring_size();
     core::Cursor prod = peer.prod;
     auto avail = core::cdc_readable(peer, c.rx_cons.load(), ring);
     if (!avail) return true; // (the caller reports an impossible producer cursor)
@@ -223,7 +222,7 @@ bool urg_take_in(SmcConn& c, const core::PeerCdc& peer) {
     Urg u;
     u.at = core::advance(cons, *before - 1, ring);
     u.state = kUrgValid;
-    u.byte = c.rx.ring()[u.at.count]; // (at.count < ring: advance keeps it inside)
+    u.byte = c.transport.rx_ring()[u.at.count]; // (at.count < ring: advance keeps it inside)
     c.rx_urg.store(pack_urg(u), std::memory_order_release);
     c.rx_urg_key.store(SmcConn::kUrgStands | count, std::memory_order_release);
     return true;
@@ -241,7 +240,7 @@ UrgRead urg_before_read(SmcConn& c, const core::PeerCdc& peer, bool wants, bool 
                         bool peek) {
     if (!urg_take_in(c, peer)) return {UrgRead::Again};
     if (!wants) return {UrgRead::Copy}; // a read of 0 bytes passes no mark
-    uint32_t ring = c.rx.ring_size();
+    uint32_t ring = c.transport.rx_ring_size();
     core::Cursor cons = c.rx_cons.load();
     uint32_t avail = core::cdc_readable(peer, cons, ring).value_or(0);
     if (!(c.rx_urg_key.load(std::memory_order_relaxed) & SmcConn::kUrgStands))
@@ -304,12 +303,12 @@ namespace {
 // on: one that holds the flag for good would otherwise cost every arm
 // on its connection 2 ms of this thread (an event loop's, serving all).
 // False if it had not landed.
-bool wait_wake_landed(SmcConn& c, smcd::Control& line) {
-    if (smcd::data_wake_in_flight(line)) {
+bool wait_wake_landed(SmcConn& c) {
+    if (c.transport.data_wake_in_flight()) {
         bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; smcd::data_wake_in_flight(line); ++i) {
+        for (int i = 0; c.transport.data_wake_in_flight(); ++i) {
             if (i < 256) {
                 wait::cpu_relax();
                 continue;
@@ -323,24 +322,22 @@ bool wait_wake_landed(SmcConn& c, smcd::Control& line) {
             sched_yield();
         }
     }
-    return !smcd::data_wake_in_flight(line);
+    return !c.transport.data_wake_in_flight();
 }
 } // namespace
 
 bool smc_withdraw_requests(SmcConn& c) {
-    if (!c.tx.valid()) return false;
-    smcd::Control& line = *c.tx.control();
-    smcd::withdraw_data_request(line);
-    return wait_wake_landed(c, line);
+    if (!c.transport.attached()) return false;
+    c.transport.withdraw_data_request();
+    return wait_wake_landed(c);
 }
 
 void smc_arm_for_data(SmcConn& c, bool read_nothing) {
-    smcd::Control& line = *c.tx.control(); // our requests go to the peer's line
-    wait_wake_landed(c, line);
+    wait_wake_landed(c);
     smc_drain_wakeup(c, read_nothing);
     c.ever_asked.store(true, std::memory_order_relaxed);
     c.asked_since_drain.store(true, std::memory_order_release);
-    smcd::ask_for_data(line);
+    c.transport.ask_for_data();
 }
 
 void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
@@ -353,8 +350,7 @@ void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
     // skips the drain.
     // Never asked: the peer has sent nothing either (a connection's first
     // arm, right after its handshake), the same case.
-    bool peer_silent =
-        smcd::data_asked(*c.tx.control()) || !c.ever_asked.load(std::memory_order_relaxed);
+    bool peer_silent = c.transport.data_asked() || !c.ever_asked.load(std::memory_order_relaxed);
     if (!self && peer_silent &&
         (!read_nothing || !c.drain_skipped.exchange(true, std::memory_order_relaxed)))
         return;
@@ -369,10 +365,10 @@ bool smc_wake_queued(SmcConn& c) {
     // its wake-up has landed): only then is the kernel asked, so the usual
     // case costs no system call, and a peer that lies costs one.
     if (c.wake_seen.load(std::memory_order_acquire)) return true;
-    if (!c.asked_since_drain.load(std::memory_order_acquire) || !c.tx.valid() || c.sig < 0)
+    if (!c.asked_since_drain.load(std::memory_order_acquire) || !c.transport.attached() ||
+        c.sig < 0)
         return false;
-    const smcd::Control& line = *c.tx.control();
-    if (smcd::data_asked(line) || smcd::data_wake_in_flight(line)) return false;
+    if (c.transport.data_asked() || c.transport.data_wake_in_flight()) return false;
     pollfd p{c.sig, POLLIN, 0};
     if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) return false;
     c.wake_seen.store(true, std::memory_order_release);
@@ -385,7 +381,7 @@ void smc_self_wake(SmcConn& c) {
 }
 
 void SmcConn::store_cons_word() {
-    smcd::send_cons(*tx.control(), announced_, conn_flags.load(std::memory_order_acquire));
+    transport.send_cons(announced_, conn_flags.load(std::memory_order_acquire));
 }
 
 void SmcConn::publish_cons() {
@@ -402,7 +398,7 @@ void SmcConn::publish_cons() {
 void SmcConn::adopt_published() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
-    core::PeerCdc sent = smcd::sent(*tx.control());
+    core::PeerCdc sent = transport.sent();
     announced_ = sent.cons;
     pub_lock_.clear(std::memory_order_release);
     rx_cons_announced = sent.cons;
@@ -415,8 +411,8 @@ void SmcConn::adopt_published() {
 }
 
 bool SmcConn::adopt_published_tx() {
-    core::PeerCdc sent = smcd::sent(*tx.control());
-    if (!core::valid(sent.prod, tx.ring_size())) return false;
+    core::PeerCdc sent = transport.sent();
+    if (!core::valid(sent.prod, transport.tx_ring_size())) return false;
     tx_prod.store(sent.prod);
     tx_urg_count = sent.urg_count;
     return true;
@@ -425,8 +421,8 @@ bool SmcConn::adopt_published_tx() {
 bool SmcConn::adopt_published_rx() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
-    core::Cursor at = smcd::sent(*tx.control()).cons;
-    bool ok = core::valid(at, rx.ring_size());
+    core::Cursor at = transport.sent().cons;
+    bool ok = core::valid(at, transport.rx_ring_size());
     if (ok) announced_ = at;
     pub_lock_.clear(std::memory_order_release);
     if (!ok) return false;
@@ -493,18 +489,18 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
         if (smc_broken(c)) return got ? ssize_t(got) : -ECONNRESET;
         core::PeerCdc peer = smc_peer_cdc(c);
-        auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.rx.ring_size());
+        auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.transport.rx_ring_size());
         if (!avail) {
             core::Cursor prod = peer.prod;
             log::warn("fd {}: impossible producer cursor {}:{} (ours {}:{}, ring {}): connection "
                       "broken",
                       c.tcp_fd, prod.wrap, prod.count, c.rx_cons.load().wrap,
-                      c.rx_cons.load().count, c.rx.ring_size());
+                      c.rx_cons.load().count, c.transport.rx_ring_size());
             smc_break(c);
             continue;
         }
         // Our ring full (the peer could not write more): Buffer full, once a call.
-        if (*avail == c.rx.ring_size() && !found_full && !peek) [[unlikely]] {
+        if (*avail == c.transport.rx_ring_size() && !found_full && !peek) [[unlikely]] {
             found_full = true;
             runtime::count_traffic(counters::kRx, counters::kBufFull);
         }
@@ -526,7 +522,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             if (peek || n < *avail) data_left();
             drained = false;
             if (peek) return n;
-            c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.rx.ring_size()));
+            c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.transport.rx_ring_size()));
             if (urg.passes) urg_clear(c);
             got += n;
             after_consume(c, n == *avail);
@@ -585,13 +581,14 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
 
 uint32_t smc_rx_available(const SmcConn& c) {
     core::PeerCdc peer = smc_peer_cdc(c);
-    uint32_t avail = core::cdc_readable(peer, c.rx_cons.load(), c.rx.ring_size()).value_or(0);
+    uint32_t avail =
+        core::cdc_readable(peer, c.rx_cons.load(), c.transport.rx_ring_size()).value_or(0);
     if (peer.urg_count == c.rx_urg_key.load(std::memory_order_relaxed)) return avail;
     // TCP counts only the bytes before a standing mark, unless inline.
     UrgView v = urg_view(c, peer);
     if (v.bad || v.urg.state == kUrgNone || oob_inline(c)) return avail;
-    return std::min(avail,
-                    core::distance(c.rx_cons.load(), v.urg.at, c.rx.ring_size()).value_or(0));
+    return std::min(
+        avail, core::distance(c.rx_cons.load(), v.urg.at, c.transport.rx_ring_size()).value_or(0));
 }
 
 bool smc_check_peer(SmcConn& c) {
@@ -646,7 +643,7 @@ short smc_arm(SmcConn& c, short want, bool for_epoll) {
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
         smc_block_writable(c);
         filled = true;
-        smcd::ask_for_space(*c.tx.control());
+        c.transport.ask_for_space();
         ready |= smc_poll_events(c) & POLLOUT;
     }
     // Make `sig` show what is already true, for a level-triggered
@@ -672,7 +669,7 @@ short smc_poll_events(SmcConn& c) {
     // are seen too.
     core::CloseState st = smc_close_state(c);
     core::PeerCdc peer = smc_peer_cdc(c);
-    auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.rx.ring_size());
+    auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.transport.rx_ring_size());
     if (!avail || st == core::CloseState::Broken) return core::end_events(core::CloseState::Broken);
     uint32_t data = *avail;
     if (peer.urg_count != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
@@ -687,7 +684,7 @@ short smc_poll_events(SmcConn& c) {
     if (data > 0) ev |= POLLIN;
     // EOF, reset, and writable when a write fails at once.
     ev |= core::end_events(st);
-    if (smc_tx_unconsumed(c) < c.tx.ring_size()) ev |= POLLOUT;
+    if (smc_tx_unconsumed(c) < c.transport.tx_ring_size()) ev |= POLLOUT;
     return ev;
 }
 

@@ -7,7 +7,6 @@
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/runtime.hpp"
-#include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wait.hpp"
 #include "engine/wakeup.hpp"
@@ -27,13 +26,13 @@ namespace {
 // Free space in the peer's ring, from its consumer cursor (which it writes
 // into our control line). nullopt: the peer's cursor is impossible.
 std::optional<uint32_t> peer_free(const SmcConn& c) {
-    return core::cdc_space(smc_peer_cdc(c), c.tx_prod.load(), c.tx.ring_size());
+    return core::cdc_space(smc_peer_cdc(c), c.tx_prod.load(), c.transport.tx_ring_size());
 }
 
 // Copies up to `max` bytes of the iovecs (from logical offset `skip`) into the
 // peer's ring at our producer cursor, wrapping at the ring's end.
 uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
-    uint32_t ring = c.tx.ring_size();
+    uint32_t ring = c.transport.tx_ring_size();
     uint32_t pos = c.tx_prod.load().count;
     uint32_t done = 0;
     for (int i = 0; i < iovcnt && done < max; ++i) {
@@ -47,7 +46,7 @@ uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t
         skip = 0;
         while (n > 0) {
             uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
-            std::memcpy(c.tx.ring() + pos, src, chunk);
+            std::memcpy(c.transport.tx_ring() + pos, src, chunk);
             src += chunk;
             n -= chunk;
             done += chunk;
@@ -58,37 +57,36 @@ uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t
 }
 
 void wake_peer_reader(SmcConn& c) {
-    smcd::Control& line = *c.rx.control(); // the peer's requests arrive in our line
-    if (!smcd::take_data_request(line)) {
+    if (!c.transport.take_data_request()) {
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     // Already read all of it? Then the request stands for the next write,
     // and no wake-up is sent that would find nothing to read.
     auto free = peer_free(c);
-    if (free && *free == c.tx.ring_size()) {
-        smcd::keep_data_request(line);
+    if (free && *free == c.transport.tx_ring_size()) {
+        c.transport.keep_data_request();
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    c.peer_signals.wake_reader();
-    smcd::data_woken(line);
+    c.transport.wake_reader();
+    c.transport.data_woken();
     c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Makes everything copied so far visible to the reader.
 void publish_prod(SmcConn& c) {
-    smcd::send_prod(*c.tx.control(), c.tx_prod.load(), c.tx_urg_count);
+    c.transport.send_prod(c.tx_prod.load(), c.tx_urg_count);
     c.tx_held = 0;
     c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Under tx_mu, before publishing the end of an urgent send: the last byte
 // copied is urgent. The mark goes out before the producer word that carries
-// its count (smcd/cdc_line.hpp).
+// its count (the transport keeps that order: core/transport.hpp).
 void mark_urgent(SmcConn& c) {
     ++c.tx_urg_count;
-    smcd::send_urgent_mark(*c.tx.control(), c.tx_prod.load(), c.tx_urg_count);
+    c.transport.send_urgent_mark(c.tx_prod.load(), c.tx_urg_count);
 }
 
 // Under tx_mu: publish held bytes and wake the reader if it waits.
@@ -182,8 +180,7 @@ void smc_block_writable(SmcConn& c) {
     // `sig` then stays writable, a level-triggered writer spins.
     uint64_t bell = space_watch::bell();
     if (!bell) return;
-    auto& ours = c.tx.control()->space_bell; // the peer reads it when it frees space
-    if (ours.load(std::memory_order_relaxed) != bell) ours.store(bell, std::memory_order_relaxed);
+    c.transport.name_bell(bell);
     c.sig_filled.store(true, std::memory_order_release);
     if (!wakeup::fill(c.sig, c.token, c.sink,
                       !c.sig_shrunk.exchange(true, std::memory_order_relaxed))) {
@@ -258,7 +255,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             log::warn("fd {}: impossible consumer cursor {}:{} (ours {}:{}, ring {}): connection "
                       "broken",
                       c.tcp_fd, cons.wrap, cons.count, c.tx_prod.load().wrap,
-                      c.tx_prod.load().count, c.tx.ring_size());
+                      c.tx_prod.load().count, c.transport.tx_ring_size());
             smc_break(c);
             continue;
         }
@@ -279,7 +276,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // point leaves it writable.
             smc_block_writable(c);
             filled = true;
-            smcd::ask_for_space(*c.tx.control());
+            c.transport.ask_for_space();
             // Look again at all a drain of the far end can mean: space, and
             // the peer's close or death (its drain may have come before our
             // fill, and the peer watch's after the look at the top).
@@ -298,10 +295,10 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         }
         uint32_t n = copy_in(c, iov, iovcnt, sent,
                              static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
-        c.tx_prod.store(core::advance(c.tx_prod.load(), n, c.tx.ring_size()));
+        c.tx_prod.store(core::advance(c.tx_prod.load(), n, c.transport.tx_ring_size()));
         sent += n;
         if (!c.shared_by_fork() &&
-            cork_hold(c.tx_held, n, c.tx.ring_size(), c.autocorking_size, more,
+            cork_hold(c.tx_held, n, c.transport.tx_ring_size(), c.autocorking_size, more,
                       c.corked.load(std::memory_order_relaxed) & !urgent, *free - n)) {
             c.tx_held += n; // (holding implies it all fit: sent == total)
             cork_list(c);
@@ -359,7 +356,7 @@ void smc_cork_after_fork_child() {
 
 uint32_t smc_tx_unconsumed(const SmcConn& c) {
     auto free = peer_free(c);
-    return free ? c.tx.ring_size() - *free : 0;
+    return free ? c.transport.tx_ring_size() - *free : 0;
 }
 
 } // namespace usmc

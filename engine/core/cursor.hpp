@@ -26,19 +26,23 @@ bool valid(Cursor c, uint32_t size); // count inside the ring
 // wait for this much consumption (seed: RMB window update fix).
 uint32_t update_limit(uint32_t ring_size);
 
+// A cursor in the low 48 bits of a word (wrap, then count), for words that
+// carry more beside it.
+inline uint64_t pack48(Cursor c) {
+    return uint64_t(c.wrap) | uint64_t(c.count) << 16;
+}
+inline Cursor unpack48(uint64_t w) {
+    return {uint16_t(w), uint32_t((w >> 16) & 0xffffffffu)};
+}
+
 // A cursor one thread advances (under its lock) while others read it without
 // one (poll, FIONREAD): one atomic word, so a reader never pairs the wrap of
 // one value with the count of another (a torn cursor looks impossible, and
 // poll then reported an error it took back a moment later).
 class SharedCursor {
   public:
-    Cursor load() const {
-        uint64_t w = word_.load(std::memory_order_acquire);
-        return {uint16_t(w), uint32_t(w >> 16)};
-    }
-    void store(Cursor c) {
-        word_.store(uint64_t(c.wrap) | uint64_t(c.count) << 16, std::memory_order_release);
-    }
+    Cursor load() const { return unpack48(word_.load(std::memory_order_acquire)); }
+    void store(Cursor c) { word_.store(pack48(c), std::memory_order_release); }
 
   private:
     std::atomic<uint64_t> word_{0};

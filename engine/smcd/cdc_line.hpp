@@ -43,6 +43,7 @@
 #include "engine/core/cdc.hpp"
 #include "engine/core/close_state.hpp"
 #include "engine/core/cursor.hpp"
+#include "engine/core/transport.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -141,13 +142,8 @@ inline core::PeerCdc sent(const Control& peer_line) {
     return receive(peer_line);
 }
 
-// The mark of the peer's latest urgent send: the producer cursor just after
-// its urgent byte, and that send's count (the peer's word, checked by rx).
-struct UrgentMark {
-    Cursor after;
-    uint16_t count = 0;
-};
-inline UrgentMark receive_urgent_mark(const Control& line) {
+// The mark of the peer's latest urgent send (core::UrgentMark).
+inline core::UrgentMark receive_urgent_mark(const Control& line) {
     uint64_t w = line.urg.load(std::memory_order_seq_cst);
     return {unpack_prod(w), urg_count_of(w)};
 }

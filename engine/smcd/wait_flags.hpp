@@ -69,11 +69,7 @@ inline bool take_space_request(Control& own_line) {
 }
 
 // At our close: every request of the peer's, taken at once.
-struct Requests {
-    bool data = false;
-    bool space = false;
-};
-inline Requests take_all_requests(Control& own_line) {
+inline core::Requests take_all_requests(Control& own_line) {
     uint64_t was = own_line.waiting.exchange(0, std::memory_order_seq_cst);
     return {(was & kWaitData) != 0, (was & kWaitSpace) != 0};
 }

@@ -77,7 +77,7 @@ TEST_CASE("SMC-D's receive copies every field of the peer's control line words")
     CHECK(m.prod_flags == smcd::kWriteBlocked);
     CHECK(m.conn_flags == (core::kPeerDoneWriting | 0x01)); // as sent; the core drops the 0x01
     CHECK(core::cdc_ending_flags(m) == core::kPeerDoneWriting);
-    smcd::UrgentMark mark = smcd::receive_urgent_mark(line);
+    core::UrgentMark mark = smcd::receive_urgent_mark(line);
     CHECK(mark.after == Cursor{7, 12000});
     CHECK(mark.count == 3);
 }
@@ -94,7 +94,7 @@ TEST_CASE("SMC-D's send stores what the peer's receive reads back, flags and urg
     CHECK(m.prod_flags == 0);
     CHECK(core::cdc_ending_flags(m) == core::kPeerConnClosed);
     CHECK(smcd::sent(line).prod == m.prod);
-    smcd::UrgentMark mark = smcd::receive_urgent_mark(line);
+    core::UrgentMark mark = smcd::receive_urgent_mark(line);
     CHECK(mark.after == Cursor{2, 700});
     CHECK(mark.count == 5);
 }

@@ -146,9 +146,9 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
         SmcConn c;
         auto server_conn = handshake_pair(t, server_dev, client_dev, *ep, c);
         auto& s = *server_conn;
-        server_rx[round] = s.rx.base;
-        client_rx[round] = c.rx.base;
-        client_tx[round] = c.tx.base;
+        server_rx[round] = s.transport.rx.base;
+        client_rx[round] = c.transport.rx.base;
+        client_tx[round] = c.transport.tx.base;
         CHECK(s.peer_uid == getuid()); // from SO_PEERCRED at attach time
         const std::string msg = round == 0 ? "first" : "again";
         CHECK(send_str(c, msg.c_str()) == ssize_t(msg.size()));

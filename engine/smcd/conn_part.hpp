@@ -1,0 +1,78 @@
+#pragma once
+// SMC-D's part of a connection, behind the core's transport seam
+// (core/transport.hpp): the two DMBs and how the peer's waiters are woken.
+// Every call is one or two atomic operations on a control line, or a
+// datagram by name: inline, so the data path is what it was before the seam.
+//
+//   rx  ours: the peer writes data into its ring and its CDC and requests
+//       into its control line (cdc_line.hpp).
+//   tx  the peer's: we write data into its ring and our CDC and requests
+//       into its control line.
+//
+// The handshake fills both (connect.cpp, listen.cpp: claimed, mapped, or
+// named by a link group) and the connection's release gives them back.
+#include "engine/core/transport.hpp"
+#include "engine/ism.hpp"
+#include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/signal.hpp"
+#include "engine/smcd/wait_flags.hpp"
+
+namespace usmc::smcd {
+
+class ConnPart final {
+  public:
+    ism::Dmb rx;
+    ism::Dmb tx;
+    PeerSignals signals;
+
+    bool attached() const { return tx.valid(); }
+    uint32_t rx_ring_size() const { return rx.ring_size(); }
+    const uint8_t* rx_ring() const { return rx.ring(); }
+    uint32_t tx_ring_size() const { return tx.ring_size(); }
+    uint8_t* tx_ring() { return tx.ring(); }
+
+    core::PeerCdc receive() const { return smcd::receive(own()); }
+    core::UrgentMark receive_urgent_mark() const { return smcd::receive_urgent_mark(own()); }
+    void send_prod(core::Cursor prod, uint16_t urg_count) {
+        smcd::send_prod(peer(), prod, urg_count);
+    }
+    void send_urgent_mark(core::Cursor after, uint16_t urg_count) {
+        smcd::send_urgent_mark(peer(), after, urg_count);
+    }
+    void send_cons(core::Cursor cons, uint8_t conn_flags) {
+        smcd::send_cons(peer(), cons, conn_flags);
+    }
+    core::PeerCdc sent() const { return smcd::sent(peer()); }
+
+    void ask_for_data() { smcd::ask_for_data(peer()); }
+    void ask_for_space() { smcd::ask_for_space(peer()); }
+    void withdraw_data_request() { smcd::withdraw_data_request(peer()); }
+    bool data_asked() const { return smcd::data_asked(peer()); }
+    bool data_wake_in_flight() const { return smcd::data_wake_in_flight(peer()); }
+    // Our process's bell, where the peer rings when it takes our request for
+    // space (written before the request; a store only when it changes).
+    void name_bell(uint64_t bell) {
+        auto& ours = peer().space_bell;
+        if (ours.load(std::memory_order_relaxed) != bell)
+            ours.store(bell, std::memory_order_relaxed);
+    }
+
+    bool take_data_request() { return smcd::take_data_request(own()); }
+    void keep_data_request() { smcd::keep_data_request(own()); }
+    void data_woken() { smcd::data_woken(own()); }
+    bool space_asked() const { return smcd::space_asked(own()); }
+    bool take_space_request() { return smcd::take_space_request(own()); }
+    core::Requests take_all_requests() { return smcd::take_all_requests(own()); }
+    void wake_reader() const { signals.wake_reader(); }
+    // The bell the peer named in our line (its word: a wrong one wakes a
+    // stranger's bell or nobody, never us).
+    void ring_bell() const { signals.ring_bell(own().space_bell.load(std::memory_order_relaxed)); }
+
+  private:
+    Control& own() const { return *rx.control(); }
+    Control& peer() const { return *tx.control(); }
+};
+
+static_assert(core::ConnTransport<ConnPart>);
+
+} // namespace usmc::smcd
