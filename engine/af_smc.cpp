@@ -87,8 +87,8 @@ void set_mode(int fd, SockMode mode, uint32_t reason) {
     if (mode == SockMode::SmcD && log::enabled(config::LogLevel::Info))
         if (SmcConn* c = slot(fd).load(std::memory_order_acquire); c && !is_late(c))
             log::info("fd {}: SMC-D, DMB {} here, {} at the peer", fd,
-                      config::format_size(c->transport.rx.size),
-                      config::format_size(c->transport.tx.size));
+                      config::format_size(c->transport.rx_buffer_bytes()),
+                      config::format_size(c->transport.tx_buffer_bytes()));
 }
 
 void count_result(uint32_t reason, bool smc) {
@@ -109,8 +109,8 @@ void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
 void activated(int fd, SmcConn& c) {
     using namespace counters;
     smc_unblock(c); // writable now, and reachable by the peer's wake-ups
-    runtime::count_traffic(kRx, kBufs + bucket_of(c.transport.rx.size));
-    runtime::count_traffic(kTx, kBufs + bucket_of(c.transport.tx.size));
+    runtime::count_traffic(kRx, kBufs + bucket_of(c.transport.rx_buffer_bytes()));
+    runtime::count_traffic(kTx, kBufs + bucket_of(c.transport.tx_buffer_bytes()));
     diag::publish(runtime::get().seg, c, fd);
 }
 
@@ -144,13 +144,9 @@ void drop_local(SmcConn* c) {
     smc_close_wakeups(*c);
     {
         std::lock_guard lock(g_engine_mu);
-        if (g_engine.dev) {
-            g_engine.dev->disown(c->transport.rx);
-            g_engine.dev->unmap_peer(c->transport.tx);
-        }
+        if (g_engine.dev) c->transport.leave_device(*g_engine.dev);
     }
-    ism::unmap(c->transport.rx);
-    ism::unmap(c->transport.tx);
+    c->transport.unmap();
 }
 
 // A poll() of another thread may still be inside a call on the wake-up
@@ -237,7 +233,7 @@ void discard(SmcConn* c) {
     for (auto& r : c->connecting_regs) // closed while its handshake ran
         note_epoll_member(r.epfd, -1);
     c->connecting_regs.clear();
-    if (c->transport.rx.valid()) {
+    if (c->transport.has_buffers()) {
         smc_close(*c, true);
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev) smc_conn_release(*c, *g_engine.dev, c->peer_uid);
@@ -616,7 +612,7 @@ void each_fd(Fn fn) {
     auto* conns = g_conns.load();
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
-        if (!c || is_late(c) || c->phase.load() != Phase::Active || !c->transport.rx.valid())
+        if (!c || is_late(c) || c->phase.load() != Phase::Active || !c->transport.has_buffers())
             continue;
         fn(fd, c);
     }
@@ -647,7 +643,7 @@ void on_exit() {
             smc_close(*c, false);
         // (A forked child that exits with the connection open: the slot
         // would stay "used" in its parent's segment for good.)
-        ism::release_slot_at_exit(c->transport.rx);
+        c->transport.release_at_exit();
     });
 }
 
@@ -769,8 +765,7 @@ void on_fork_child() {
             // The parent's worker may have taken DMBs for it already: they
             // are the parent's (a slot given back from here would be freed
             // under the parent's connection).
-            c->transport.rx = ism::Dmb{};
-            c->transport.tx = ism::Dmb{};
+            c->transport.forget();
         }
         if (SmcListener* l = g_listeners ? g_listeners[fd].load() : nullptr) l->after_fork_child();
     }

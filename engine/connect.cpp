@@ -224,14 +224,7 @@ ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const Han
 
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
     smc_close_wakeups(c);
-    if (c.transport.rx.valid()) {
-        uint8_t peer_flags = core::cdc_ending_flags(smc_peer_cdc(c));
-        bool peer_done = !c.transport.tx.valid() ||
-                         (peer_flags & (core::kPeerConnClosed | core::kPeerConnAbort));
-        dev.release(c.transport.rx, peer_uid, peer_done);
-    }
-    c.transport.rx = ism::Dmb{};
-    dev.unmap_peer(c.transport.tx);
+    c.transport.release(dev, peer_uid);
 }
 
 } // namespace usmc

@@ -68,6 +68,42 @@ class ConnPart final {
     // stranger's bell or nobody, never us).
     void ring_bell() const { signals.ring_bell(own().space_bell.load(std::memory_order_relaxed)); }
 
+    // The buffers' life, on SMC-D's device (ism.hpp; the caller holds the
+    // engine's lock around the device). The handshake claims or maps them.
+    bool has_buffers() const { return rx.valid(); }
+    uint32_t rx_buffer_bytes() const { return rx.size; }
+    uint32_t tx_buffer_bytes() const { return tx.size; }
+    // The connection is over: our DMB back to the device (reusable at once
+    // if the peer is done with it, else once its close flags are in), the
+    // peer's unmapped or left in the device's mapping cache.
+    void release(ism::Device& dev, uid_t peer_uid) {
+        if (rx.valid()) {
+            uint8_t flags = core::cdc_ending_flags(receive());
+            bool peer_done =
+                !tx.valid() || (flags & (core::kPeerConnClosed | core::kPeerConnAbort));
+            dev.release(rx, peer_uid, peer_done);
+        }
+        rx = ism::Dmb{};
+        dev.unmap_peer(tx);
+    }
+    // Another process may still use the connection (fork): only our own
+    // mappings go. Our DMB leaves the device's count if the device made it,
+    // the peer's may go back to the device's mapping cache (under the
+    // engine's lock); then what is left is unmapped (without it).
+    void leave_device(ism::Device& dev) {
+        dev.disown(rx);
+        dev.unmap_peer(tx);
+    }
+    void unmap() {
+        ism::unmap(rx);
+        ism::unmap(tx);
+    }
+    // A forked child's copy of a handshake its parent runs: the buffers
+    // are the parent's to give back.
+    void forget() { rx = tx = ism::Dmb{}; }
+    // At exit: our slot goes back to whichever process outlives us.
+    void release_at_exit() const { ism::release_slot_at_exit(rx); }
+
   private:
     Control& own() const { return *rx.control(); }
     Control& peer() const { return *tx.control(); }
