@@ -13,13 +13,13 @@
 #include "engine/diag.hpp"
 #include "engine/learn.hpp"
 #include "engine/lgr.hpp"
-#include "engine/link_group.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/link_group.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/tx.hpp"
-#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <bit>

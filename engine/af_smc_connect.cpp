@@ -16,9 +16,9 @@
 #include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/registry.hpp"
 #include "engine/runtime.hpp"
-#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <cstring>

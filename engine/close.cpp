@@ -4,9 +4,9 @@
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/runtime.hpp"
 #include "engine/space_watch.hpp"
-#include "engine/wakeup.hpp"
 
 namespace usmc {
 

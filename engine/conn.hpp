@@ -23,8 +23,8 @@
 #include "engine/base/forkref.hpp"
 #include "engine/core/close_state.hpp"
 #include "engine/core/transport.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/smcd/conn_part.hpp"
-#include "engine/wakeup.hpp"
 
 #include <atomic>
 #include <mutex>

@@ -4,8 +4,8 @@
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/connect_watch.hpp"
-#include "engine/ism_wire.hpp"
 #include "engine/lgr.hpp"
+#include "engine/smcd/ism_wire.hpp"
 
 #include <algorithm>
 #include <atomic>

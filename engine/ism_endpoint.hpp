@@ -10,7 +10,7 @@
 // use), swapping DMB descriptors both ways with SCM_RIGHTS. Nothing is
 // reachable by guessing: without the 64-bit random token the endpoint
 // gives nothing.
-#include "engine/ism.hpp"
+#include "engine/smcd/ism.hpp"
 
 #include <atomic>
 #include <condition_variable>

@@ -5,8 +5,8 @@
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/handshake.hpp"
-#include "engine/link_group.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/link_group.hpp"
 
 #include <algorithm>
 #include <cerrno>

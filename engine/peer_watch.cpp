@@ -2,7 +2,7 @@
 
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
-#include "engine/wakeup.hpp"
+#include "engine/readiness/wakeup.hpp"
 
 #include <atomic>
 #include <mutex>

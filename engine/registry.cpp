@@ -2,8 +2,8 @@
 
 #include "engine/base/statseg.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/ism.hpp"
 #include "engine/ism_endpoint.hpp"
+#include "engine/smcd/ism.hpp"
 
 #include <arpa/inet.h>
 #include <array>

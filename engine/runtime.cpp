@@ -2,6 +2,7 @@
 
 #include "config/size.hpp"
 #include "engine/af_smc.hpp"
+#include "engine/base/count.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
@@ -34,6 +35,9 @@ namespace {
 // this file's own dynamic initialisers may have run.
 State& storage() {
     static State state;
+    // Every layer counts into the segment this keeps (base/count.hpp).
+    static const bool counting = (counters::count_into(&state.seg), true);
+    (void)counting;
     return state;
 }
 std::atomic<int> g_init{0}; // 0 not yet, 1 in progress, 2 done
@@ -267,26 +271,6 @@ State& get() {
 
 bool initialised() {
     return g_init.load(std::memory_order_acquire) == 2;
-}
-
-void count(counters::Id id, uint64_t n) {
-    if (auto* seg = storage().seg) seg->counters[id].fetch_add(n, std::memory_order_relaxed);
-}
-
-void set_gauge(counters::Id id, uint64_t value) {
-    if (auto* seg = storage().seg) seg->counters[id].store(value, std::memory_order_relaxed);
-}
-
-void count_traffic(counters::Dir dir, unsigned slot, uint64_t n) {
-    if (auto* seg = storage().seg) seg->traffic[dir][slot].fetch_add(n, std::memory_order_relaxed);
-}
-
-void count_fallback(uint32_t reason) {
-    auto* seg = storage().seg;
-    if (!seg) return;
-    seg->counters[counters::fallbacks].fetch_add(1, std::memory_order_relaxed);
-    if (auto i = fallback::index_of(reason))
-        seg->fallbacks[*i].fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {

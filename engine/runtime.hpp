@@ -3,6 +3,7 @@
 // the stats segment and the fd table. Cheap parts are set up when the
 // library loads; the rest on first use by a TCP socket.
 #include "config/config.hpp"
+#include "engine/base/count.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/statseg.hpp"
@@ -66,12 +67,11 @@ inline void publish_own_stats() {
         publish_own_stats_slow();
 }
 
-void count(counters::Id id, uint64_t n = 1);
-// A gauge (counters::is_gauge) whose owner knows its value: stored, not added.
-void set_gauge(counters::Id id, uint64_t value);
-void count_fallback(uint32_t reason);
-// RX/TX counters (counters::Traffic), one relaxed increment.
-void count_traffic(counters::Dir dir, unsigned slot, uint64_t n = 1);
+// Counting (engine/base/count.hpp, where every layer counts).
+using counters::count;
+using counters::count_fallback;
+using counters::count_traffic;
+using counters::set_gauge;
 
 // limit_smc_hs default for new sockets: the launcher's flag, else the config.
 bool default_limit_hs();

@@ -5,9 +5,9 @@
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/runtime.hpp"
 #include "engine/wait.hpp"
-#include "engine/wakeup.hpp"
 
 #include <cerrno>
 #include <cstring>

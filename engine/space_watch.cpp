@@ -3,9 +3,9 @@
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/runtime.hpp"
 #include "engine/tx.hpp"
-#include "engine/wakeup.hpp"
 
 #include <mutex>
 #include <new>

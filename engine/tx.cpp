@@ -6,10 +6,10 @@
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/runtime.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wait.hpp"
-#include "engine/wakeup.hpp"
 
 #include <algorithm>
 #include <cerrno>

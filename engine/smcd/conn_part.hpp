@@ -12,8 +12,8 @@
 // The handshake fills both (connect.cpp, listen.cpp: claimed, mapped, or
 // named by a link group) and the connection's release gives them back.
 #include "engine/core/transport.hpp"
-#include "engine/ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/ism.hpp"
 #include "engine/smcd/signal.hpp"
 #include "engine/smcd/wait_flags.hpp"
 

@@ -6,7 +6,7 @@
 // it wrote into our control line. Nothing passes between the processes but
 // the two names. SMC-R answers with its CDC message instead: the SEND's
 // receive completion wakes the peer's engine, which wakes its `sig` itself.
-#include "engine/wakeup.hpp"
+#include "engine/readiness/wakeup.hpp"
 
 #include <cstdint>
 

@@ -37,10 +37,6 @@
 
 using namespace usmc;
 
-// The data path counts its rare events (a full ring, a spin) into the
-// process's stats segment; the fuzz build has no runtime, so they go nowhere.
-void usmc::runtime::count_traffic(counters::Dir, unsigned, uint64_t) {}
-void usmc::runtime::count(counters::Id, uint64_t) {}
 using core::Cursor;
 
 namespace {

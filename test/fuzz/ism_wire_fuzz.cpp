@@ -14,7 +14,7 @@
 //   5..8    msg_flags
 //   9..     the control buffer (its length, then its bytes) or the
 //           descriptor numbers (2 bytes each)
-#include "engine/ism_wire.hpp"
+#include "engine/smcd/ism_wire.hpp"
 #include "test/fuzz/fuzz_check.hpp"
 
 #include <cstdlib>

@@ -5,8 +5,8 @@
 //
 //   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire must exist)
 #include "engine/clc.hpp"
-#include "engine/ism_wire.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/ism_wire.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -9,7 +9,7 @@ memfd it asks the listener's endpoint for, with the entry's token),
 sends a valid SMC-D Proposal, reads the Accept (the server's GID and DMB
 token), attaches on the server's abstract Unix endpoint with its own sealed
 memfd DMB, binds its wake-up socket to the name its Confirm token makes
-(engine/wakeup.hpp), and sends the Confirm. Then it
+(engine/readiness/wakeup.hpp), and sends the Confirm. Then it
 misbehaves, in one of these modes:
 
   flip-flags      (no descriptor of the server's is shared any more, so
@@ -93,7 +93,7 @@ def size_code(size):
 
 def confirm(gid, token, dmb_size):
     """A Confirm after an attach: its first-contact bit says so (without it
-    the server looks for our DMB in a link group, engine/link_group.hpp)."""
+    the server looks for our DMB in a link group, engine/smcd/link_group.hpp)."""
     body = bytearray(78)
     struct.pack_into(">QQ", body, 8, gid, token)
     body[25] = size_code(dmb_size) << 4
@@ -238,7 +238,7 @@ class Pending:
         os.close(self.fd)
 
 
-# --- DMBs and the control line (engine/smcd/cdc_line.hpp, engine/ism.cpp) ----------------
+# --- DMBs and the control line (engine/smcd/cdc_line.hpp, engine/smcd/ism.cpp) ----------------
 CDC_TYPE = 0xFE
 CTRL = 64
 PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40  # OWNER_REFS: where usmc kept its fork count (2ccbe20)
@@ -276,7 +276,7 @@ def cursor(wrap, count):
 
 def sig_name(token):
     """The abstract name of the wake-up socket of the side that announced
-    `token` in CLC (engine/wakeup.cpp)."""
+    `token` in CLC (engine/readiness/wakeup.cpp)."""
     return f"\0usmc-s-{token:016x}".encode()
 
 
@@ -415,7 +415,7 @@ def flip_flags(args):
 def confirm_named(gid, token, dmb_size, serial, slot):
     """A Confirm with no attach behind it (first-contact bit clear): it
     names our DMB as slot `slot` of our segment `serial`, as a connection
-    on a link group does (engine/link_group.hpp)."""
+    on a link group does (engine/smcd/link_group.hpp)."""
     body = bytearray(confirm(gid, token, dmb_size))
     body[7] &= ~(0b10 << 2) & 0xFF
     body[24] = slot

@@ -395,7 +395,7 @@ def case_owner_refs(env):
 def case_forged_reuse(env):
     """After a first contact (a link group with the server), connections
     whose Confirm names a DMB without attaching, with names that do not
-    check out (engine/link_group.hpp): the server resets each of those
+    check out (engine/smcd/link_group.hpp): the server resets each of those
     connections and serves everyone else."""
     server, port = start_server(env)
     resident = Resident(env, port)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Link groups (engine/link_group.hpp) across fork and across users.
+"""Link groups (engine/smcd/link_group.hpp) across fork and across users.
 
 A process's first SMC-D connection to a peer process attaches (a first
 contact, counted on both sides), later ones claim slots and name them in

@@ -3,10 +3,10 @@
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
+#include "engine/readiness/wakeup.hpp"
 #include "engine/smcd/wait_flags.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/tx.hpp"
-#include "engine/wakeup.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 // DMB accounting of ism::Device across fork: the process whose device made a
 // DMB counts it until it gives it back, whichever process closes last.
-#include "engine/ism.hpp"
+#include "engine/smcd/ism.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // DMB slots in segments (ism.hpp): one memfd for the DMBs of peers of one
 // user, slots claimed and given back under the rules of reused DMBs, the
 // count exact, a forked child's close giving the slot back to its parent.
-#include "engine/ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/ism.hpp"
 
 #include <catch2/catch.hpp>
 

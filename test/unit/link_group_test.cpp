@@ -1,8 +1,8 @@
 // Link groups (link_group.hpp): what a first contact leaves behind, and when
 // a later connection's names are believed.
-#include "engine/ism.hpp"
-#include "engine/link_group.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/ism.hpp"
+#include "engine/smcd/link_group.hpp"
 
 #include <catch2/catch.hpp>
 

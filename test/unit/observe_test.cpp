@@ -4,7 +4,7 @@
 #include "engine/base/counters.hpp"
 #include "engine/base/statseg.hpp"
 #include "engine/diag.hpp"
-#include "engine/ism.hpp"
+#include "engine/smcd/ism.hpp"
 #include "tools/observe.hpp"
 
 #include "test/unit/stats_dir.hpp"

@@ -1,4 +1,4 @@
-#include "engine/ism_wire.hpp"
+#include "engine/smcd/ism_wire.hpp"
 
 #include <algorithm>
 #include <cstring>

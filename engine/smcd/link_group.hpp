@@ -31,7 +31,7 @@
 // job per request) would keep each one's segment, with the bytes it sent
 // it, until the group had been idle for kIdleMs. Groups not used for
 // kIdleMs are dropped too (their pins released).
-#include "engine/ism.hpp"
+#include "engine/smcd/ism.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,9 +1,9 @@
-#include "engine/ism.hpp"
+#include "engine/smcd/ism.hpp"
 
-#include "engine/link_group.hpp"
-#include "engine/runtime.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/link_group.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/sys.hpp"
 
 #include <algorithm>
@@ -286,7 +286,7 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     in_use_ += g->file_size();
     spare_bytes_ += g->file_size();
     segments_.push_back(g);
-    runtime::count(counters::dmb_segments);
+    counters::count(counters::dmb_segments);
     return g;
 }
 
@@ -324,7 +324,7 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
             wipe_for_reuse(d);
             g->tokens[i] = d.token;
             publish();
-            runtime::count(counters::dmb_slots);
+            counters::count(counters::dmb_slots);
             return d;
         }
         return std::nullopt;
@@ -414,7 +414,7 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
             spare_bytes_ -= std::min<uint64_t>(spare_bytes_, d.size); // now a connection's
             publish();
             wipe_for_reuse(d); // the new peer must not see the old connection's bytes
-            runtime::count(counters::dmb_reused);
+            counters::count(counters::dmb_reused);
             return d;
         }
     }
@@ -434,7 +434,7 @@ std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
         in_use_ += size;
         d->owner = gid_;
         publish();
-        runtime::count(counters::dmb_created);
+        counters::count(counters::dmb_created);
     }
     return d;
 }
@@ -507,8 +507,8 @@ void Device::uncount_live(uint32_t size) {
 }
 
 void Device::publish() const {
-    runtime::set_gauge(counters::dmb_bytes, in_use_ - spare_bytes_ - away_bytes_);
-    runtime::set_gauge(counters::dmb_spare_bytes, spare_bytes_);
+    counters::set_gauge(counters::dmb_bytes, in_use_ - spare_bytes_ - away_bytes_);
+    counters::set_gauge(counters::dmb_spare_bytes, spare_bytes_);
 }
 
 bool Device::has_room(uint32_t size) const {
@@ -537,7 +537,7 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint32_t offset, uint
         if (it != peer_maps_.end() && it->second.dev == st.st_dev &&
             it->second.dmb.size == file_size) {
             sys::real().close(fd);
-            runtime::count(counters::peer_maps_reused);
+            counters::count(counters::peer_maps_reused);
             return cached(it->second);
         }
     }

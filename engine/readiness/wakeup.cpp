@@ -1,4 +1,4 @@
-#include "engine/wakeup.hpp"
+#include "engine/readiness/wakeup.hpp"
 
 #include "engine/base/forkref.hpp"
 #include "engine/base/sys.hpp"

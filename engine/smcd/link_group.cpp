@@ -1,9 +1,9 @@
-#include "engine/link_group.hpp"
+#include "engine/smcd/link_group.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/runtime.hpp"
 #include "engine/smcd/cdc_line.hpp"
 
 #include <algorithm>
@@ -81,7 +81,7 @@ void LinkGroups::peer_exited(int pidfd) {
             it->pidfd = -1;
             drop(*it);
             groups_.erase(it);
-            runtime::count(counters::lgr_peer_gone);
+            counters::count(counters::lgr_peer_gone);
         }
     }
     close_pidfd(pidfd);
