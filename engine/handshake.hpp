@@ -15,8 +15,8 @@
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/conn.hpp"
-#include "engine/ism_endpoint.hpp"
 #include "engine/smcd/ism.hpp"
+#include "engine/smcd/ism_endpoint.hpp"
 
 #include <functional>
 #include <memory>

@@ -2,8 +2,8 @@
 
 #include "engine/base/statseg.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/ism_endpoint.hpp"
 #include "engine/smcd/ism.hpp"
+#include "engine/smcd/ism_endpoint.hpp"
 
 #include <arpa/inet.h>
 #include <array>
@@ -293,16 +293,6 @@ std::optional<Found> lookup_exact(const sockaddr* addr, socklen_t len,
 }
 
 } // namespace
-
-uint64_t netns_id() {
-    // A process changes its network namespace (setns, unshare) rarely and
-    // not while usmc is in the middle of a connect; read it once.
-    static const uint64_t id = [] {
-        struct stat st;
-        return ::stat("/proc/self/ns/net", &st) == 0 ? uint64_t(st.st_ino) : uint64_t(0);
-    }();
-    return id;
-}
 
 void on_fork_child() {
     new (&g_cache_mu) std::mutex();

@@ -18,6 +18,8 @@
 // file in /dev/shm that others can write, others can also truncate, and
 // every process mapping it then dies of SIGBUS. A forged or zeroed counter
 // can cost time, never a byte.
+#include "engine/base/sys.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -87,8 +89,8 @@ struct Found {
     uid_t owner = 0;
 };
 
-// Network namespace id of this process (inode of /proc/self/ns/net).
-uint64_t netns_id();
+// Network namespace id of this process (sys::netns_id).
+using sys::netns_id;
 
 // A forked child: the lookup cache's lock may have been held by a parent thread.
 void on_fork_child();

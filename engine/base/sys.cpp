@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <system_error>
 #include <thread>
 #include <time.h>
@@ -81,6 +82,16 @@ int place_high(int fd) {
     if (high < 0) return fd;
     if (high != fd) real().close(fd);
     return high;
+}
+
+uint64_t netns_id() {
+    // A process changes its network namespace (setns, unshare) rarely and
+    // not while usmc is in the middle of a connect; read it once.
+    static const uint64_t id = [] {
+        struct stat st;
+        return ::stat("/proc/self/ns/net", &st) == 0 ? uint64_t(st.st_ino) : uint64_t(0);
+    }();
+    return id;
 }
 
 int place_high_strict(int fd) {

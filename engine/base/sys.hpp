@@ -111,6 +111,11 @@ int place_high(int fd);
 // is closed and -1 returned (EMFILE), so connections never eat into the
 // application's three quarters; the connection then runs as TCP.
 int place_high_strict(int fd);
+
+// This process's network namespace (the inode of /proc/self/ns/net, 0 if
+// unknown): part of every abstract name usmc binds, so namespaces that
+// share nothing else do not meet. Read once.
+uint64_t netns_id();
 // Where that top quarter starts.
 int high_base();
 

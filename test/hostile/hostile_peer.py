@@ -3,7 +3,7 @@
 
 It speaks usmc's side of SMC-D by hand, as a usmc client does (the formats
 are engine/clc.hpp, engine/smcd/cdc_line.hpp, engine/registry.hpp and the attach
-messages of engine/ism_endpoint.cpp): it finds the listener's registry
+messages of engine/smcd/ism_endpoint.cpp): it finds the listener's registry
 entry, announces its connect in the listener's Pending memory (a sealed
 memfd it asks the listener's endpoint for, with the entry's token),
 sends a valid SMC-D Proposal, reads the Accept (the server's GID and DMB
@@ -289,7 +289,7 @@ def wakeup_socket(token):
     return s
 
 
-# --- the attach (engine/ism_endpoint.cpp, engine/lgr.cpp) -----------------------
+# --- the attach (engine/smcd/ism_endpoint.cpp, engine/smcd/lgr.cpp) -----------------------
 ATTACH_MAGIC = 0x55534D41  # "USMA"
 SHARE_MAGIC = 0x55534D53  # "USMS": the memory a process shares under a token
 REQUEST = struct.Struct("=IIQIIII")  # magic, dmb_size, token, dmb_offset, file_size, serial, 0

@@ -3,7 +3,7 @@
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/handshake.hpp"
-#include "engine/lgr.hpp"
+#include "engine/smcd/lgr.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>

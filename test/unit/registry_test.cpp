@@ -1,8 +1,8 @@
 #include "engine/base/sys.hpp"
-#include "engine/ism_endpoint.hpp"
-#include "engine/lgr.hpp"
 #include "engine/registry.hpp"
 #include "engine/smcd/ism.hpp"
+#include "engine/smcd/ism_endpoint.hpp"
+#include "engine/smcd/lgr.hpp"
 
 #include "test/unit/stats_dir.hpp"
 #include <arpa/inet.h>

@@ -1,9 +1,8 @@
-#include "engine/lgr.hpp"
+#include "engine/smcd/lgr.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/registry.hpp"
-#include "engine/runtime.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -133,7 +132,7 @@ bool connect_link(Slot& s, uint64_t gid, uid_t euid) {
     }
     s.peer = Peer{sys::place_high(fd), cred.pid, cred.uid};
     s.our_euid = euid;
-    runtime::count(counters::links_made);
+    counters::count(counters::links_made);
     return true;
 }
 
@@ -143,7 +142,7 @@ socklen_t endpoint_address(uint64_t gid, sockaddr_un& sun) {
     std::memset(&sun, 0, sizeof sun);
     sun.sun_family = AF_UNIX;
     int n = std::snprintf(sun.sun_path + 1, sizeof sun.sun_path - 1, "usmc-ism.%llu.%016llx",
-                          static_cast<unsigned long long>(registry::netns_id()),
+                          static_cast<unsigned long long>(sys::netns_id()),
                           static_cast<unsigned long long>(gid));
     return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
 }

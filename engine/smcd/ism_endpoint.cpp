@@ -1,11 +1,10 @@
-#include "engine/ism_endpoint.hpp"
+#include "engine/smcd/ism_endpoint.hpp"
 
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/connect_watch.hpp"
-#include "engine/lgr.hpp"
 #include "engine/smcd/ism_wire.hpp"
+#include "engine/smcd/lgr.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -577,12 +576,15 @@ bool attach_async(uint64_t gid, uint64_t token, std::function<std::optional<Fds>
             break;
         }
         lgr::Hold h = *held;
-        bool watched = connect_watch::add(
-            h.peer.fd, connect_watch::Want::Readable, uint32_t(std::max(timeout_ms, 0)),
-            [st, h, done](bool answered) {
-                lgr::release(h, answered ? take_reply(*st, h.peer) : lgr::Outcome::Broken);
-                done(attach_result(*st));
-            });
+        // (Whatever comes, an answer or a hang-up, is for take_reply to
+        // read; no event: the deadline passed.)
+        bool watched = loop::add(
+                           h.peer.fd, EPOLLIN | EPOLLRDHUP, std::max(timeout_ms, 0),
+                           [st, h, done](uint32_t ev) {
+                               lgr::release(h, ev ? take_reply(*st, h.peer) : lgr::Outcome::Broken);
+                               done(attach_result(*st));
+                           },
+                           loop::Kind::Handshake) != 0;
         if (watched) return true;
         lgr::release(h, lgr::Outcome::Broken); // its answer would be read by nobody
         break;
