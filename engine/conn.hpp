@@ -1,11 +1,13 @@
 #pragma once
-// One side of an SMC-D connection's data path: our DMB (the peer produces
-// into it), the peer's DMB (we produce into it), the cursors only this side
-// writes, and the socket that carries wake-ups (wakeup.hpp).
+// One side of a connection's data path: its transport's part (the rings
+// and how the peer is reached: SMC-D's two DMBs, smcd/conn_part.hpp), the
+// cursors only this side writes, and the socket that carries wake-ups
+// (readiness/wakeup.hpp).
 //
 // Wake-ups cost a system call, so they are sent only to a peer that said it
-// is waiting (smcd::WaitFlags, set by the waiter in the peer's control line
-// and taken by the notifier with one atomic RMW), and at most one per call.
+// is waiting (the transport's ask_for_* and take_*_request: SMC-D's wait
+// flags in the peer's control line, taken by the notifier with one atomic
+// RMW), and at most one per call.
 // Both sides use seq_cst for "publish cursor, then look at the wait flag" and
 // "set wait flag, then look at the cursor again", so a wake-up is never lost.
 //
@@ -17,8 +19,8 @@
 //             full, and drain the sink when space is found, by our own
 //             calls or when the peer rings our bell (space_watch.hpp).
 //
-// Every cursor read from shared memory is checked against the ring and our
-// own cursors; a bad one marks the connection broken (ECONNRESET), nothing
+// Every cursor the peer gives us is checked against the ring and our own
+// cursors; a bad one marks the connection broken (ECONNRESET), nothing
 // else.
 #include "engine/base/forkref.hpp"
 #include "engine/core/close_state.hpp"
