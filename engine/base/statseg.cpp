@@ -62,10 +62,10 @@ uint64_t process_start_time(pid_t pid) {
     return std::strtoull(p, nullptr, 10);
 }
 
+// The magic last: a reader (usmc stats) that finds the file before it is
+// whole skips it, and never sees our pid without our start time (it would
+// take us for a dead process of that pid and retire our segment under us).
 static void fill_header(Header* h, const char* program, uint32_t capacity) {
-    std::memcpy(h->magic, kMagic, sizeof kMagic);
-    h->version = kVersion;
-    h->header_bytes = kHeaderBytes;
     h->pid = getpid();
     h->uid = getuid();
     h->start_time = process_start_time(h->pid);
@@ -73,6 +73,10 @@ static void fill_header(Header* h, const char* program, uint32_t capacity) {
     h->program[sizeof h->program - 1] = 0;
     h->fd_capacity = capacity;
     h->conn_slots = kConnSlots;
+    h->version = kVersion;
+    h->header_bytes = kHeaderBytes;
+    std::atomic_thread_fence(std::memory_order_release);
+    std::memcpy(h->magic, kMagic, sizeof kMagic);
 }
 
 // Opens a fresh file for this pid, replacing one left by an earlier image of
@@ -149,6 +153,11 @@ bool privatise_in_child(Header* h) {
 
 bool publish_in_child(Header* h, char* path, size_t path_len) {
     size_t bytes = segment_bytes(h->fd_capacity);
+    // Our start time goes in before the file can be seen: a reader that
+    // found it without one would take us for a dead process of that pid, and
+    // (our user's reader) fold our counters away and remove the file, under
+    // us (a process counted into a file nobody could find any more).
+    h->start_time = process_start_time(h->pid);
     // The header page goes to the file as it is now; what another thread
     // counts between this copy and the mapping below is lost (a child's first
     // moments, never a connection's outcome: those come after the call that
@@ -164,7 +173,6 @@ bool publish_in_child(Header* h, char* path, size_t path_len) {
         path[0] = 0;
         return false;
     }
-    h->start_time = process_start_time(h->pid);
     return true;
 }
 
