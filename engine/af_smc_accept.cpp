@@ -183,10 +183,18 @@ void await_confirm(ServerHandshake h, SmcConn* pending, uint64_t token);
 // event loop waits for the Confirm, or the handshake ends here.
 void begin(ServerHandshake h, clc::ReadResult* taken = nullptr) {
     uint64_t token = 0;
-    auto result =
-        smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token, taken);
-    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result))
+    bool complete = false;
+    auto result = smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token,
+                                   taken, &complete);
+    if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
+        // The Accept took the client's named DMB: up, with no Confirm to wait for.
+        if (complete) {
+            Accepted a;
+            a.conn = std::move(*conn);
+            return server_done(h, std::move(a), core::ServerEvent::AcceptTook);
+        }
         return await_confirm(h, conn->release(), token);
+    }
     server_done(h, result);
 }
 

@@ -109,6 +109,40 @@ bool client_congested() {
     return q && q->congested();
 }
 
+// Which server process took our last SMC connection to an address (its
+// GID): the one whose link group the next Proposal names our DMB in. The
+// registry names only the listener's publisher, which in a pre-fork server
+// (nginx) is not the process that accepts. A hint: a wrong one costs the
+// name (the Confirm follows as before), never the connection.
+struct AcceptorHint {
+    std::atomic<uint64_t> key{0};
+    std::atomic<uint64_t> gid{0};
+};
+constexpr size_t kAcceptorHints = 64;
+AcceptorHint g_acceptors[kAcceptorHints];
+
+// FNV-1a over what names the destination: family, port and address.
+uint64_t destination_key(const sockaddr* addr, socklen_t len) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(addr);
+    size_t n = addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    n = std::min<size_t>(n, len);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h | 1; // never 0, the empty entry
+}
+
+uint64_t acceptor_of(uint64_t key) {
+    const AcceptorHint& e = g_acceptors[key % kAcceptorHints];
+    return e.key.load(std::memory_order_relaxed) == key ? e.gid.load(std::memory_order_relaxed) : 0;
+}
+
+void note_acceptor(uint64_t key, uint64_t gid) {
+    AcceptorHint& e = g_acceptors[key % kAcceptorHints];
+    if (e.gid.load(std::memory_order_relaxed) != gid) e.gid.store(gid, std::memory_order_relaxed);
+    if (e.key.load(std::memory_order_relaxed) != key) e.key.store(key, std::memory_order_relaxed);
+}
+
 // The client port connect() chose (0 if unknown): announced so the server
 // knows which connection will send a Proposal.
 uint16_t local_port(int fd) {
@@ -128,6 +162,8 @@ struct ClientHandshake {
     sockaddr_storage addr;
     socklen_t len;
     uint16_t port;
+    uint64_t key;        // destination_key of addr
+    uint64_t server_gid; // the process we expect to take it (acceptor hint, else the publisher)
     core::ClientHs state = core::ClientHs::Start;
 
     void on(core::ClientEvent e) { hs_track::advance(state, e, fd); }
@@ -150,6 +186,7 @@ void end_client(ClientHandshake h, const ConnectResult& result, core::ClientEven
     bool smc = std::holds_alternative<std::monostate>(result);
     bool tcp_failed =
         std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
+    if (smc) note_acceptor(h.key, c->peer_gid);
     finish_connect(h.fd, c, result, &reason);
     if (!tcp_failed) count_result(reason, smc);
     g_engine.client_q.load(std::memory_order_acquire)->end();
@@ -175,7 +212,7 @@ void client_job(ClientHandshake h, core::ClientHs from, bool late) {
     } else {
         pollfd p{h.fd, POLLOUT, 0};
         if (sys::real().poll(&p, 1, kTcpConnectWaitMs) == 1 && !(p.revents & (POLLERR | POLLHUP)))
-            result = smc_connect_handshake(h.fd, *h.c, *g_engine.dev, cfg, false);
+            result = smc_connect_handshake(h.fd, *h.c, *g_engine.dev, cfg, false, h.server_gid);
         else // failed or still going: the application reads the kernel's outcome
             result = Fallback{0, 0};
     }
@@ -192,6 +229,9 @@ void to_worker(ClientHandshake h, Job job) {
     HandshakeQueue* q = client_queue();
     if (q && q->submit([h, job]() mutable { job(h); })) return;
     if (sent) {
+        // The server took the DMB our Proposal named: it believes SMC is up,
+        // and only an error is honest (no thread is left to finish it).
+        if (!smc_withdraw_named_dmb(*h.c)) return end_client(h, -ECONNRESET);
         // The server answers our Proposal: decline, and skip its answer.
         clc::send_decline(h.fd, g_engine.dev->gid(), fallback::INTERR, 1000);
         h.c->late_clc.store(true);
@@ -206,12 +246,16 @@ void to_worker(ClientHandshake h, bool late = false) {
 
 // Sends the Proposal now that the TCP connection is up, if our memory has
 // room for a DMB: ProposalSent, ProposalFailed, or NeedsThread (no room: a
-// worker goes on, and falls back).
-core::ClientEvent send_proposal_now(int fd) {
+// worker goes on, and falls back). On a link group with the process we
+// expect to take it, our DMB is claimed now and named in it.
+core::ClientEvent send_proposal_now(const ClientHandshake& h) {
     HandshakeConfig cfg = handshake_config();
-    if (!g_engine.dev->has_room(cfg.dmb_size)) return core::ClientEvent::NeedsThread;
-    return smc_send_proposal(fd, *g_engine.dev, cfg) ? core::ClientEvent::ProposalSent
-                                                     : core::ClientEvent::ProposalFailed;
+    ism::Device& dev = *g_engine.dev;
+    if (!dev.has_room(cfg.dmb_size)) return core::ClientEvent::NeedsThread;
+    auto named = smc_name_dmb(*h.c, dev, cfg, h.server_gid);
+    return smc_send_proposal(h.fd, dev, cfg, named ? &*named : nullptr)
+               ? core::ClientEvent::ProposalSent
+               : core::ClientEvent::ProposalFailed;
 }
 
 // A loopback TCP connect is mostly complete when connect() returns. Then
@@ -221,12 +265,12 @@ core::ClientEvent send_proposal_now(int fd) {
 // it (clc_detect_timeout_ms): two queues waiting on each other, which
 // stalled whole seconds of a c=1000 short-lived run. A connect not up yet
 // is TcpPending: the connect watch sends it when it is (connect_watch.hpp).
-core::ClientEvent early_proposal(int fd) {
-    pollfd p{fd, POLLOUT, 0};
+core::ClientEvent early_proposal(const ClientHandshake& h) {
+    pollfd p{h.fd, POLLOUT, 0};
     int n = sys::real().poll(&p, 1, 0);
     if (n == 0) return core::ClientEvent::TcpPending;
     if (n != 1 || p.revents != POLLOUT) return core::ClientEvent::NeedsThread;
-    return send_proposal_now(fd);
+    return send_proposal_now(h);
 }
 
 // Attaching, on the event loop: the endpoint's answer completes the
@@ -292,7 +336,7 @@ void after_proposal(ClientHandshake h, core::ClientEvent sent) {
 // Nonblocking connect of a candidate: EINPROGRESS; the handshake goes on
 // without the application (event loop, worker).
 int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
-                  learn::Ticket learner) {
+                  learn::Ticket learner, uint64_t publisher_gid) {
     HandshakeQueue* q = client_queue();
     auto* c = new SmcConn;
     c->learn_ticket = learner;
@@ -320,11 +364,13 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
     }
     slot(fd).store(c, std::memory_order_release);
     q->begin(); // ended where the handshake ends (end_client)
-    ClientHandshake h{fd, c, {}, len, local_port(fd)};
+    uint64_t key = destination_key(addr, len);
+    uint64_t acceptor = acceptor_of(key);
+    ClientHandshake h{fd, c, {}, len, local_port(fd), key, acceptor ? acceptor : publisher_gid};
     registry::announce_pending(addr, len, true, h.port);
     std::memcpy(&h.addr, addr, std::min<size_t>(len, sizeof h.addr));
     runtime::count(counters::client_async_handshakes);
-    auto early = early_proposal(fd);
+    auto early = early_proposal(h);
     if (early == core::ClientEvent::TcpPending) {
         // close() of the socket meanwhile shuts it down and waits for the
         // handshake's end: the watch sees the hang-up.
@@ -334,7 +380,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
                 if (!up)
                     return end_client(h,
                                       Fallback{0, 0}); // the kernel's outcome is the application's
-                after_proposal(h, send_proposal_now(h.fd));
+                after_proposal(h, send_proposal_now(h));
             });
         if (watched) {
             runtime::count(counters::connects_watched);
@@ -350,7 +396,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
 
 // Blocking connect of a candidate: the real connect, then the handshake here.
 int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
-                     learn::Ticket learner) {
+                     learn::Ticket learner, uint64_t publisher_gid) {
     if (!registry::announce_pending(addr, len, true)) {
         *reason = fallback::NOLISTENER; // its announcements cannot be reached
         return 1;
@@ -371,13 +417,17 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     hs_track::advance(state, core::ClientEvent::NeedsThread,
                       fd); // the caller blocks, as in the kernel
     errno = 0;
+    uint64_t key = destination_key(addr, len);
+    uint64_t acceptor = acceptor_of(key);
     if (!smc_conn_init_wakeups(*conn, true, ism::random64()) && errno == EMFILE)
         result = Fallback{fallback::FDLIMIT, 0};
     else if (conn->sig >= 0)
-        result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config());
+        result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config(), false,
+                                       acceptor ? acceptor : publisher_gid);
     hs_track::advance(state, event_of(result), fd);
     registry::announce_pending(addr, len, false, port);
     if (std::holds_alternative<std::monostate>(result)) {
+        note_acceptor(key, conn->peer_gid);
         install(fd, std::move(conn), false);
         count_result(0, true);
         return 0;
@@ -454,8 +504,10 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
     bool nonblock = false;
     bool candidate = false;
     learn::Ticket learner = 0;
+    uint64_t publisher_gid = 0;
     if (modes & config::kModeSmcD) {
         auto found = registry::lookup(addr, len, runtime::get().cfg.trusted_uids);
+        if (found) publisher_gid = found->gid;
         if (!found || !(found->flags & registry::kSmcD)) {
             reason = fallback::NOLISTENER;
         } else if (found->flags & registry::kCongested) {
@@ -507,8 +559,8 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
 
     int rc = 1; // 1: not (or no longer) a candidate, connect as plain TCP
     if (candidate)
-        rc = nonblock ? connect_async(fd, addr, len, &reason, learner)
-                      : connect_blocking(fd, addr, len, &reason, learner);
+        rc = nonblock ? connect_async(fd, addr, len, &reason, learner, publisher_gid)
+                      : connect_blocking(fd, addr, len, &reason, learner, publisher_gid);
     if (rc == 1) {
         rc = sys::real().connect(fd, addr, len);
         int err = errno;

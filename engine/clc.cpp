@@ -144,6 +144,12 @@ std::vector<uint8_t> encode(const Proposal& m) {
     }
     if (smcd_v2_len) {
         std::copy(m.seid.begin(), m.seid.end(), p + off);
+        if (m.named_dmb && m.named_dmb->token) {
+            put32(p + off + 32, m.named_dmb->serial);
+            p[off + 36] = m.named_dmb->slot;
+            p[off + 37] = m.named_dmb->size_code;
+            put64(p + off + 40, m.named_dmb->token);
+        }
         for (size_t i = 0; i < m.ism_v2.size(); ++i) {
             put64(p + off + kSmcdV2ExtFixed + 10 * i, m.ism_v2[i].gid);
             put16(p + off + kSmcdV2ExtFixed + 10 * i + 8, m.ism_v2[i].chid);
@@ -210,6 +216,11 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> b) {
         size_t d = v2 + 8 + size_t{get16(p + v2 + 6)};
         if (d < cursor || d + kSmcdV2ExtFixed > end) return Error::BadOffset;
         std::copy(p + d, p + d + 32, m.seid.begin());
+        if (uint64_t token = get64(p + d + 40)) {
+            NamedDmb named{get32(p + d + 32), p[d + 36], p[d + 37], token};
+            if (named.size_code > kMaxDmbeSizeCode || named.serial == 0) return Error::BadValue;
+            m.named_dmb = named;
+        }
         if (d + kSmcdV2ExtFixed + 10 * g > end) return Error::BadLength;
         for (unsigned i = 0; i < g; ++i)
             m.ism_v2.push_back({get64(p + d + kSmcdV2ExtFixed + 10 * i),
@@ -232,6 +243,7 @@ std::vector<uint8_t> encode(const AcceptConfirmD& m) {
     put64(p + 16, m.token);
     p[24] = m.dmbe_idx;
     p[25] = uint8_t(m.dmbe_size_code << 4);
+    p[26] = m.type == Type::Accept && m.took_dmb ? 1 : 0;
     put32(p + 28, m.link_id);
     if (m.version >= 2) {
         put16(p + 32, m.chid);
@@ -272,6 +284,8 @@ std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint
     m.dmbe_size_code = p[25] >> 4;
     if (m.dmbe_size_code > kMaxDmbeSizeCode) return Error::BadValue;
     m.link_id = get32(p + 28);
+    m.took_dmb = type == Type::Accept && (p[26] & 1);
+    if (m.took_dmb && m.first_contact) return Error::BadValue; // a DMB named in a segment it lacks
     if (m.version >= 2) {
         m.chid = get16(p + 32);
         std::copy(p + 34, p + 66, m.eid.begin());

@@ -69,6 +69,18 @@ struct IsmEntry {
     bool operator==(const IsmEntry&) const = default;
 };
 
+// usmc's own use of the SMC-Dv2 extension's 16 reserved bytes (a kernel
+// peer writes zeros there: nothing named): the client's DMB, claimed before
+// the Proposal in a segment the server it expects already maps. A server
+// that takes it says so in its Accept (took_dmb) and needs no Confirm.
+struct NamedDmb {
+    uint32_t serial = 0; // the segment (the link_id a Confirm would carry)
+    uint8_t slot = 0;    // dmbe_idx
+    uint8_t size_code = 0;
+    uint64_t token = 0; // nonzero: the DMB's owner token, and the client's `sig`
+    bool operator==(const NamedDmb&) const = default;
+};
+
 struct Proposal {
     uint8_t version = 2;
     uint8_t typev1 = kTypeN; // v1 offer (N: none)
@@ -94,6 +106,7 @@ struct Proposal {
     std::array<uint8_t, 32> seid{};
     std::vector<IsmEntry>
         ism_v2; // proposed ISMv2 devices (an Emulated-ISM takes two: GID, then GID extension)
+    std::optional<NamedDmb> named_dmb; // in the SMC-Dv2 extension's reserved bytes
 };
 
 // First-contact extension of v2 Accept/Confirm.
@@ -113,6 +126,9 @@ struct AcceptConfirmD {
     uint8_t dmbe_idx = 0;
     uint8_t dmbe_size_code = 0; // DMB size = 16 KiB << code
     uint32_t link_id = 0;
+    // Accept only (usmc, a reserved byte): the server took the client's
+    // Proposal-named DMB. The connection is up on both sides: no Confirm.
+    bool took_dmb = false;
     // v2
     uint16_t chid = 0;
     std::array<uint8_t, 32> eid{};

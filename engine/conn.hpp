@@ -107,6 +107,9 @@ struct SmcConn {
     // What the handshake agreed, for observers (diag.hpp): the two devices'
     // GIDs and the DMB tokens each side announced in CLC.
     uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
+    // Client, during the handshake: our DMB is named in the Proposal
+    // (clc::NamedDmb), so the server may take it with its Accept.
+    bool named_dmb = false;
     int32_t diag_slot = -1; // its record in the stats segment, -1: none
     uint64_t fork_gen = 0;  // af_smc's marker: counted in this fork already
     uint32_t sig_forks = 0; // forkref::forks_so_far() when `sig` was made

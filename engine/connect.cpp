@@ -5,6 +5,7 @@
 #include "engine/clc_io.hpp"
 #include "engine/handshake.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/link_group.hpp"
 
 #include <cerrno>
@@ -23,20 +24,50 @@ std::array<uint8_t, 8> peer_id_of(uint64_t gid) {
 
 } // namespace
 
-bool smc_send_proposal(int fd, const ism::Device& dev, const HandshakeConfig& cfg) {
+bool smc_send_proposal(int fd, const ism::Device& dev, const HandshakeConfig& cfg,
+                       const clc::NamedDmb* named) {
     clc::Proposal p;
     p.peer_id = peer_id_of(dev.gid());
     p.ism_gid_v1 = dev.gid();
     p.ism_chid = clc::kChidEmulated;
     p.ism_v2 = {{dev.gid(), clc::kChidEmulated}};
+    if (named) p.named_dmb = *named;
     return clc::write_message(fd, clc::encode(p), cfg.clc_timeout_ms);
+}
+
+std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
+                                          uint64_t server_gid) {
+    auto uid = dev.groups().peer_user(server_gid);
+    if (!uid || c.transport.rx.valid()) return std::nullopt;
+    auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid);
+    if (!own) return std::nullopt; // claimed again (and declined if need be) after the Accept
+    own->control()->owner_token.store(c.token, std::memory_order_release);
+    c.transport.rx = *own;
+    c.peer_uid = *uid;
+    // A slot in a segment the server lacks needs the attach anyway: kept for
+    // it, not named.
+    if (!dev.groups().peer_has(server_gid, own->serial)) return std::nullopt;
+    c.named_dmb = true;
+    return clc::NamedDmb{own->serial, uint8_t(own->slot),
+                         clc::size_to_code(own->size, clc::kMaxDmbeSizeCode), c.token};
+}
+
+bool smc_withdraw_named_dmb(SmcConn& c) {
+    if (!c.named_dmb) return true;
+    if (!smcd::withdraw_named(*c.transport.rx.control(), c.token)) return false;
+    c.named_dmb = false;
+    return true;
 }
 
 namespace {
 // On failure the connection gives back what the handshake took; its own
 // wake-up pair stays (the caller may have `sig` in epoll sets).
 ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
-    dev.release(c.transport.rx, c.peer_uid);
+    // A DMB the server took is written by it until its close flags say
+    // otherwise; one whose name is withdrawn (or never given) is ours alone.
+    bool reusable = smc_withdraw_named_dmb(c);
+    dev.release(c.transport.rx, c.peer_uid, reusable);
+    c.named_dmb = false;
     c.transport.rx = ism::Dmb{};
     dev.unmap_peer(c.transport.tx);
     return r;
@@ -73,7 +104,7 @@ ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const Handshake
 } // namespace
 
 ConnectStep smc_connect_accept(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
-                               bool proposal_sent, clc::ReadResult* taken) {
+                               bool proposal_sent, clc::ReadResult* taken, uint64_t server_gid) {
     // Our DMB is made (or reused) at attach time, when the server's user is
     // known; whether it would fit is asked now, while nothing is sent yet
     // and plain TCP costs nothing. (After an early Proposal, a DMB that does
@@ -82,13 +113,22 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, ism::Device& dev, const Hands
     c.tcp_fd = fd;
     c.busy_poll_us = cfg.busy_poll_us;
     c.autocorking_size = cfg.autocorking_size;
-    if (!proposal_sent && !smc_send_proposal(fd, dev, cfg)) return fail(c, dev, -ECONNRESET);
+    if (!proposal_sent) {
+        auto named = smc_name_dmb(c, dev, cfg, server_gid);
+        if (!smc_send_proposal(fd, dev, cfg, named ? &*named : nullptr))
+            return fail(c, dev, -ECONNRESET);
+    }
 
     auto r = taken ? std::move(*taken)
                    : clc::read_message(fd, cfg.accept_wait_ms >= 0 ? cfg.accept_wait_ms
                                                                    : cfg.clc_timeout_ms);
+    // The server took the DMB our Proposal named just as we gave up: its
+    // Accept is on the way (it believes SMC is up), so wait for it.
+    if (r.status == clc::ReadStatus::Timeout && !smc_withdraw_named_dmb(c))
+        r = clc::read_message(fd, cfg.clc_timeout_ms);
     switch (r.status) {
     case clc::ReadStatus::Timeout:
+        if (c.named_dmb) return fail(c, dev, -ETIMEDOUT); // taken, and still no Accept
         // The server has not taken the connection yet (an application that
         // does not accept). Give up on SMC and say so; its Accept, if it
         // comes, is skipped before our application reads (late_clc).
@@ -114,6 +154,8 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, ism::Device& dev, const Hands
     auto decoded = clc::decode_accept_confirm_d(r.bytes);
     if (!std::holds_alternative<clc::AcceptConfirmD>(decoded) ||
         std::get<clc::AcceptConfirmD>(decoded).type != clc::Type::Accept) {
+        // (A server that took our DMB believes SMC is up: only an error is honest.)
+        if (!smc_withdraw_named_dmb(c)) return fail(c, dev, -ECONNRESET);
         clc::send_decline(fd, dev.gid(), fallback::MODEUNSUPP, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{fallback::MODEUNSUPP, 0});
     }
@@ -173,9 +215,34 @@ ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const Ha
     return confirm_with(fd, c, dev, cfg, accept, *peer_dmb, true);
 }
 
+namespace {
+// The server's Accept took the DMB our Proposal named: both sides are up
+// once its own DMB checks out; no Confirm. The server believes SMC is up,
+// so whatever does not check out is an error, never a Decline.
+ConnectResult up_without_confirm(SmcConn& c, ism::Device& dev, const clc::AcceptConfirmD& accept) {
+    if (!c.named_dmb) return fail(c, dev, -ECONNRESET); // we named none: not ours to take
+    uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
+    auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
+                                          accept.token);
+    if (!theirs) return fail(c, dev, -ECONNRESET);
+    c.transport.tx = *theirs;
+    if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) return fail(c, dev, -ECONNRESET);
+    c.named_dmb = false; // the handshake's: the connection owns the DMB now
+    c.gid = dev.gid();
+    c.peer_gid = accept.gid;
+    c.peer_token = accept.token;
+    runtime::count(counters::lgr_reused);
+    runtime::count(counters::lgr_no_confirm);
+    return std::monostate{};
+}
+} // namespace
+
 std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& dev,
                                                const HandshakeConfig& cfg,
                                                const clc::AcceptConfirmD& accept) {
+    if (accept.took_dmb) return up_without_confirm(c, dev, accept);
+    // Not taken: the name no longer matters (the server never swapped it).
+    c.named_dmb = false;
     if (accept.first_contact) return std::nullopt;
     auto uid = dev.groups().peer_user(accept.gid);
     if (!uid) return std::nullopt;
@@ -207,8 +274,9 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
 }
 
 ConnectResult smc_connect_handshake(int fd, SmcConn& c, ism::Device& dev,
-                                    const HandshakeConfig& cfg, bool proposal_sent) {
-    auto step = smc_connect_accept(fd, c, dev, cfg, proposal_sent);
+                                    const HandshakeConfig& cfg, bool proposal_sent,
+                                    uint64_t server_gid) {
+    auto step = smc_connect_accept(fd, c, dev, cfg, proposal_sent, nullptr, server_gid);
     if (auto* done = std::get_if<ConnectResult>(&step)) return *done;
     return smc_connect_attach(fd, c, dev, cfg, std::get<clc::AcceptConfirmD>(step));
 }

@@ -8,6 +8,14 @@
 //   attach to the server's endpoint with the token: DMB + wake-up sockets swapped
 //   Confirm (GID, token, size) ------>
 //
+// On a link group the client may claim its DMB first and name it in the
+// Proposal (clc::NamedDmb); a server that maps that DMB already takes it
+// with its Accept (took_dmb), and both sides are up without a Confirm. The
+// name is withdrawn (its owner token cleared) before the client declines
+// anything; a server takes it only by swapping that token for its mark, so
+// exactly one of the two wins, and a client whose DMB was taken never
+// declines.
+//
 // Either side may answer with a Decline instead; both then go on with the
 // same TCP connection, the reason recorded. A result is a working SMC
 // connection, a fallback to TCP, or (timeouts, a vanished peer) an error for
@@ -53,8 +61,11 @@ using ConnectResult = std::variant<std::monostate /* SMC-D up */, Fallback, int 
 // `proposal_sent`: smc_send_proposal ran already (a nonblocking connect
 // whose TCP connection was up at once sends it from connect() itself, so
 // the server finds it at accept time instead of waiting for it on a worker).
+// `server_gid`: the process expected to take the connection (0: unknown),
+// for the DMB a Proposal sent here names (smc_name_dmb).
 ConnectResult smc_connect_handshake(int tcp_fd, SmcConn& conn, ism::Device& dev,
-                                    const HandshakeConfig& cfg, bool proposal_sent = false);
+                                    const HandshakeConfig& cfg, bool proposal_sent = false,
+                                    uint64_t server_gid = 0);
 // The same in steps, so that no thread waits for the server's endpoint (the
 // connect watch runs them: af_smc_connect.cpp). `smc_connect_accept` reads
 // the server's answer to the Proposal: an Accept, for the attach, or the
@@ -68,7 +79,7 @@ using ConnectStep = std::variant<clc::AcceptConfirmD, ConnectResult>;
 // (`taken`: the answer, already read: clc::take_whole_message.)
 ConnectStep smc_connect_accept(int tcp_fd, SmcConn& conn, ism::Device& dev,
                                const HandshakeConfig& cfg, bool proposal_sent,
-                               clc::ReadResult* taken = nullptr);
+                               clc::ReadResult* taken = nullptr, uint64_t server_gid = 0);
 std::function<std::optional<ism::Fds>(uid_t)>
 smc_connect_ours(SmcConn& conn, ism::Device& dev, const HandshakeConfig& cfg, uint32_t* no_dmb);
 ConnectResult smc_connect_confirm(int tcp_fd, SmcConn& conn, ism::Device& dev,
@@ -83,8 +94,19 @@ ConnectResult smc_connect_attach(int tcp_fd, SmcConn& conn, ism::Device& dev,
 std::optional<ConnectResult> smc_connect_reuse(int tcp_fd, SmcConn& conn, ism::Device& dev,
                                                const HandshakeConfig& cfg,
                                                const clc::AcceptConfirmD& accept);
-// Client: the CLC Proposal (false: the write failed, the connection is broken).
-bool smc_send_proposal(int tcp_fd, const ism::Device& dev, const HandshakeConfig& cfg);
+// Client: the CLC Proposal (false: the write failed, the connection is broken),
+// naming our DMB if `named`.
+bool smc_send_proposal(int tcp_fd, const ism::Device& dev, const HandshakeConfig& cfg,
+                       const clc::NamedDmb* named = nullptr);
+// Client, before the Proposal: our DMB claimed for the user of the server
+// process `server_gid` (a link group with it), named if it lies in a
+// segment that process maps. nullopt: nothing named (a DMB claimed anyway
+// stays for the rest of the handshake).
+std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& conn, ism::Device& dev,
+                                          const HandshakeConfig& cfg, uint64_t server_gid);
+// Client, before any Decline: takes back the name of our DMB. False if the
+// server took it first: its Accept is on the way, and SMC is up for it.
+bool smc_withdraw_named_dmb(SmcConn& conn);
 
 // Server: the first bytes of `tcp_fd` are a CLC Proposal (clc::classify).
 HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
@@ -96,9 +118,11 @@ HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint
 // readable (or clc_timeout_ms passed: `timed_out`), `finish` completes it
 // (`taken`, for either: the client's message, already read:
 // clc::take_whole_message).
+// `*complete`: the Accept took the DMB the client named, and the connection
+// back from begin is up (no Confirm comes).
 HandshakeResult smc_listen_begin(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,
                                  const HandshakeConfig& cfg, uint64_t* token,
-                                 clc::ReadResult* taken = nullptr);
+                                 clc::ReadResult* taken = nullptr, bool* complete = nullptr);
 HandshakeResult smc_listen_finish(int tcp_fd, std::unique_ptr<SmcConn> conn, uint64_t token,
                                   ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
                                   bool timed_out, clc::ReadResult* taken = nullptr);

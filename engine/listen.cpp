@@ -6,6 +6,7 @@
 #include "engine/clc_io.hpp"
 #include "engine/handshake.hpp"
 #include "engine/runtime.hpp"
+#include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/link_group.hpp"
 
 #include <algorithm>
@@ -47,11 +48,37 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
     accept.dmbe_idx = uint8_t(ours->slot);
 }
 
+// The DMB the client's Proposal named, when our DMB lies in a segment the
+// client has (no attach either way): taken with the Accept, so the
+// connection is up without a Confirm. It must check out as a Confirm's
+// would (a slot of the client's link group whose owner token is the one
+// named), and the take is the swap of that token (cdc_line.hpp), which the
+// client's withdrawal races. False: the usual Confirm follows.
+bool take_named(SmcConn& conn, ism::Device& dev, const clc::NamedDmb& named) {
+    uint32_t size = static_cast<uint32_t>(clc::code_to_size(named.size_code));
+    auto theirs =
+        dev.groups().their_slot(conn.peer_gid, named.serial, named.slot, size, named.token);
+    if (!theirs) return false;
+    if (!smcd::take_named(*theirs->control(), named.token)) {
+        dev.unmap_peer(*theirs);
+        return false;
+    }
+    conn.transport.tx = *theirs;
+    conn.peer_token = named.token;
+    if (!smc_conn_peer_wakeups(conn, conn.peer_gid, named.token)) {
+        smcd::untake_named(*theirs->control(), named.token);
+        dev.unmap_peer(conn.transport.tx);
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
                                  const HandshakeConfig& cfg, uint64_t* token_out,
-                                 clc::ReadResult* taken) {
+                                 clc::ReadResult* taken, bool* complete) {
+    if (complete) *complete = false;
     auto r = taken ? std::move(*taken) : clc::read_message(fd, cfg.clc_timeout_ms);
     // Not a whole CLC frame: nothing was taken or sent, the connection is
     // the client's plain TCP stream, untouched.
@@ -100,11 +127,23 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     accept.chid = clc::kChidEmulated;
     conn->peer_gid = p.ism_v2[0].gid;
     claim_for_group(*conn, dev, conn->peer_gid, dmb_size, token, accept);
-    ism::OfferSpec offer{dmb_size, std::nullopt};
-    if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
-    ep.offer(token, offer);
+    accept.took_dmb =
+        complete && !accept.first_contact && p.named_dmb && take_named(*conn, dev, *p.named_dmb);
+    if (accept.took_dmb) {
+        conn->gid = dev.gid();
+        conn->token = token;
+    } else {
+        ism::OfferSpec offer{dmb_size, std::nullopt};
+        if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
+        ep.offer(token, offer);
+    }
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
     *token_out = token;
+    if (accept.took_dmb) {
+        runtime::count(counters::lgr_reused);
+        runtime::count(counters::lgr_no_confirm);
+        *complete = true;
+    }
     return conn;
 }
 
@@ -176,9 +215,10 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
 HandshakeResult smc_listen_handshake(int fd, ism::Device& dev, ism::Endpoint& ep,
                                      const HandshakeConfig& cfg) {
     uint64_t token = 0;
-    auto begun = smc_listen_begin(fd, dev, ep, cfg, &token);
+    bool complete = false;
+    auto begun = smc_listen_begin(fd, dev, ep, cfg, &token, nullptr, &complete);
     auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&begun);
-    if (!conn) return begun;
+    if (!conn || complete) return begun;
     pollfd p{fd, POLLIN, 0};
     bool readable = sys::real().poll(&p, 1, cfg.clc_timeout_ms) == 1;
     return smc_listen_finish(fd, std::move(*conn), token, dev, ep, cfg, !readable);

@@ -55,6 +55,8 @@ namespace usmc::counters {
     X(lgr_first_contacts,                                                                          \
       "SMC-D connections that attached (first contact of a link group or segment)")                \
     X(lgr_reused, "SMC-D connections on a link group: no attach, nothing passed")                  \
+    X(lgr_no_confirm,                                                                              \
+      "of those, up at the Accept: it took the DMB the Proposal named, no Confirm")                \
     X(lgr_peer_gone, "link groups dropped when their peer process exited (its segments unmapped)") \
     X(space_backstop_unfills, "writers made writable by the backstop, not by the peer's bell")     \
     X(hs_client_connecting, "gauge: client handshakes waiting for their TCP connect (event loop)") \

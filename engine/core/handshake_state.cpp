@@ -33,15 +33,15 @@ constexpr S sAP = S::AwaitProposal, sBg = S::Begin, sAC = S::AwaitConfirm, sB = 
 // may believe SMC is up, so only its own Decline makes it TCP again and
 // anything else is an error.
 constexpr S kServerNext[kServerStates][kServerEvents] = {
-    // PropHere NothingYet NotSmc AccSent NeedsThr Up FellBack Error
-    /* Intake        */ {sBg, sAP, sT, sX, sX, sX, sT, sX},
-    /* AwaitProposal */ {sBg, sAP, sT, sX, sX, sX, sT, sX},
-    /* Begin         */ {sX, sX, sT, sAC, sX, sX, sT, sF},
-    /* AwaitConfirm  */ {sX, sX, sX, sX, sB, sS, sT, sF},
-    /* Blocking      */ {sX, sX, sX, sX, sX, sS, sT, sF},
-    /* Smc           */ {sX, sX, sX, sX, sX, sX, sX, sX},
-    /* Tcp           */ {sX, sX, sX, sX, sX, sX, sX, sX},
-    /* Failed        */ {sX, sX, sX, sX, sX, sX, sX, sX},
+    // PropHere NothingYet NotSmc AccSent NeedsThr Up FellBack Error AccTook
+    /* Intake        */ {sBg, sAP, sT, sX, sX, sX, sT, sX, sX},
+    /* AwaitProposal */ {sBg, sAP, sT, sX, sX, sX, sT, sX, sX},
+    /* Begin         */ {sX, sX, sT, sAC, sX, sX, sT, sF, sS},
+    /* AwaitConfirm  */ {sX, sX, sX, sX, sB, sS, sT, sF, sX},
+    /* Blocking      */ {sX, sX, sX, sX, sX, sS, sT, sF, sX},
+    /* Smc           */ {sX, sX, sX, sX, sX, sX, sX, sX, sX},
+    /* Tcp           */ {sX, sX, sX, sX, sX, sX, sX, sX, sX},
+    /* Failed        */ {sX, sX, sX, sX, sX, sX, sX, sX, sX},
 };
 
 } // namespace
@@ -84,8 +84,9 @@ const char* name(ServerHs s) {
 }
 
 const char* name(ServerEvent e) {
-    constexpr const char* kNames[] = {"proposal-here", "nothing-yet", "not-smc",   "accept-sent",
-                                      "needs-thread",  "up",          "fell-back", "error"};
+    constexpr const char* kNames[] = {"proposal-here", "nothing-yet",  "not-smc",
+                                      "accept-sent",   "needs-thread", "up",
+                                      "fell-back",     "error",        "accept-took"};
     return int(e) < kServerEvents ? kNames[int(e)] : "?";
 }
 

@@ -63,8 +63,11 @@ enum class ServerEvent : uint8_t {
     Up,
     FellBack, // a Decline, sent or received
     Error,
+    // The Accept went out and took the DMB the client named in its
+    // Proposal: both sides are up, no Confirm comes (clc.hpp, NamedDmb).
+    AcceptTook,
 };
-inline constexpr int kServerEvents = 8;
+inline constexpr int kServerEvents = 9;
 
 ClientHs next(ClientHs s, ClientEvent e);
 ServerHs next(ServerHs s, ServerEvent e);

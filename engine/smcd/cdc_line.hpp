@@ -22,7 +22,10 @@
 //       and believes the name only if this matches the token of the message:
 //       nobody who cannot write the owner's segment can make it match.
 //       (Nothing here is trusted afterwards: the peer maps this line
-//       read-write.)
+//       read-write.) A client that names its DMB in its Proposal
+//       (clc::NamedDmb) lets the server take it by swapping this token for
+//       the token with kTakenBit flipped, and withdraws the name by swapping
+//       it for 0: exactly one of the two wins (take_named, withdraw_named).
 //
 // Urgent data (TCP's MSG_OOB). The kernel's CDC message carries the
 // producer flags urg_data_pending / urg_data_present with the cursor of the
@@ -83,6 +86,22 @@ struct alignas(64) Control {
 };
 static_assert(sizeof(Control) == kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// A Proposal's named DMB, taken by the server or withdrawn by its owner
+// (see offset 56 above).
+constexpr uint64_t kTakenBit = 1ull << 63;
+inline bool take_named(Control& line, uint64_t token) {
+    return line.owner_token.compare_exchange_strong(token, token ^ kTakenBit,
+                                                    std::memory_order_acq_rel);
+}
+// The server took it but cannot use it after all: the name is the owner's again.
+inline void untake_named(Control& line, uint64_t token) {
+    uint64_t taken = token ^ kTakenBit;
+    line.owner_token.compare_exchange_strong(taken, token, std::memory_order_acq_rel);
+}
+inline bool withdraw_named(Control& line, uint64_t token) {
+    return line.owner_token.compare_exchange_strong(token, 0, std::memory_order_acq_rel);
+}
 
 inline uint64_t pack_prod(Cursor c) {
     return uint64_t(c.wrap) | uint64_t(c.count) << 16;

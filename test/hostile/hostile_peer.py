@@ -71,10 +71,15 @@ def clc_header(eye, msg_type, length, version, typev2, typev1):
     return eye + struct.pack(">BHB", msg_type, length, version << 4 | (typev2 & 3) << 2 | (typev1 & 3))
 
 
-def proposal(gid):
+def proposal(gid, named=None):
     """An SMC-Dv2 Proposal exactly as engine/connect.cpp sends it: no v1
-    offer, one ISMv2 device (our GID, the emulated CHID), no UEIDs."""
+    offer, one ISMv2 device (our GID, the emulated CHID), no UEIDs; `named`
+    (serial, slot, size code, owner token): our DMB named in the SMC-Dv2
+    extension's reserved bytes, as a client on a link group names it
+    (engine/clc.hpp, NamedDmb)."""
     body = bytearray(182)
+    if named:
+        struct.pack_into(">IBBxxQ", body, 152, *named)
     body[8:16] = struct.pack(">Q", gid)                    # peer id
     struct.pack_into(">HQHH", body, 38, 40, gid, CHID_EMULATED, 28)  # iparea off, ISM GID, CHID, v2 off
     body[81] = 1                                           # v2 ext: 0 UEIDs, 1 ISMv2 device
@@ -437,7 +442,12 @@ def reset_by_server(sock, timeout=TIMEOUT):
         return False
 
 
-def echo_on_named(tcp, first, accept, serial, slot):
+def took_named(msg):
+    """Whether an Accept took the DMB our Proposal named (byte 26)."""
+    return msg[4] == ACCEPT and bool(msg[26] & 1)
+
+
+def echo_on_named(tcp, first, accept, serial, slot, token=None):
     """A connection on the link group the way a usmc client makes it, to
     show that the names the forged ones imitate are believed when they
     check out: our DMB is slot `slot` of our segment, the server's the slot
@@ -446,10 +456,13 @@ def echo_on_named(tcp, first, accept, serial, slot):
     server_token, size, link_id, idx = accept
     theirs = Dmb(size, os.dup(first.theirs.fd), idx * size)
     ours = Dmb(size, os.dup(first.ours.fd), slot * size)
-    token = random64()
-    ours.put(56, token)  # the owner token, before the name goes out
+    named_in_proposal = token is not None  # and taken with the Accept: no Confirm
+    if not named_in_proposal:
+        token = random64()
+        ours.put(56, token)  # the owner token, before the name goes out
     sig = wakeup_socket(token)
-    tcp.sendall(confirm_named(first.gid, token, size, serial, slot))
+    if not named_in_proposal:
+        tcp.sendall(confirm_named(first.gid, token, size, serial, slot))
     ping = b"ping"
     theirs.map[CTRL:CTRL + len(ping)] = ping
     theirs.put(PROD, len(ping) << 16)
@@ -470,8 +483,8 @@ def echo_on_named(tcp, first, accept, serial, slot):
 def forged_reuse(args):
     serial = 0x5EED
     # The first connection: a first contact, whose attach says our DMB is
-    # slot 0 of our segment `serial` (a file of two slots: ours alone).
-    first = Session(args.host, args.port, serial=serial, slots=2)
+    # slot 0 of our segment `serial` (a file of three slots: ours alone).
+    first = Session(args.host, args.port, serial=serial, slots=3)
     first.wait_accepted()
     right = random64()
     first.ours.put(56, right)  # the owner token the server reads in our slot
@@ -494,7 +507,45 @@ def forged_reuse(args):
         print(f"{'REFUSED' if reset_by_server(tcp) else 'BELIEVED'} {what}", flush=True)
         tcp.close()
         pending.close()
-    # And names that check out: slot 1 of our segment.
+    # The same names in the Proposal: a server takes only a DMB whose name
+    # checks out (and says so in its Accept); these it leaves, and the
+    # handshake goes on to a Confirm (here: our Decline).
+    for what, token, slot in (("named-wrong-token", right ^ 1, 0),
+                              ("named-slot-past-the-file", right, 9)):
+        pending = Pending(args.host, args.port)
+        tcp = announced_connect(args.host, args.port, pending)
+        tcp.sendall(proposal(first.gid, (serial, slot, size_code(first.size), token)))
+        msg = read_clc(tcp)
+        untouched = first.ours.get(56) == right
+        print(f"{'TAKEN' if took_named(msg) or not untouched else 'LEFT'} {what}", flush=True)
+        if msg[4] == ACCEPT:
+            tcp.sendall(decline(first.gid))
+        pending.end(tcp.getsockname()[1])
+        tcp.close()
+        pending.close()
+    # And names that check out: slot 2 of our segment named in the Proposal
+    # (taken with the Accept: no Confirm), then slot 1 in a Confirm.
+    pending = Pending(args.host, args.port)
+    tcp = announced_connect(args.host, args.port, pending)
+    token = random64()
+    slot2 = Dmb(first.size, os.dup(first.ours.fd), 2 * first.size)
+    slot2.put(56, token)
+    tcp.sendall(proposal(first.gid, (serial, 2, size_code(first.size), token)))
+    msg = read_clc(tcp)
+    if took_named(msg):
+        swapped = slot2.get(56) == token ^ (1 << 63)  # the server's take (cdc_line.hpp)
+        (link_id,) = struct.unpack_from(">I", msg, 28)
+        _, server_token, size = parse_accept(msg)
+        ok = swapped and echo_on_named(tcp, first, (server_token, size, link_id, msg[24]), serial, 2,
+                                       token)
+        print(f"{'ECHOED' if ok else 'SILENT'} named-right", flush=True)
+    else:
+        print(f"LEFT named-right ({msg.hex()})", flush=True)
+    slot2.close()
+    pending.end(tcp.getsockname()[1])
+    tcp.close()
+    pending.close()
+    # Slot 1 again, now named in a Confirm.
     pending = Pending(args.host, args.port)
     tcp = announced_connect(args.host, args.port, pending)
     tcp.sendall(proposal(first.gid))

@@ -396,7 +396,8 @@ def case_forged_reuse(env):
     """After a first contact (a link group with the server), connections
     whose Confirm names a DMB without attaching, with names that do not
     check out (engine/smcd/link_group.hpp): the server resets each of those
-    connections and serves everyone else."""
+    connections and serves everyone else. The same names in a Proposal
+    (clc.hpp, NamedDmb): the server does not take them."""
     server, port = start_server(env)
     resident = Resident(env, port)
     check_served(env, port, "before the attack", resident)
@@ -406,6 +407,12 @@ def case_forged_reuse(env):
                                        f"server reset that connection ({out.strip()[-300:]!r})")
     check("ECHOED right-names" in out, f"a connection whose names check out is believed without an "
                                        f"attach, and echoes ({out.strip()[-300:]!r})")
+    for what in ("named-wrong-token", "named-slot-past-the-file"):
+        check(f"LEFT {what}" in out, f"a Proposal naming a DMB with {what[6:].replace('-', ' ')}: the "
+                                     f"server did not take it ({out.strip()[-300:]!r})")
+    check("ECHOED named-right" in out, f"a DMB named in the Proposal whose name checks out is taken "
+                                       f"with the Accept and echoes without a Confirm "
+                                       f"({out.strip()[-300:]!r})")
     check_served(env, port, "after the forged names", resident)
     resident.stop()
     stop_server(env, server)

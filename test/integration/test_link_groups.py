@@ -24,7 +24,7 @@ APP = os.path.join(APPS, "link_group_app.py")
 ECHO = os.path.join(APPS, "echo_app.py")
 K = 20
 KEYS = ("conn_smcd", "conn_tcp", "lgr_first_contacts", "lgr_reused", "dmb_segments", "forks",
-        "server_begins_here", "lgr_peer_gone")
+        "server_begins_here", "lgr_peer_gone", "lgr_no_confirm")
 
 
 def delta(before, after):
@@ -81,6 +81,10 @@ def last_phase(env, client, srv, phase, since, what, served):
     # Their Proposals came whole: each handshake began where it was found
     # (accept() or the event loop), none waited for a worker to begin.
     check(d["server_begins_here"] > 0, f"{what}: handshakes begun with no worker ({d})")
+    # The client named its DMB in the Proposal (its group with the server
+    # known): the server took it with the Accept, and no Confirm was sent.
+    check(0 < d["lgr_no_confirm"] <= d["lgr_reused"],
+          f"{what}: connections up at the Accept, without a Confirm ({d})")
     client.end(env)
     out, err = srv.communicate(timeout=60)
     check(srv.returncode == 0 and "DONE" in out, f"the server echoed all {served} ({err[-300:]})")

@@ -153,6 +153,32 @@ TEST_CASE("Proposal: every malformed variant is rejected") {
     CHECK(err(decode_proposal(b)) == Error::BadValue);
 }
 
+TEST_CASE("Proposal: usmc's named DMB in the SMC-Dv2 extension's reserved bytes") {
+    Proposal m = sample_proposal();
+    auto plain = encode(m);
+    CHECK_FALSE(ok(decode_proposal(plain)).named_dmb); // zeros (a kernel peer): nothing named
+    m.named_dmb = NamedDmb{0x01020304, 7, 2, 0xfeedfacecafebeefull};
+    auto bytes = encode(m);
+    CHECK(bytes.size() == plain.size()); // reserved bytes, no new ones
+    Proposal d = ok(decode_proposal(bytes));
+    REQUIRE(d.named_dmb);
+    CHECK(*d.named_dmb == *m.named_dmb);
+    CHECK(d.ism_v2 == m.ism_v2);
+    // Where it lies: the 16 bytes after the SEID.
+    size_t at = bytes.size() - 4 - 10 * m.ism_v2.size() - 16;
+    CHECK(bytes[at + 4] == 7);
+    CHECK(bytes[at + 5] == 2);
+    auto b = bytes;
+    b[at + 5] = 7; // a DMB larger than SMC-D allows
+    CHECK(err(decode_proposal(b)) == Error::BadValue);
+    b = bytes;
+    std::memset(&b[at], 0, 4); // segment 0 names nothing
+    CHECK(err(decode_proposal(b)) == Error::BadValue);
+    b = bytes;
+    std::memset(&b[at + 8], 0, 8); // no token: nothing named, whatever else is there
+    CHECK_FALSE(ok(decode_proposal(b)).named_dmb);
+}
+
 TEST_CASE("SMC-D Accept/Confirm round trips, v2 with and without first contact") {
     AcceptConfirmD m;
     m.gid = 0x1111222233334444ull;
@@ -200,6 +226,7 @@ TEST_CASE("SMC-D Accept/Confirm round trips, v2 with and without first contact")
     m.first_contact = false;
     bytes = encode(m);
     CHECK(bytes.size() == 48);
+    CHECK_FALSE(ok(decode_accept_confirm_d(bytes)).took_dmb);
     CHECK(ok(decode_accept_confirm_d(bytes)).token == m.token);
 }
 
@@ -229,6 +256,23 @@ TEST_CASE("SMC-D Accept/Confirm: malformed variants") {
     b = encode(m);
     b[74 + 1] = 0x20; // says release 0 in a 52-byte FCE
     CHECK(err(decode_accept_confirm_d(b)) == Error::BadValue);
+}
+
+TEST_CASE("SMC-D Accept: the took-your-DMB bit, only in an Accept, never with first contact") {
+    AcceptConfirmD m;
+    m.took_dmb = true;
+    auto bytes = encode(m);
+    CHECK(bytes[26] == 1);
+    CHECK(ok(decode_accept_confirm_d(bytes)).took_dmb);
+    m.type = Type::Confirm; // a Confirm has no such bit: never encoded, never read
+    bytes = encode(m);
+    CHECK(bytes[26] == 0);
+    bytes[26] = 1;
+    CHECK_FALSE(ok(decode_accept_confirm_d(bytes)).took_dmb);
+    m.type = Type::Accept;
+    m.first_contact = true; // the client's DMB cannot lie in a segment the server lacks
+    m.fce = FirstContact{};
+    CHECK(err(decode_accept_confirm_d(encode(m))) == Error::BadValue);
 }
 
 TEST_CASE("Decline round trips, v1 and v2, out-of-sync bit") {

@@ -88,6 +88,7 @@ TEST_CASE("server handshake: each way through it ends where the connection goes"
         {"Proposal at accept time, link group", {SE::ProposalHere, SE::AcceptSent, SE::Up}, ServerHs::Smc},
         {"Proposal later", {SE::NothingYet, SE::ProposalHere, SE::AcceptSent, SE::Up}, ServerHs::Smc},
         {"port announced late: waits again", {SE::NothingYet, SE::NothingYet, SE::ProposalHere, SE::AcceptSent, SE::Up}, ServerHs::Smc},
+        {"the Accept took the client's named DMB: no Confirm", {SE::ProposalHere, SE::AcceptTook}, ServerHs::Smc},
         {"first contact: a worker waits for the attach", {SE::ProposalHere, SE::AcceptSent, SE::NeedsThread, SE::Up}, ServerHs::Smc},
         {"nothing comes", {SE::NothingYet, SE::NotSmc}, ServerHs::Tcp},
         {"bytes that are no Proposal", {SE::ProposalHere, SE::NotSmc}, ServerHs::Tcp},
@@ -100,6 +101,7 @@ TEST_CASE("server handshake: each way through it ends where the connection goes"
         // Not expected.
         {"no Proposal after the Accept went", {SE::ProposalHere, SE::AcceptSent, SE::NotSmc}, ServerHs::Invalid},
         {"up without an Accept", {SE::ProposalHere, SE::Up}, ServerHs::Invalid},
+        {"a DMB taken after the Accept went", {SE::ProposalHere, SE::AcceptSent, SE::AcceptTook}, ServerHs::Invalid},
         {"Accept without a Proposal", {SE::AcceptSent}, ServerHs::Invalid},
         {"an error before a worker looked", {SE::NothingYet, SE::Error}, ServerHs::Invalid},
         {"anything after the end", {SE::NotSmc, SE::ProposalHere}, ServerHs::Invalid},

@@ -3,6 +3,7 @@
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
 #include "engine/handshake.hpp"
+#include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/lgr.hpp"
 #include "test/unit/loopback.hpp"
 
@@ -166,6 +167,92 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
     CHECK(client_rx[1] == client_rx[0]);
     CHECK(client_tx[1] == client_tx[0]); // the server's DMB was still mapped: no mmap
     delete ep;
+}
+
+TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes it, no Confirm") {
+    ism::Device server_dev(8 << 20), client_dev(8 << 20);
+    ism::Endpoint* ep = ism::Endpoint::start(server_dev);
+    REQUIRE(ep != nullptr);
+    HandshakeConfig cfg;
+    {
+        TcpPair t; // the first contact: the link group, both ways
+        SmcConn c;
+        SmcConn none;
+        REQUIRE(smc_conn_init_wakeups(none, false, ism::random64()));
+        CHECK_FALSE(smc_name_dmb(none, client_dev, cfg, server_dev.gid())); // no group yet
+        smc_close_wakeups(none);
+        auto s = handshake_pair(t, server_dev, client_dev, *ep, c);
+        smc_close(c, false);
+        smc_close(*s, false);
+        smc_conn_release(c, client_dev, c.peer_uid);
+        smc_conn_release(*s, server_dev, s->peer_uid);
+    }
+    TcpPair t;
+    SmcConn c;
+    REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
+    auto named = smc_name_dmb(c, client_dev, cfg, server_dev.gid());
+    REQUIRE(named);
+    CHECK(named->token == c.token);
+    CHECK(named->serial == c.transport.rx.serial);
+    HandshakeResult server_result;
+    bool complete = false;
+    std::thread server([&] {
+        uint64_t token = 0;
+        if (clc::classify(t.server, 2000) == clc::FirstBytes::Proposal)
+            server_result =
+                smc_listen_begin(t.server, server_dev, *ep, cfg, &token, nullptr, &complete);
+    });
+    REQUIRE(smc_send_proposal(t.client, client_dev, cfg, &*named));
+    ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg, true);
+    server.join();
+    REQUIRE(std::holds_alternative<std::monostate>(client_result));
+    REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
+    CHECK(complete); // up at the Accept
+    auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
+    // The DMB the Proposal named (each side maps the other's segment where it may).
+    CHECK(s.transport.tx.serial == c.transport.rx.serial);
+    CHECK(s.transport.tx.offset == c.transport.rx.offset);
+    CHECK(c.transport.tx.serial == s.transport.rx.serial);
+    CHECK(c.transport.tx.offset == s.transport.rx.offset);
+    CHECK(s.peer_token == c.token);
+    char b;
+    CHECK(recv(t.server, &b, 1, MSG_DONTWAIT) == -1); // no Confirm came
+    CHECK(recv(t.client, &b, 1, MSG_DONTWAIT) == -1);
+    CHECK(send_str(c, "named") == 5);
+    CHECK(recv_str(s, 5) == "named");
+    CHECK(send_str(s, "took!") == 5);
+    CHECK(recv_str(c, 5) == "took!");
+    smc_close(c, false);
+    CHECK(recv_str(s, 1).empty()); // EOF
+    smc_close(s, false);
+    smc_conn_release(c, client_dev, c.peer_uid);
+    smc_conn_release(s, server_dev, s.peer_uid);
+    delete ep;
+}
+
+TEST_CASE("a named DMB is taken by the server or withdrawn by its owner, never both") {
+    alignas(64) smcd::Control line{};
+    constexpr uint64_t kToken = 0x1234567890abcdefull;
+    line.owner_token.store(kToken);
+    CHECK(smcd::take_named(line, kToken));
+    CHECK_FALSE(smcd::withdraw_named(line, kToken)); // taken: the client must not decline
+    CHECK_FALSE(smcd::take_named(line, kToken));     // and nobody takes it twice
+    smcd::untake_named(line, kToken);                // the server could not use it after all
+    CHECK(line.owner_token.load() == kToken);        // a Confirm may name it again
+    CHECK(smcd::withdraw_named(line, kToken));
+    CHECK_FALSE(smcd::take_named(line, kToken)); // withdrawn: the server leaves it
+    CHECK(line.owner_token.load() == 0);
+    smcd::untake_named(line, kToken); // not the server's to give back: unchanged
+    CHECK(line.owner_token.load() == 0);
+    // Whoever comes first wins, across threads.
+    for (int round = 0; round < 200; ++round) {
+        line.owner_token.store(kToken);
+        bool took = false, withdrew = false;
+        std::thread server([&] { took = smcd::take_named(line, kToken); });
+        withdrew = smcd::withdraw_named(line, kToken);
+        server.join();
+        REQUIRE(took != withdrew);
+    }
 }
 
 // A server's endpoint, ready to offer.
