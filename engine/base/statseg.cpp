@@ -75,8 +75,10 @@ static void fill_header(Header* h, const char* program, uint32_t capacity) {
     h->conn_slots = kConnSlots;
     h->version = kVersion;
     h->header_bytes = kHeaderBytes;
-    std::atomic_thread_fence(std::memory_order_release);
-    std::memcpy(h->magic, kMagic, sizeof kMagic);
+    // (The header starts a mapping: its magic is one aligned word.)
+    uint64_t magic;
+    std::memcpy(&magic, kMagic, sizeof magic);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(h->magic), magic, __ATOMIC_RELEASE);
 }
 
 // Opens a fresh file for this pid, replacing one left by an earlier image of
