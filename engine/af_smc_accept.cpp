@@ -181,13 +181,29 @@ void await_confirm(ServerHandshake h, SmcConn* pending, uint64_t token);
 
 // Begin: the Proposal read (`taken`: already), the Accept written; then the
 // event loop waits for the Confirm, or the handshake ends here.
-void begin(ServerHandshake h, clc::ReadResult* taken = nullptr) {
+// Up inside the accept() that began it (`here`): the connection goes back
+// to that call, not through the listener's queue (no eventfd written there
+// and read back a moment later by the same call, nobody else woken).
+void up_here(ServerHandshake h, std::unique_ptr<SmcConn> conn, Accepted* here) {
+    h.on(core::ServerEvent::AcceptTook);
+    runtime::count(counters::handshakes_inflight, uint64_t(-1));
+    conn->learn_ticket = h.l->learn_ticket;
+    here->conn = std::move(conn);
+    here->fd = h.fd;
+    here->origin = h.origin;
+    h.l->handshake_ended_here(h.fd);
+    h.l->unref();
+}
+
+// `here`: the caller hands out a connection that is up at once (else it is queued).
+void begin(ServerHandshake h, clc::ReadResult* taken = nullptr, Accepted* here = nullptr) {
     uint64_t token = 0;
     bool complete = false;
     auto result = smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token,
                                    taken, &complete);
     if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
         // The Accept took the client's named DMB: up, with no Confirm to wait for.
+        if (complete && here) return up_here(h, std::move(*conn), here);
         if (complete) {
             Accepted a;
             a.conn = std::move(*conn);
@@ -204,13 +220,13 @@ void begin(ServerHandshake h, clc::ReadResult* taken = nullptr) {
 // Not while the test-only handshake delay is on (it sleeps). The first
 // bytes are known to start a Proposal (clc::classify: others stay
 // untouched), by `look`, the last look at them.
-bool begin_here(ServerHandshake& h, const clc::FirstLook& look) {
+bool begin_here(ServerHandshake& h, const clc::FirstLook& look, Accepted* here = nullptr) {
     if (runtime::get().cfg.testonly_server_handshake_delay_ms) return false;
     auto msg = clc::take_whole_message(h.fd, look);
     if (!msg) return false;
     h.on(core::ServerEvent::ProposalHere);
     runtime::count(counters::server_begins_here);
-    begin(h, &*msg);
+    begin(h, &*msg, here);
     return true;
 }
 
@@ -402,9 +418,11 @@ struct Intake {
     bool late = false;
     bool untracked = false;
     Origin origin;
+    Accepted up; // (fd == kQueued) up already, for the caller to hand out (`here`)
 };
 
-Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
+// `here`: the caller is accept(), which hands out a connection up at once.
+Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4, bool here = false) {
     Intake in;
     // Into our own buffer, never the caller's: a connection queued for a
     // handshake goes out from a later call, whose buffer and length are
@@ -467,7 +485,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4) {
         runtime::count(counters::handshakes_inflight);
         ServerHandshake h{l, nfd, origin};
         bool queued = first == clc::FirstBytes::Proposal
-                          ? begin_here(h, look) || to_worker(h, 0, false)
+                          ? begin_here(h, look, here ? &in.up : nullptr) || to_worker(h, 0, false)
                           : await_first_bytes(h, port, known, sys::mono_ns());
         if (queued) {
             in.fd = kQueued;
@@ -635,7 +653,12 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
             continue;
         }
         int saved = errno;
-        Intake in = intake(l, lfd, flags, use_accept4);
+        Intake in = intake(l, lfd, flags, use_accept4, true);
+        if (in.up.conn) {
+            intake_lock.unlock();
+            l->unstall_if_room(); // one handshake fewer
+            return hand_out(in.up, addr, len, want_nonblock, want_cloexec);
+        }
         if (in.fd == kQueued) {
             took = true;
             continue;

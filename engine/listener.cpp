@@ -56,6 +56,12 @@ std::optional<Accepted> SmcListener::push_done(Accepted a) {
     return std::nullopt;
 }
 
+void SmcListener::handshake_ended_here(int fd) {
+    std::lock_guard lock(mu_);
+    std::erase(in_flight_, fd);
+    in_handshake_.fetch_sub(1, std::memory_order_release);
+}
+
 std::optional<Accepted> SmcListener::pop_done() {
     std::optional<Accepted> a;
     {

@@ -72,6 +72,9 @@ class SmcListener {
     // Worker: queues `a`, or hands it back when the listener is closed (the
     // caller then releases it).
     std::optional<Accepted> push_done(Accepted a);
+    // The handshake of `fd` ended inside the accept() that began it, which
+    // hands the connection out itself: counted out, not queued, nobody woken.
+    void handshake_ended_here(int fd);
     // Takes the oldest completed connection; a stall ends here once the
     // queue has room again. (The application may be asleep on epoll with
     // nothing else to wake it: while stalled the kernel listener is out of
