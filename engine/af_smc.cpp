@@ -234,7 +234,7 @@ void discard(SmcConn* c) {
         note_epoll_member(r.epfd, -1);
     c->connecting_regs.clear();
     if (c->transport.has_buffers()) {
-        smc_close(*c, true);
+        if (c->transport.attached()) smc_close(*c, true); // (else no peer to tell)
         std::lock_guard lock(g_engine_mu);
         if (g_engine.dev) smc_conn_release(*c, *g_engine.dev, c->peer_uid);
     }

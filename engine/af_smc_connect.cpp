@@ -186,7 +186,14 @@ void end_client(ClientHandshake h, const ConnectResult& result, core::ClientEven
     bool smc = std::holds_alternative<std::monostate>(result);
     bool tcp_failed =
         std::holds_alternative<Fallback>(result) && !std::get<Fallback>(result).reason;
-    if (smc) note_acceptor(h.key, c->peer_gid);
+    if (smc) {
+        note_acceptor(h.key, c->peer_gid);
+    } else if (c->transport.has_buffers()) {
+        // Ended before the handshake's own steps gave back what it claimed
+        // (a Proposal that could not be written, no worker to go on).
+        std::lock_guard lock(g_engine_mu);
+        smc_connect_abandon(*c, *g_engine.dev);
+    }
     finish_connect(h.fd, c, result, &reason);
     if (!tcp_failed) count_result(reason, smc);
     g_engine.client_q.load(std::memory_order_acquire)->end();

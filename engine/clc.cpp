@@ -144,11 +144,11 @@ std::vector<uint8_t> encode(const Proposal& m) {
     }
     if (smcd_v2_len) {
         std::copy(m.seid.begin(), m.seid.end(), p + off);
-        if (m.named_dmb && m.named_dmb->token) {
+        if (m.named_dmb && m.named_dmb->secret) {
             put32(p + off + 32, m.named_dmb->serial);
             p[off + 36] = m.named_dmb->slot;
             p[off + 37] = m.named_dmb->size_code;
-            put64(p + off + 40, m.named_dmb->token);
+            put64(p + off + 40, m.named_dmb->secret);
         }
         for (size_t i = 0; i < m.ism_v2.size(); ++i) {
             put64(p + off + kSmcdV2ExtFixed + 10 * i, m.ism_v2[i].gid);
@@ -216,8 +216,8 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> b) {
         size_t d = v2 + 8 + size_t{get16(p + v2 + 6)};
         if (d < cursor || d + kSmcdV2ExtFixed > end) return Error::BadOffset;
         std::copy(p + d, p + d + 32, m.seid.begin());
-        if (uint64_t token = get64(p + d + 40)) {
-            NamedDmb named{get32(p + d + 32), p[d + 36], p[d + 37], token};
+        if (uint64_t secret = get64(p + d + 40)) {
+            NamedDmb named{get32(p + d + 32), p[d + 36], p[d + 37], secret};
             if (named.size_code > kMaxDmbeSizeCode || named.serial == 0) return Error::BadValue;
             m.named_dmb = named;
         }
@@ -248,6 +248,7 @@ std::vector<uint8_t> encode(const AcceptConfirmD& m) {
     if (m.version >= 2) {
         put16(p + 32, m.chid);
         std::copy(m.eid.begin(), m.eid.end(), p + 34);
+        if (m.dmb_secret) put64(p + 34, m.dmb_secret);
         put64(p + 66, m.gid_ext);
         if (fce_len) {
             uint8_t* f = p + kAcceptDV2 - kTrailerLen;
@@ -289,6 +290,7 @@ std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint
     if (m.version >= 2) {
         m.chid = get16(p + 32);
         std::copy(p + 34, p + 66, m.eid.begin());
+        m.dmb_secret = get64(p + 34);
         m.gid_ext = get64(p + 66);
         if (len > kAcceptDV2) {
             const uint8_t* f = p + kAcceptDV2 - kTrailerLen;

@@ -77,7 +77,7 @@ struct NamedDmb {
     uint32_t serial = 0; // the segment (the link_id a Confirm would carry)
     uint8_t slot = 0;    // dmbe_idx
     uint8_t size_code = 0;
-    uint64_t token = 0; // nonzero: the DMB's owner token, and the client's `sig`
+    uint64_t secret = 0; // nonzero: the DMB's owner token (cdc_line.hpp, offset 56)
     bool operator==(const NamedDmb&) const = default;
 };
 
@@ -129,6 +129,9 @@ struct AcceptConfirmD {
     // Accept only (usmc, a reserved byte): the server took the client's
     // Proposal-named DMB. The connection is up on both sides: no Confirm.
     bool took_dmb = false;
+    // usmc, v2: the owner token of the DMB this message names (link_id and
+    // dmbe_idx), in the first 8 bytes of the EID; 0: none named.
+    uint64_t dmb_secret = 0;
     // v2
     uint16_t chid = 0;
     std::array<uint8_t, 32> eid{};

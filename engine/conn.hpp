@@ -107,6 +107,9 @@ struct SmcConn {
     // What the handshake agreed, for observers (diag.hpp): the two devices'
     // GIDs and the DMB tokens each side announced in CLC.
     uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
+    // Our DMB's owner token (smcd/cdc_line.hpp, offset 56): random, told
+    // only in CLC, so only the peer that got the message can name the DMB.
+    uint64_t dmb_secret = 0;
     // Client, during the handshake: our DMB is named in the Proposal
     // (clc::NamedDmb), so the server may take it with its Accept.
     bool named_dmb = false;

@@ -41,7 +41,8 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const Ha
     if (!uid || c.transport.rx.valid()) return std::nullopt;
     auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid);
     if (!own) return std::nullopt; // claimed again (and declined if need be) after the Accept
-    own->control()->owner_token.store(c.token, std::memory_order_release);
+    c.dmb_secret = ism::random64();
+    smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
     c.transport.rx = *own;
     c.peer_uid = *uid;
     // A slot in a segment the server lacks needs the attach anyway: kept for
@@ -49,20 +50,17 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const Ha
     if (!dev.groups().peer_has(server_gid, own->serial)) return std::nullopt;
     c.named_dmb = true;
     return clc::NamedDmb{own->serial, uint8_t(own->slot),
-                         clc::size_to_code(own->size, clc::kMaxDmbeSizeCode), c.token};
+                         clc::size_to_code(own->size, clc::kMaxDmbeSizeCode), c.dmb_secret};
 }
 
 bool smc_withdraw_named_dmb(SmcConn& c) {
     if (!c.named_dmb) return true;
-    if (!smcd::withdraw_named(*c.transport.rx.control(), c.token)) return false;
+    if (!smcd::withdraw_named(*c.transport.rx.control(), c.dmb_secret)) return false;
     c.named_dmb = false;
     return true;
 }
 
-namespace {
-// On failure the connection gives back what the handshake took; its own
-// wake-up pair stays (the caller may have `sig` in epoll sets).
-ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
+void smc_connect_abandon(SmcConn& c, ism::Device& dev) {
     // A DMB the server took is written by it until its close flags say
     // otherwise; one whose name is withdrawn (or never given) is ours alone.
     bool reusable = smc_withdraw_named_dmb(c);
@@ -70,6 +68,13 @@ ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
     c.named_dmb = false;
     c.transport.rx = ism::Dmb{};
     dev.unmap_peer(c.transport.tx);
+}
+
+namespace {
+// On failure the connection gives back what the handshake took; its own
+// wake-up pair stays (the caller may have `sig` in epoll sets).
+ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
+    smc_connect_abandon(c, dev);
     return r;
 }
 
@@ -92,7 +97,8 @@ ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const Handshake
     confirm.type = clc::Type::Confirm;
     confirm.first_contact = attached;
     confirm.gid = dev.gid();
-    confirm.token = c.token; // our `sig`'s name, and our DMB's owner token
+    confirm.token = c.token;                          // our `sig`'s name
+    confirm.dmb_secret = attached ? 0 : c.dmb_secret; // our DMB's owner token
     confirm.dmbe_size_code = clc::size_to_code(c.transport.rx.size, clc::kMaxDmbeSizeCode);
     confirm.link_id = attached ? 0 : c.transport.rx.serial;
     confirm.dmbe_idx = attached ? 0 : uint8_t(c.transport.rx.slot);
@@ -181,7 +187,8 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
                 *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
                 return std::nullopt;
             }
-            own->control()->owner_token.store(conn->token, std::memory_order_release);
+            conn->dmb_secret = ism::random64();
+            smcd::stamp_owner(*own->control(), conn->dmb_secret, conn->token);
             conn->transport.rx = *own;
             conn->peer_uid = server_uid;
         }
@@ -223,10 +230,15 @@ ConnectResult up_without_confirm(SmcConn& c, ism::Device& dev, const clc::Accept
     if (!c.named_dmb) return fail(c, dev, -ECONNRESET); // we named none: not ours to take
     uint32_t peer_size = static_cast<uint32_t>(clc::code_to_size(accept.dmbe_size_code));
     auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
-                                          accept.token);
+                                          accept.dmb_secret);
     if (!theirs) return fail(c, dev, -ECONNRESET);
     c.transport.tx = *theirs;
-    if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) return fail(c, dev, -ECONNRESET);
+    if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
+        // The server's connection is up: it learns of the end from its line,
+        // and its DMB is free for reuse once it closes.
+        c.transport.send_cons(core::Cursor{}, core::kPeerConnAbort);
+        return fail(c, dev, -ECONNRESET);
+    }
     c.named_dmb = false; // the handshake's: the connection owns the DMB now
     c.gid = dev.gid();
     c.peer_gid = accept.gid;
@@ -241,8 +253,14 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
                                                const HandshakeConfig& cfg,
                                                const clc::AcceptConfirmD& accept) {
     if (accept.took_dmb) return up_without_confirm(c, dev, accept);
-    // Not taken: the name no longer matters (the server never swapped it).
-    c.named_dmb = false;
+    // Not taken by the server that answered, yet the name is not ours any
+    // more: another process that claimed our GID in its own Proposal took
+    // it (it can learn a `sig`'s name). That server writes our DMB now: it
+    // is never reused before its close flags, and this connection fails.
+    if (c.named_dmb &&
+        c.transport.rx.control()->owner_token.load(std::memory_order_acquire) != c.dmb_secret)
+        return fail(c, dev, -ECONNRESET);
+    c.named_dmb = false; // not taken: the name no longer matters
     if (accept.first_contact) return std::nullopt;
     auto uid = dev.groups().peer_user(accept.gid);
     if (!uid) return std::nullopt;
@@ -250,7 +268,7 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
     // (A name that does not check out: the attach, where the endpoint of
     // that GID answers only for its own token.)
     auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
-                                          accept.token);
+                                          accept.dmb_secret);
     if (!theirs) return std::nullopt;
     if (!c.transport.rx.valid()) {
         errno = 0;
@@ -261,7 +279,8 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
             clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
             return fail(c, dev, Fallback{reason, 0});
         }
-        own->control()->owner_token.store(c.token, std::memory_order_release);
+        c.dmb_secret = ism::random64();
+        smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
         c.transport.rx = *own;
         c.peer_uid = *uid;
     }

@@ -107,6 +107,9 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& conn, ism::Device& dev,
 // Client, before any Decline: takes back the name of our DMB. False if the
 // server took it first: its Accept is on the way, and SMC is up for it.
 bool smc_withdraw_named_dmb(SmcConn& conn);
+// Client: a handshake that did not come up gives back the DMBs it claimed
+// or mapped (one the server took is reused only after its close flags).
+void smc_connect_abandon(SmcConn& conn, ism::Device& dev);
 
 // Server: the first bytes of `tcp_fd` are a CLC Proposal (clc::classify).
 HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint& ep,

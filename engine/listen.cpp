@@ -39,13 +39,15 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
     if (!uid) return;
     auto ours = dev.allocate(size, *uid);
     if (!ours) return; // the endpoint tries again at attach time
-    ours->control()->owner_token.store(token, std::memory_order_release);
+    conn.dmb_secret = ism::random64();
+    smcd::stamp_owner(*ours->control(), conn.dmb_secret, token);
     conn.transport.rx = *ours;
     conn.peer_uid = *uid;
     if (!dev.groups().peer_has(client_gid, ours->serial)) return; // a new segment: attach
     accept.first_contact = false;
     accept.link_id = ours->serial;
     accept.dmbe_idx = uint8_t(ours->slot);
+    accept.dmb_secret = conn.dmb_secret;
 }
 
 // The DMB the client's Proposal named, when our DMB lies in a segment the
@@ -57,16 +59,18 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
 bool take_named(SmcConn& conn, ism::Device& dev, const clc::NamedDmb& named) {
     uint32_t size = static_cast<uint32_t>(clc::code_to_size(named.size_code));
     auto theirs =
-        dev.groups().their_slot(conn.peer_gid, named.serial, named.slot, size, named.token);
+        dev.groups().their_slot(conn.peer_gid, named.serial, named.slot, size, named.secret);
     if (!theirs) return false;
-    if (!smcd::take_named(*theirs->control(), named.token)) {
+    // The client's `sig`, as it wrote it with the secret: whom to wake.
+    uint64_t sig_token = theirs->control()->owner_sig.load(std::memory_order_relaxed);
+    if (!sig_token || !smcd::take_named(*theirs->control(), named.secret)) {
         dev.unmap_peer(*theirs);
         return false;
     }
     conn.transport.tx = *theirs;
-    conn.peer_token = named.token;
-    if (!smc_conn_peer_wakeups(conn, conn.peer_gid, named.token)) {
-        smcd::untake_named(*theirs->control(), named.token);
+    conn.peer_token = sig_token;
+    if (!smc_conn_peer_wakeups(conn, conn.peer_gid, sig_token)) {
+        smcd::untake_named(*theirs->control(), named.secret);
         dev.unmap_peer(conn.transport.tx);
         return false;
     }
@@ -137,7 +141,12 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
         ep.offer(token, offer);
     }
-    if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) return fail(-ECONNRESET);
+    if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) {
+        // The client's DMB is ours to write since the take: our abort in
+        // its line frees it for reuse when the client gives up.
+        if (accept.took_dmb) conn->transport.send_cons(core::Cursor{}, core::kPeerConnAbort);
+        return fail(-ECONNRESET);
+    }
     *token_out = token;
     if (accept.took_dmb) {
         runtime::count(counters::lgr_reused);
@@ -177,7 +186,8 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         // No attach: both DMBs lie in segments the other side has (our
         // Accept said so of ours). The client's name must check out.
         if (conn->transport.rx.valid() && cf->gid == proposed_gid)
-            peer_dmb = dev.groups().their_slot(cf->gid, cf->link_id, cf->dmbe_idx, size, cf->token);
+            peer_dmb =
+                dev.groups().their_slot(cf->gid, cf->link_id, cf->dmbe_idx, size, cf->dmb_secret);
         ep.withdraw(token); // (an attach that comes now is refused)
         if (!peer_dmb) {
             log::debug("fd {}: the client's DMB (segment {}, slot {}) is not one of its link "

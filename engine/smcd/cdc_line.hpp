@@ -9,15 +9,20 @@
 //       + urgent count:16                     word read and written atomically
 //   16  consumer cursor  wrap:16 count:32
 //       + producer flags:8 + connection flags:8
-//   24  reserved (kernel)
+//   24  usmc: the owner's `sig` token (its CLC token), written with the
+//       owner token: whom a server that took a DMB named in a Proposal
+//       wakes (the peer's word, checked like any: a wrong one wakes nobody
+//       of ours)
 //   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace), set by the
 //       waiter, taken by the notifier with one atomic RMW: exactly one
 //       wake-up per wait
 //   40  usmc: the urgent mark  wrap:16 count:32 + urgent count:16
 //   48  usmc: the bell of the peer's process (space_watch.hpp), set before
 //       it asks for kWaitSpace: rung when that wait is taken
-//   56  usmc: the owner's CLC token, written by the owner when it claims the
-//       DMB, before it names the DMB in CLC. A connection on an existing link
+//   56  usmc: the owner token: a random secret the owner writes when it
+//       claims the DMB, before it names the DMB in CLC, and tells only in
+//       CLC (never the `sig`'s token: a bound abstract name, which any local
+//       process reads in /proc/net/unix). A connection on an existing link
 //       group maps the DMB its peer names without an attach (link_group.hpp)
 //       and believes the name only if this matches the token of the message:
 //       nobody who cannot write the owner's segment can make it match.
@@ -78,7 +83,7 @@ struct alignas(64) Control {
     uint8_t reserved0[7];
     std::atomic<uint64_t> prod;
     std::atomic<uint64_t> cons;
-    uint64_t reserved1;
+    std::atomic<uint64_t> owner_sig;
     std::atomic<uint64_t> waiting;
     std::atomic<uint64_t> urg;
     std::atomic<uint64_t> space_bell;
@@ -86,6 +91,13 @@ struct alignas(64) Control {
 };
 static_assert(sizeof(Control) == kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// The owner claims its DMB: the secret it will tell in CLC, and its `sig`'s
+// token, the secret last.
+inline void stamp_owner(Control& line, uint64_t secret, uint64_t sig_token) {
+    line.owner_sig.store(sig_token, std::memory_order_relaxed);
+    line.owner_token.store(secret, std::memory_order_release);
+}
 
 // A Proposal's named DMB, taken by the server or withdrawn by its owner
 // (see offset 56 above).

@@ -167,7 +167,7 @@ std::optional<Dmb> LinkGroups::their_slot(uint64_t gid, uint32_t serial, uint32_
     {
         std::lock_guard lock(mu_);
         Group* g = find_locked(gid);
-        if (!g || !serial) return std::nullopt;
+        if (!g || !serial || !token) return std::nullopt; // (0: a slot nobody named)
         for (auto& t : g->theirs)
             if (t.serial == serial) {
                 uint64_t offset = uint64_t{slot} * size;

@@ -62,7 +62,8 @@ class LinkGroups {
     bool peer_has(uint64_t gid, uint32_t serial);
     // The peer's DMB its CLC message names: slot `slot` (`size` bytes) of
     // its segment `serial`, if we map that segment and the owner's token in
-    // the slot is `token`. Give it back with Device::unmap_peer.
+    // the slot is `token` (its secret, told only in CLC; never 0). Give it
+    // back with Device::unmap_peer.
     std::optional<Dmb> their_slot(uint64_t gid, uint32_t serial, uint32_t slot, uint32_t size,
                                   uint64_t token);
     size_t count();

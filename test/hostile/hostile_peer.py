@@ -337,6 +337,7 @@ class Session:
         self.ours = Dmb(size * slots)  # our DMB is its first slot
         self.size = size
         our_token = random64()
+        self.sig_token = our_token  # public: its name is in /proc/net/unix
         self.sig = wakeup_socket(our_token)
         self.server_sig_name = sig_name(token)
         self.waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -417,14 +418,16 @@ def flip_flags(args):
     s.close()
 
 
-def confirm_named(gid, token, dmb_size, serial, slot):
+def confirm_named(gid, token, dmb_size, serial, slot, secret):
     """A Confirm with no attach behind it (first-contact bit clear): it
     names our DMB as slot `slot` of our segment `serial`, as a connection
-    on a link group does (engine/smcd/link_group.hpp)."""
+    on a link group does (engine/smcd/link_group.hpp), with the slot's owner
+    token `secret` in the EID's first bytes (engine/clc.hpp, dmb_secret)."""
     body = bytearray(confirm(gid, token, dmb_size))
     body[7] &= ~(0b10 << 2) & 0xFF
     body[24] = slot
     struct.pack_into(">I", body, 28, serial)
+    struct.pack_into(">Q", body, 34, secret)
     return bytes(body)
 
 
@@ -458,11 +461,12 @@ def echo_on_named(tcp, first, accept, serial, slot, token=None):
     ours = Dmb(size, os.dup(first.ours.fd), slot * size)
     named_in_proposal = token is not None  # and taken with the Accept: no Confirm
     if not named_in_proposal:
-        token = random64()
-        ours.put(56, token)  # the owner token, before the name goes out
+        token, secret = random64(), random64()
+        ours.put(24, token)  # our `sig`, and the owner token, before the name goes out
+        ours.put(56, secret)
     sig = wakeup_socket(token)
     if not named_in_proposal:
-        tcp.sendall(confirm_named(first.gid, token, size, serial, slot))
+        tcp.sendall(confirm_named(first.gid, token, size, serial, slot, secret))
     ping = b"ping"
     theirs.map[CTRL:CTRL + len(ping)] = ping
     theirs.put(PROD, len(ping) << 16)
@@ -487,11 +491,15 @@ def forged_reuse(args):
     first = Session(args.host, args.port, serial=serial, slots=3)
     first.wait_accepted()
     right = random64()
+    first.ours.put(24, first.sig_token)
     first.ours.put(56, right)  # the owner token the server reads in our slot
+    # (The `sig`'s token is no secret: any local process reads its name in
+    # /proc/net/unix. A name that gives it for the owner token is refused.)
     cases = (("wrong-token", first.gid, right ^ 1, 0),
+             ("sig-token", first.gid, first.sig_token, 0),
              ("slot-past-the-file", first.gid, right, 9),
              ("no-group", random64(), right, 0))
-    for what, gid, token, slot in cases:
+    for what, gid, secret, slot in cases:
         pending = Pending(args.host, args.port)
         tcp = announced_connect(args.host, args.port, pending)
         tcp.sendall(proposal(gid))
@@ -502,7 +510,7 @@ def forged_reuse(args):
             tcp.close()
             pending.close()
             continue
-        tcp.sendall(confirm_named(gid, token, size, serial, slot))
+        tcp.sendall(confirm_named(gid, random64(), size, serial, slot, secret))
         pending.end(tcp.getsockname()[1])
         print(f"{'REFUSED' if reset_by_server(tcp) else 'BELIEVED'} {what}", flush=True)
         tcp.close()
@@ -510,11 +518,12 @@ def forged_reuse(args):
     # The same names in the Proposal: a server takes only a DMB whose name
     # checks out (and says so in its Accept); these it leaves, and the
     # handshake goes on to a Confirm (here: our Decline).
-    for what, token, slot in (("named-wrong-token", right ^ 1, 0),
-                              ("named-slot-past-the-file", right, 9)):
+    for what, secret, slot in (("named-wrong-token", right ^ 1, 0),
+                               ("named-sig-token", first.sig_token, 0),
+                               ("named-slot-past-the-file", right, 9)):
         pending = Pending(args.host, args.port)
         tcp = announced_connect(args.host, args.port, pending)
-        tcp.sendall(proposal(first.gid, (serial, slot, size_code(first.size), token)))
+        tcp.sendall(proposal(first.gid, (serial, slot, size_code(first.size), secret)))
         msg = read_clc(tcp)
         untouched = first.ours.get(56) == right
         print(f"{'TAKEN' if took_named(msg) or not untouched else 'LEFT'} {what}", flush=True)
@@ -527,13 +536,14 @@ def forged_reuse(args):
     # (taken with the Accept: no Confirm), then slot 1 in a Confirm.
     pending = Pending(args.host, args.port)
     tcp = announced_connect(args.host, args.port, pending)
-    token = random64()
+    token, secret = random64(), random64()
     slot2 = Dmb(first.size, os.dup(first.ours.fd), 2 * first.size)
-    slot2.put(56, token)
-    tcp.sendall(proposal(first.gid, (serial, 2, size_code(first.size), token)))
+    slot2.put(24, token)  # our `sig`: whom the server wakes
+    slot2.put(56, secret)
+    tcp.sendall(proposal(first.gid, (serial, 2, size_code(first.size), secret)))
     msg = read_clc(tcp)
     if took_named(msg):
-        swapped = slot2.get(56) == token ^ (1 << 63)  # the server's take (cdc_line.hpp)
+        swapped = slot2.get(56) == secret ^ (1 << 63)  # the server's take (cdc_line.hpp)
         (link_id,) = struct.unpack_from(">I", msg, 28)
         _, server_token, size = parse_accept(msg)
         ok = swapped and echo_on_named(tcp, first, (server_token, size, link_id, msg[24]), serial, 2,

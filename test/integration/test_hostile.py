@@ -402,12 +402,12 @@ def case_forged_reuse(env):
     resident = Resident(env, port)
     check_served(env, port, "before the attack", resident)
     out = run_peer(env, "forged-reuse", port)
-    for what in ("wrong-token", "slot-past-the-file", "no-group"):
+    for what in ("wrong-token", "sig-token", "slot-past-the-file", "no-group"):
         check(f"REFUSED {what}" in out, f"a Confirm naming a DMB with {what.replace('-', ' ')}: the "
                                        f"server reset that connection ({out.strip()[-300:]!r})")
     check("ECHOED right-names" in out, f"a connection whose names check out is believed without an "
                                        f"attach, and echoes ({out.strip()[-300:]!r})")
-    for what in ("named-wrong-token", "named-slot-past-the-file"):
+    for what in ("named-wrong-token", "named-sig-token", "named-slot-past-the-file"):
         check(f"LEFT {what}" in out, f"a Proposal naming a DMB with {what[6:].replace('-', ' ')}: the "
                                      f"server did not take it ({out.strip()[-300:]!r})")
     check("ECHOED named-right" in out, f"a DMB named in the Proposal whose name checks out is taken "

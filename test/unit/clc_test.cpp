@@ -269,6 +269,8 @@ TEST_CASE("SMC-D Accept: the took-your-DMB bit, only in an Accept, never with fi
     CHECK(bytes[26] == 0);
     bytes[26] = 1;
     CHECK_FALSE(ok(decode_accept_confirm_d(bytes)).took_dmb);
+    m.dmb_secret = 0x5ec7e7; // the named DMB's owner token, in the EID's first bytes
+    CHECK(ok(decode_accept_confirm_d(encode(m))).dmb_secret == 0x5ec7e7);
     m.type = Type::Accept;
     m.first_contact = true; // the client's DMB cannot lie in a segment the server lacks
     m.fce = FirstContact{};

@@ -192,7 +192,9 @@ TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes
     REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
     auto named = smc_name_dmb(c, client_dev, cfg, server_dev.gid());
     REQUIRE(named);
-    CHECK(named->token == c.token);
+    CHECK(named->secret == c.dmb_secret);
+    CHECK(named->secret != c.token); // never the `sig`'s name, which anyone can read
+    CHECK(c.transport.rx.control()->owner_sig.load() == c.token);
     CHECK(named->serial == c.transport.rx.serial);
     HandshakeResult server_result;
     bool complete = false;
@@ -227,6 +229,26 @@ TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes
     smc_close(s, false);
     smc_conn_release(c, client_dev, c.peer_uid);
     smc_conn_release(s, server_dev, s.peer_uid);
+
+    // A handshake that ends without coming up after its DMB was taken
+    // leaves that DMB to the server until its close flags: never claimed
+    // again before.
+    SmcConn d;
+    REQUIRE(smc_conn_init_wakeups(d, false, ism::random64()));
+    auto taken = smc_name_dmb(d, client_dev, cfg, server_dev.gid());
+    REQUIRE(taken);
+    REQUIRE(smcd::take_named(*d.transport.rx.control(), d.dmb_secret)); // as the server does
+    smc_connect_abandon(d, client_dev);
+    CHECK_FALSE(d.transport.rx.valid());
+    for (int i = 0; i < 8; ++i) {
+        SmcConn e;
+        REQUIRE(smc_conn_init_wakeups(e, false, ism::random64()));
+        auto again = smc_name_dmb(e, client_dev, cfg, server_dev.gid());
+        if (again) CHECK_FALSE((again->serial == taken->serial && again->slot == taken->slot));
+        smc_connect_abandon(e, client_dev); // withdrawn: free at once
+        smc_close_wakeups(e);
+    }
+    smc_close_wakeups(d);
     delete ep;
 }
 
