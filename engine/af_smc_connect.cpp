@@ -289,7 +289,7 @@ void attach(ClientHandshake h, const clc::AcceptConfirmD& accept) {
     ism::Device* dev = g_engine.dev;
     auto no_dmb = std::make_shared<uint32_t>(0);
     bool started = ism::attach_async(
-        accept.gid, accept.token, smc_connect_ours(*h.c, *dev, cfg, no_dmb.get()),
+        accept.gid, smc_attach_key(accept), smc_connect_ours(*h.c, *dev, cfg, no_dmb.get()),
         cfg.attach_timeout_ms, [=](std::optional<ism::PeerFds> peer) {
             runtime::count(counters::client_handshakes_on_watch);
             end_client(h, smc_connect_confirm(h.fd, *h.c, *dev, cfg, accept, peer, *no_dmb));

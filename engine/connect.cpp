@@ -60,6 +60,10 @@ bool smc_withdraw_named_dmb(SmcConn& c) {
     return true;
 }
 
+uint64_t smc_attach_key(const clc::AcceptConfirmD& accept) {
+    return accept.dmb_secret ? accept.dmb_secret : accept.token;
+}
+
 void smc_connect_abandon(SmcConn& c, ism::Device& dev) {
     // A DMB the server took is written by it until its close flags say
     // otherwise; one whose name is withdrawn (or never given) is ours alone.
@@ -304,8 +308,8 @@ ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const Han
                                  const clc::AcceptConfirmD& accept) {
     if (auto done = smc_connect_reuse(fd, c, dev, cfg, accept)) return *done;
     uint32_t no_dmb = 0; // why our DMB could not be had, if that ended the attach
-    auto peer = ism::attach(accept.gid, accept.token, smc_connect_ours(c, dev, cfg, &no_dmb),
-                            cfg.attach_timeout_ms);
+    auto peer = ism::attach(accept.gid, smc_attach_key(accept),
+                            smc_connect_ours(c, dev, cfg, &no_dmb), cfg.attach_timeout_ms);
     return smc_connect_confirm(fd, c, dev, cfg, accept, peer, no_dmb);
 }
 

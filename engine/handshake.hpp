@@ -107,6 +107,9 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& conn, ism::Device& dev,
 // Client, before any Decline: takes back the name of our DMB. False if the
 // server took it first: its Accept is on the way, and SMC is up for it.
 bool smc_withdraw_named_dmb(SmcConn& conn);
+// Client: what the attach names the server's offer by: the Accept's secret
+// (a server before it offered under its `sig`'s token).
+uint64_t smc_attach_key(const clc::AcceptConfirmD& accept);
 // Client: a handshake that did not come up gives back the DMBs it claimed
 // or mapped (one the server took is reused only after its close flags).
 void smc_connect_abandon(SmcConn& conn, ism::Device& dev);
@@ -117,7 +120,8 @@ HandshakeResult smc_listen_handshake(int tcp_fd, ism::Device& dev, ism::Endpoint
 // The same in two steps, so that no thread waits while the client attaches
 // and confirms (a client that stalls there must not hold a worker): `begin`
 // reads the Proposal and sends the Accept; a connection back from it (with
-// `*token` set) is waiting for the client's Confirm. Once the connection is
+// `*token` set: the key of the endpoint's offer for the client's attach)
+// is waiting for the client's Confirm. Once the connection is
 // readable (or clc_timeout_ms passed: `timed_out`), `finish` completes it
 // (`taken`, for either: the client's message, already read:
 // clc::take_whole_message).

@@ -31,7 +31,8 @@ HandshakeResult abandon(SmcConn& conn, uint64_t token, ism::Device& dev, ism::En
 }
 
 // Our DMB for a client with a link group (its user known from the group):
-// claimed now, its owner's token written, so that the Accept can name it.
+// claimed now, its owner token (the connection's secret) written, so that
+// the Accept can name it.
 // Whether the client has its segment decides whether it must attach.
 void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint32_t size,
                      uint64_t token, clc::AcceptConfirmD& accept) {
@@ -39,7 +40,6 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
     if (!uid) return;
     auto ours = dev.allocate(size, *uid);
     if (!ours) return; // the endpoint tries again at attach time
-    conn.dmb_secret = ism::random64();
     smcd::stamp_owner(*ours->control(), conn.dmb_secret, token);
     conn.transport.rx = *ours;
     conn.peer_uid = *uid;
@@ -47,7 +47,6 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
     accept.first_contact = false;
     accept.link_id = ours->serial;
     accept.dmbe_idx = uint8_t(ours->slot);
-    accept.dmb_secret = conn.dmb_secret;
 }
 
 // The DMB the client's Proposal named, when our DMB lies in a segment the
@@ -112,10 +111,14 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         return Fallback{fallback::MAX_DMB, 0};
     }
     uint64_t token = ism::random64();
+    // What reaches our DMB, told only in the Accept: the owner token of a
+    // DMB it names, and the key of the endpoint's offer for an attach (the
+    // `sig`'s token, `token`, is a name any local process can read).
+    const uint64_t key = conn->dmb_secret = ism::random64();
     conn->tcp_fd = fd;
     conn->busy_poll_us = cfg.busy_poll_us;
     conn->autocorking_size = cfg.autocorking_size;
-    auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
+    auto fail = [&](HandshakeResult res) { return abandon(*conn, key, dev, ep, std::move(res)); };
     if (!smc_conn_init_wakeups(*conn, false, token)) {
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         clc::send_decline(fd, 0, reason, cfg.clc_timeout_ms);
@@ -129,6 +132,7 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     accept.token = token;
     accept.dmbe_size_code = clc::size_to_code(dmb_size, clc::kMaxDmbeSizeCode);
     accept.chid = clc::kChidEmulated;
+    accept.dmb_secret = key;
     conn->peer_gid = p.ism_v2[0].gid;
     claim_for_group(*conn, dev, conn->peer_gid, dmb_size, token, accept);
     accept.took_dmb =
@@ -139,7 +143,7 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     } else {
         ism::OfferSpec offer{dmb_size, std::nullopt};
         if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
-        ep.offer(token, offer);
+        ep.offer(key, offer);
     }
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) {
         // The client's DMB is ours to write since the take: our abort in
@@ -147,7 +151,7 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
         if (accept.took_dmb) conn->transport.send_cons(core::Cursor{}, core::kPeerConnAbort);
         return fail(-ECONNRESET);
     }
-    *token_out = token;
+    *token_out = key;
     if (accept.took_dmb) {
         runtime::count(counters::lgr_reused);
         runtime::count(counters::lgr_no_confirm);
@@ -156,10 +160,10 @@ HandshakeResult smc_listen_begin(int fd, ism::Device& dev, ism::Endpoint& ep,
     return conn;
 }
 
-HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_t token,
+HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_t key,
                                   ism::Device& dev, ism::Endpoint& ep, const HandshakeConfig& cfg,
                                   bool timed_out, clc::ReadResult* taken) {
-    auto fail = [&](HandshakeResult res) { return abandon(*conn, token, dev, ep, std::move(res)); };
+    auto fail = [&](HandshakeResult res) { return abandon(*conn, key, dev, ep, std::move(res)); };
     if (timed_out && !taken) return fail(-ETIMEDOUT);
     // (Called once the socket is readable: no wait before the first look.)
     auto c = taken ? std::move(*taken)
@@ -188,7 +192,7 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         if (conn->transport.rx.valid() && cf->gid == proposed_gid)
             peer_dmb =
                 dev.groups().their_slot(cf->gid, cf->link_id, cf->dmbe_idx, size, cf->dmb_secret);
-        ep.withdraw(token); // (an attach that comes now is refused)
+        ep.withdraw(key); // (an attach that comes now is refused)
         if (!peer_dmb) {
             log::debug("fd {}: the client's DMB (segment {}, slot {}) is not one of its link "
                        "group's: connection reset",
@@ -198,7 +202,7 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
         runtime::count(counters::lgr_reused);
     } else {
         // The client attached before sending Confirm, so its descriptors are here.
-        auto attached = ep.wait_attached(token, cfg.attach_timeout_ms);
+        auto attached = ep.wait_attached(key, cfg.attach_timeout_ms);
         if (!attached) return fail(-ECONNRESET);
         conn->transport.rx = attached->ours;
         ism::PeerFds& peer = attached->peer;
@@ -216,7 +220,6 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     }
     conn->transport.tx = *peer_dmb;
     conn->gid = dev.gid();
-    conn->token = token; // the Accept's: the client attached with it to reach our DMB
     if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token))
         return fail(-ECONNRESET); // the client believes SMC is up: only an error is honest
     return conn;

@@ -328,12 +328,18 @@ class Session:
     """One SMC-D connection to the server, made the way a usmc client makes
     it; afterwards every descriptor and mapping is the caller's to abuse."""
 
-    def __init__(self, host, port, gid=None, serial=0, slots=1):
+    def __init__(self, host, port, gid=None, serial=0, slots=1, key_from_token=False):
         self.gid = gid or random64()
         self.pending = Pending(host, port)
         self.tcp = announced_connect(host, port, self.pending)
         self.tcp.sendall(proposal(self.gid))
-        server_gid, token, size = parse_accept(read_clc(self.tcp))
+        msg = read_clc(self.tcp)
+        server_gid, token, size = parse_accept(msg)
+        # The endpoint's offer is keyed by the Accept's secret (the EID's
+        # first 8 bytes, engine/clc.hpp dmb_secret), not by its token.
+        (key,) = struct.unpack_from(">Q", msg, 34)
+        if key_from_token:  # what anyone can read: the server's `sig` name
+            key = token
         self.ours = Dmb(size * slots)  # our DMB is its first slot
         self.size = size
         our_token = random64()
@@ -343,7 +349,7 @@ class Session:
         self.waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.waker.setblocking(False)
         self.link = link(server_gid)
-        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, token, 0, size * slots, serial, 0)],
+        socket.send_fds(self.link, [REQUEST.pack(ATTACH_MAGIC, size, key, 0, size * slots, serial, 0)],
                         [self.ours.fd])
         msg, fds, _, _ = socket.recv_fds(self.link, REPLY.size, 8)
         magic, status, their_size, their_offset, _, _ = REPLY.unpack(msg)
@@ -486,6 +492,13 @@ def echo_on_named(tcp, first, accept, serial, slot, token=None):
 
 def forged_reuse(args):
     serial = 0x5EED
+    # An attach by the server's `sig` token (its abstract name is public in
+    # /proc/net/unix), not by the Accept's secret: refused.
+    try:
+        Session(args.host, args.port, key_from_token=True).close()
+        print("ATTACHED attach-by-sig-token", flush=True)
+    except (ConnectionError, OSError) as e:
+        print(f"REFUSED attach-by-sig-token ({e})", flush=True)
     # The first connection: a first contact, whose attach says our DMB is
     # slot 0 of our segment `serial` (a file of three slots: ours alone).
     first = Session(args.host, args.port, serial=serial, slots=3)

@@ -402,6 +402,8 @@ def case_forged_reuse(env):
     resident = Resident(env, port)
     check_served(env, port, "before the attack", resident)
     out = run_peer(env, "forged-reuse", port)
+    check("REFUSED attach-by-sig-token" in out, f"an attach naming the server's offer by its `sig` "
+                                                f"token (a public name) is refused ({out.strip()[-300:]!r})")
     for what in ("wrong-token", "sig-token", "slot-past-the-file", "no-group"):
         check(f"REFUSED {what}" in out, f"a Confirm naming a DMB with {what.replace('-', ' ')}: the "
                                        f"server reset that connection ({out.strip()[-300:]!r})")
