@@ -35,22 +35,34 @@ bool smc_send_proposal(int fd, const ism::Device& dev, const HandshakeConfig& cf
     return clc::write_message(fd, clc::encode(p), cfg.clc_timeout_ms);
 }
 
+namespace {
+// Our DMB for a peer of `uid` (false: none, errno says why): its owner
+// token, a fresh secret, and our `sig` written before anything names it.
+bool claim_own(SmcConn& c, ism::Device& dev, uint32_t size, uid_t uid) {
+    errno = 0;
+    auto own = dev.allocate(size, uid);
+    if (!own) return false;
+    c.dmb_secret = ism::random64();
+    smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
+    c.transport.rx = *own;
+    c.peer_uid = uid;
+    return true;
+}
+} // namespace
+
 std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
                                           uint64_t server_gid) {
     auto uid = dev.groups().peer_user(server_gid);
     if (!uid || c.transport.rx.valid()) return std::nullopt;
-    auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid);
-    if (!own) return std::nullopt; // claimed again (and declined if need be) after the Accept
-    c.dmb_secret = ism::random64();
-    smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
-    c.transport.rx = *own;
-    c.peer_uid = *uid;
+    // (None: claimed again, and declined if need be, after the Accept.)
+    if (!claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid)) return std::nullopt;
+    const ism::Dmb& own = c.transport.rx;
     // A slot in a segment the server lacks needs the attach anyway: kept for
     // it, not named.
-    if (!dev.groups().peer_has(server_gid, own->serial)) return std::nullopt;
+    if (!dev.groups().peer_has(server_gid, own.serial)) return std::nullopt;
     c.named_dmb = true;
-    return clc::NamedDmb{own->serial, uint8_t(own->slot),
-                         clc::size_to_code(own->size, clc::kMaxDmbeSizeCode), c.dmb_secret};
+    return clc::NamedDmb{own.serial, uint8_t(own.slot),
+                         clc::size_to_code(own.size, clc::kMaxDmbeSizeCode), c.dmb_secret};
 }
 
 bool smc_withdraw_named_dmb(SmcConn& c) {
@@ -184,17 +196,10 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
             d->release(conn->transport.rx, conn->peer_uid);
             conn->transport.rx = ism::Dmb{};
         }
-        if (!conn->transport.rx.valid()) {
-            errno = 0;
-            auto own = d->allocate(d->size_for(size, roomy), server_uid);
-            if (!own) {
-                *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
-                return std::nullopt;
-            }
-            conn->dmb_secret = ism::random64();
-            smcd::stamp_owner(*own->control(), conn->dmb_secret, conn->token);
-            conn->transport.rx = *own;
-            conn->peer_uid = server_uid;
+        if (!conn->transport.rx.valid() &&
+            !claim_own(*conn, *d, d->size_for(size, roomy), server_uid)) {
+            *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+            return std::nullopt;
         }
         return ism::Fds{conn->transport.rx.fd, conn->transport.rx.size, conn->transport.rx.offset,
                         conn->transport.rx.file_size, conn->transport.rx.serial};
@@ -274,19 +279,12 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
     auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
                                           accept.dmb_secret);
     if (!theirs) return std::nullopt;
-    if (!c.transport.rx.valid()) {
-        errno = 0;
-        auto own = dev.allocate(dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid);
-        if (!own) {
-            dev.unmap_peer(*theirs);
-            uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
-            clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
-            return fail(c, dev, Fallback{reason, 0});
-        }
-        c.dmb_secret = ism::random64();
-        smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
-        c.transport.rx = *own;
-        c.peer_uid = *uid;
+    if (!c.transport.rx.valid() &&
+        !claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid)) {
+        dev.unmap_peer(*theirs);
+        uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
+        clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
+        return fail(c, dev, Fallback{reason, 0});
     }
     if (!dev.groups().peer_has(accept.gid, c.transport.rx.serial)) {
         dev.unmap_peer(*theirs); // the attach brings it again, with ours
