@@ -171,8 +171,8 @@ void server_done(ServerHandshake h, HandshakeResult& result) {
 // out): on the event loop, on a worker, or here if none can take it.
 void server_finish(ServerHandshake h, SmcConn* conn, uint64_t token, bool timed_out,
                    clc::ReadResult* taken = nullptr) {
-    auto result = smc_listen_finish(h.fd, std::unique_ptr<SmcConn>(conn), token, *g_engine.dev,
-                                    *g_engine.ep, handshake_config(), timed_out, taken);
+    auto result = smc_listen_finish(h.fd, std::unique_ptr<SmcConn>(conn), token, devices(),
+                                    handshake_config(), timed_out, taken);
     server_done(h, result);
 }
 
@@ -199,8 +199,7 @@ void up_here(ServerHandshake h, std::unique_ptr<SmcConn> conn, Accepted* here) {
 void begin(ServerHandshake h, clc::ReadResult* taken = nullptr, Accepted* here = nullptr) {
     uint64_t token = 0;
     bool complete = false;
-    auto result = smc_listen_begin(h.fd, *g_engine.dev, *g_engine.ep, handshake_config(), &token,
-                                   taken, &complete);
+    auto result = smc_listen_begin(h.fd, devices(), handshake_config(), &token, taken, &complete);
     if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
         // The Accept took the client's named DMB: up, with no Confirm to wait for.
         if (complete && here) return up_here(h, std::move(*conn), here);

@@ -215,11 +215,11 @@ void client_job(ClientHandshake h, core::ClientHs from, bool late) {
     HandshakeConfig cfg = handshake_config();
     if (from == core::ClientHs::AwaitAccept) {
         if (late) cfg.accept_wait_ms = 0; // waited for in the watch
-        result = smc_connect_handshake(h.fd, *h.c, *g_engine.dev, cfg, true);
+        result = smc_connect_handshake(h.fd, *h.c, devices(), cfg, true);
     } else {
         pollfd p{h.fd, POLLOUT, 0};
         if (sys::real().poll(&p, 1, kTcpConnectWaitMs) == 1 && !(p.revents & (POLLERR | POLLHUP)))
-            result = smc_connect_handshake(h.fd, *h.c, *g_engine.dev, cfg, false, h.server_gid);
+            result = smc_connect_handshake(h.fd, *h.c, devices(), cfg, false, h.server_gid);
         else // failed or still going: the application reads the kernel's outcome
             result = Fallback{0, 0};
     }
@@ -260,7 +260,7 @@ core::ClientEvent send_proposal_now(const ClientHandshake& h) {
     ism::Device& dev = *g_engine.dev;
     if (!dev.has_room(cfg.dmb_size)) return core::ClientEvent::NeedsThread;
     auto named = smc_name_dmb(*h.c, dev, cfg, h.server_gid);
-    return smc_send_proposal(h.fd, dev, cfg, named ? &*named : nullptr)
+    return smc_send_proposal(h.fd, devices(), cfg, named ? &*named : nullptr)
                ? core::ClientEvent::ProposalSent
                : core::ClientEvent::ProposalFailed;
 }
@@ -309,7 +309,7 @@ void on_answer(ClientHandshake h) {
     if (!answer) return to_worker(h);
     HandshakeConfig cfg = handshake_config();
     ism::Device* dev = g_engine.dev;
-    auto step = smc_connect_accept(h.fd, *h.c, *dev, cfg, true, &*answer);
+    auto step = smc_connect_accept(h.fd, *h.c, devices(), cfg, true, &*answer);
     if (auto* done = std::get_if<ConnectResult>(&step)) return end_client(h, *done);
     auto accept = std::get<clc::AcceptConfirmD>(step);
     if (auto done = smc_connect_reuse(h.fd, *h.c, *dev, cfg, accept)) { // a link group: no attach
@@ -429,7 +429,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     if (!smc_conn_init_wakeups(*conn, true, ism::random64()) && errno == EMFILE)
         result = Fallback{fallback::FDLIMIT, 0};
     else if (conn->sig >= 0)
-        result = smc_connect_handshake(fd, *conn, *g_engine.dev, handshake_config(), false,
+        result = smc_connect_handshake(fd, *conn, devices(), handshake_config(), false,
                                        acceptor ? acceptor : publisher_gid);
     hs_track::advance(state, event_of(result), fd);
     registry::announce_pending(addr, len, false, port);

@@ -5,6 +5,7 @@
 #include "engine/af_smc.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/handshake.hpp"
+#include "engine/handshake_ism.hpp"
 #include "engine/handshake_queue.hpp"
 #include "engine/listener.hpp"
 
@@ -62,6 +63,10 @@ bool ensure_engine(bool need_endpoint);
 HandshakeQueue* server_queue();
 HandshakeQueue* client_queue();
 HandshakeConfig handshake_config();
+// The devices the handshakes run on (g_engine's, made by ensure_engine).
+inline HandshakeDevices devices() {
+    return {g_engine.dev, g_engine.ep};
+}
 
 void set_mode(int fd, SockMode mode, uint32_t reason);
 void count_result(uint32_t reason, bool smc);

@@ -7,7 +7,8 @@
 
 namespace usmc::fallback {
 
-// X(name, code, description)
+// X(name, code, description). The order is each reason's slot in a stats
+// segment (statseg.hpp): new reasons go at the end.
 #define USMC_FALLBACK_REASONS(X)                                                                   \
     X(MEM, 0x01010000, "insufficient memory")                                                      \
     X(TIMEOUT_CL, 0x02010000, "timeout waiting for CONFIRM_LINK")                                  \
@@ -38,7 +39,11 @@ namespace usmc::fallback {
     X(LEARNED, 0x0a0a0000,                                                                         \
       "usmc: learned that SMC does not pay for these connections (short-lived): TCP")              \
     X(EPOLLEARLY, 0x0a0b0000,                                                                      \
-      "usmc: in an epoll set before connect(): readiness is the TCP socket's")
+      "usmc: in an epoll set before connect(): readiness is the TCP socket's")                     \
+    X(NOISM2SUPP, 0x03030003, "hardware has no ISMv2 support")                                     \
+    X(NOV2DEXT, 0x03030005, "peer sent no SMC-Dv2 extension")                                      \
+    X(NOSMCD2DEV, 0x03030007, "no SMC-Dv2 device found")                                           \
+    X(NOUEID, 0x03030008, "peer sent no UEID")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -2,7 +2,7 @@
 #include "engine/base/loop.hpp"
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
-#include "engine/handshake.hpp"
+#include "engine/handshake_ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/lgr.hpp"
 #include "test/unit/loopback.hpp"
@@ -100,10 +100,10 @@ std::unique_ptr<SmcConn> handshake_pair(TcpPair& t, ism::Device& server_dev,
     std::thread server([&] {
         first = clc::classify(t.server, 2000);
         if (first == clc::FirstBytes::Proposal)
-            server_result = smc_listen_handshake(t.server, server_dev, ep, cfg);
+            server_result = smc_listen_handshake(t.server, {&server_dev, &ep}, cfg);
     });
     REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
-    ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg);
+    ConnectResult client_result = smc_connect_handshake(t.client, c, {&client_dev}, cfg);
     server.join();
     REQUIRE(first == clc::FirstBytes::Proposal);
     REQUIRE(std::holds_alternative<std::monostate>(client_result));
@@ -202,10 +202,10 @@ TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes
         uint64_t token = 0;
         if (clc::classify(t.server, 2000) == clc::FirstBytes::Proposal)
             server_result =
-                smc_listen_begin(t.server, server_dev, *ep, cfg, &token, nullptr, &complete);
+                smc_listen_begin(t.server, {&server_dev, ep}, cfg, &token, nullptr, &complete);
     });
-    REQUIRE(smc_send_proposal(t.client, client_dev, cfg, &*named));
-    ConnectResult client_result = smc_connect_handshake(t.client, c, client_dev, cfg, true);
+    REQUIRE(smc_send_proposal(t.client, {&client_dev}, cfg, &*named));
+    ConnectResult client_result = smc_connect_handshake(t.client, c, {&client_dev}, cfg, true);
     server.join();
     REQUIRE(std::holds_alternative<std::monostate>(client_result));
     REQUIRE(std::holds_alternative<std::unique_ptr<SmcConn>>(server_result));
@@ -411,7 +411,7 @@ TEST_CASE("handshake across processes, 8 MiB checksummed", "[fork-threads]") {
         ism::Device dev(8 << 20);
         ism::Endpoint* ep = ism::Endpoint::start(dev);
         if (!ep || clc::classify(t.server, 2000) != clc::FirstBytes::Proposal) _exit(2);
-        auto r = smc_listen_handshake(t.server, dev, *ep, HandshakeConfig{});
+        auto r = smc_listen_handshake(t.server, {&dev, ep}, HandshakeConfig{});
         if (!std::holds_alternative<std::unique_ptr<SmcConn>>(r)) _exit(3);
         auto& s = *std::get<std::unique_ptr<SmcConn>>(r);
         std::vector<uint8_t> buf(65536);
@@ -433,7 +433,7 @@ TEST_CASE("handshake across processes, 8 MiB checksummed", "[fork-threads]") {
     ism::Device dev(8 << 20);
     SmcConn c;
     REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
-    auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
+    auto r = smc_connect_handshake(t.client, c, {&dev}, HandshakeConfig{});
     REQUIRE(std::holds_alternative<std::monostate>(r));
     std::vector<uint8_t> data(8u << 20);
     uint64_t sum = 0;
@@ -472,15 +472,15 @@ TEST_CASE("a Decline leaves the application's bytes behind it intact") {
     REQUIRE(write(t.client, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
     REQUIRE(write(t.client, "hello", 5) == 5);
     REQUIRE(clc::classify(t.server, 1000) == clc::FirstBytes::Proposal);
-    auto r = smc_listen_handshake(t.server, dev, *ep, HandshakeConfig{});
+    auto r = smc_listen_handshake(t.server, {&dev, ep}, HandshakeConfig{});
     REQUIRE(std::holds_alternative<Fallback>(r));
-    CHECK(std::get<Fallback>(r).reason == fallback::NOSMCDDEV);
+    CHECK(std::get<Fallback>(r).reason == fallback::PEERNOSMC); // (the kernel's answer)
     char buf[8] = {};
     CHECK(read(t.server, buf, sizeof buf) == 5);
     CHECK(std::string(buf) == "hello");
     auto d = clc::read_message(t.client, 1000);
     REQUIRE(d.status == clc::ReadStatus::Message);
-    CHECK(std::get<clc::Decline>(clc::decode_decline(d.bytes)).diagnosis == fallback::NOSMCDDEV);
+    CHECK(std::get<clc::Decline>(clc::decode_decline(d.bytes)).diagnosis == fallback::PEERNOSMC);
     delete ep;
 }
 
@@ -491,11 +491,11 @@ TEST_CASE("the server's memory cap: Decline MAX_DMB, client falls back") {
     HandshakeResult server_result;
     std::thread server([&] {
         clc::classify(t.server, 2000);
-        server_result = smc_listen_handshake(t.server, server_dev, *ep, HandshakeConfig{});
+        server_result = smc_listen_handshake(t.server, {&server_dev, ep}, HandshakeConfig{});
     });
     SmcConn c;
     REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
-    auto r = smc_connect_handshake(t.client, c, client_dev, HandshakeConfig{});
+    auto r = smc_connect_handshake(t.client, c, {&client_dev}, HandshakeConfig{});
     server.join();
     REQUIRE(std::holds_alternative<Fallback>(r));
     CHECK(std::get<Fallback>(r).reason == fallback::PEERDECL);
@@ -522,7 +522,7 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
         auto t0 = std::chrono::steady_clock::now();
         SmcConn c;
         REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
-        auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
+        auto r = smc_connect_handshake(t.client, c, {&dev}, HandshakeConfig{});
         server.join();
         REQUIRE(first == clc::FirstBytes::Proposal);
         REQUIRE(std::holds_alternative<Fallback>(r));
@@ -535,7 +535,7 @@ TEST_CASE("late Proposal: the server already chose TCP and declines; server spea
         REQUIRE(write(t.server, "220 ready\r\n", 11) == 11); // a server that speaks first, as TCP
         SmcConn c;
         REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
-        auto r = smc_connect_handshake(t.client, c, dev, HandshakeConfig{});
+        auto r = smc_connect_handshake(t.client, c, {&dev}, HandshakeConfig{});
         REQUIRE(std::holds_alternative<Fallback>(r));
         CHECK(std::get<Fallback>(r).reason == fallback::PEERNOSMC);
         char buf[12] = {};
