@@ -53,6 +53,7 @@ struct SmcConn {
     Transport transport;
     int sig = -1;                         // ours (wakeup.hpp)
     std::atomic<int> sink{-1};            // where `sig` puts its fill (made at the first)
+    wakeup::Name sink_name;               // the sink's (kernel-chosen), set before `sink`
     std::atomic<bool> sig_blocked{false}; // connecting: `sig` connected to the blocker
     wakeup::Name sig_name;                // ours, for wake-ups of our own
     int tcp_fd = -1;                      // the TCP connection: a dead peer shows up here

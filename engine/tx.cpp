@@ -182,7 +182,7 @@ void smc_block_writable(SmcConn& c) {
     if (!bell) return;
     c.transport.name_bell(bell);
     c.sig_filled.store(true, std::memory_order_release);
-    if (!wakeup::fill(c.sig, c.token, c.sink,
+    if (!wakeup::fill(c.sig, c.token, c.sink, c.sink_name,
                       !c.sig_shrunk.exchange(true, std::memory_order_relaxed))) {
         c.sig_filled.store(false, std::memory_order_release);
         return;

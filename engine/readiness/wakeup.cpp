@@ -189,31 +189,53 @@ void drain(int fd) {
             return;
 }
 
-bool fill(int sig, uint64_t token, std::atomic<int>& sink, bool shrink) {
-    Name to = make_name("k", token);
-    if (sink.load(std::memory_order_acquire) < 0) {
-        int s = new_dgram(true);
-        Name from = sig_name(token);
-        // Bound by name (ours while it lives) and connected to `sig`: only
-        // `sig` can send into it.
-        if (s >= 0 && (sys::real().bind(s, addr(to), to.len) != 0 ||
-                       sys::real().connect(s, addr(from), from.len) != 0)) {
-            sys::real().close(s);
-            s = -1;
+namespace {
+// The sink of `sig`: connected to it first (from then on only `sig` can
+// send into it), then bound to a name the kernel picks (autobind). Not a
+// name made from the token: `sig`'s name, and so the token, is public in
+// /proc/net/unix, and another user who bound the sink's name first left
+// `sig` unfillable (a writer whose peer stopped reading then spun). -1 if
+// it cannot be made.
+int make_sink(const Name& sig, Name* name) {
+    int s = new_dgram(true);
+    if (s < 0) return -1;
+    sockaddr_un any{};
+    any.sun_family = AF_UNIX;
+    name->len = sizeof name->sun;
+    if (sys::real().connect(s, addr(sig), sig.len) != 0 ||
+        sys::real().bind(s, reinterpret_cast<const sockaddr*>(&any), sizeof(sa_family_t)) != 0 ||
+        sys::real().getsockname(s, reinterpret_cast<sockaddr*>(&name->sun), &name->len) != 0 ||
+        name->len <= sizeof(sa_family_t)) {
+        sys::real().close(s);
+        name->len = 0;
+        return -1;
+    }
+    return s;
+}
+} // namespace
+
+bool fill(int sig, uint64_t token, std::atomic<int>& sink, Name& sink_name, bool shrink) {
+    int s = sink.load(std::memory_order_acquire);
+    if (s == kSinkMaking) return false; // another call makes it right now
+    if (s < 0) {
+        if (!sink.compare_exchange_strong(s, kSinkMaking, std::memory_order_acq_rel))
+            return s >= 0 && fill(sig, token, sink, sink_name, shrink);
+        int made = make_sink(sig_name(token), &sink_name);
+        int making = kSinkMaking;
+        // (Its name is written before the sink is published.)
+        if (!sink.compare_exchange_strong(making, made, std::memory_order_acq_rel)) {
+            if (made >= 0) sys::real().close(made); // the connection's wake-ups closed meanwhile
+            return false;
         }
-        int none = -1;
-        if (s < 0)
-            return sink.load(std::memory_order_acquire) >= 0 && fill(sig, token, sink, shrink);
-        if (!sink.compare_exchange_strong(none, s, std::memory_order_acq_rel))
-            sys::real().close(s); // (cannot happen: the winner holds the name)
+        if (made < 0) return false;
     }
     if (shrink) {
         int smallest = 1; // the kernel rounds up to its minimum
         sys::real().setsockopt(sig, SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest);
     }
     static const char zeros[kFillBytes] = {};
-    return sys::real().sendto(sig, zeros, sizeof zeros, MSG_DONTWAIT | MSG_NOSIGNAL, addr(to),
-                              to.len) == ssize_t(sizeof zeros);
+    return sys::real().sendto(sig, zeros, sizeof zeros, MSG_DONTWAIT | MSG_NOSIGNAL,
+                              addr(sink_name), sink_name.len) == ssize_t(sizeof zeros);
 }
 
 // --- Wakers ---

@@ -92,11 +92,15 @@ std::optional<Spare> take_spare();
 void drain(int fd);
 
 // Makes `sig` (named after `token`) unwritable: its sink gets one fill.
-// The sink (`sink`, made on first use and kept) is bound to a name made
-// from the same token and connected to `sig`. `shrink`: first set `sig`'s
-// send buffer to the minimum (once per `sig`). False if the sink cannot be
-// made (`sig` then stays writable).
-bool fill(int sig, uint64_t token, std::atomic<int>& sink, bool shrink);
+// The sink (`sink`, made on first use and kept; `sink_name`, its name,
+// written before `sink` is) is connected to `sig` and bound to a name the
+// kernel picks. `shrink`: first set `sig`'s send buffer to the minimum
+// (once per `sig`). False if the sink cannot be made, or another call is
+// making it (`sig` then stays writable). `sink` holds kSinkMaking while
+// one call makes it: whoever closes the connection swaps in -1, and the
+// maker then closes what it made.
+constexpr int kSinkMaking = -2;
+bool fill(int sig, uint64_t token, std::atomic<int>& sink, Name& sink_name, bool shrink);
 // The sink drained: `sig` writable again.
 inline void unfill(int sink) {
     if (sink >= 0) drain(sink);

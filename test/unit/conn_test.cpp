@@ -779,16 +779,30 @@ TEST_CASE("sig: readable when woken by name, unwritable while its sink holds a f
     wakeup::drain(sig);
     CHECK_FALSE(readable(sig));
     std::atomic<int> sink{-1};
-    REQUIRE(wakeup::fill(sig, token, sink, true)); // the peer's ring is full
+    wakeup::Name sink_name;
+    // Another user binds the name a sink was once given (usmc-k-<token>,
+    // the token public in /proc/net/unix as `sig`'s name): no matter.
+    int squatter = socket(AF_UNIX, SOCK_DGRAM, 0);
+    wakeup::Name old_name = wakeup::sig_name(token);
+    old_name.sun.sun_path[6] = 'k'; // "\0usmc-s-..." -> "\0usmc-k-..."
+    REQUIRE(bind(squatter, reinterpret_cast<sockaddr*>(&old_name.sun), old_name.len) == 0);
+    REQUIRE(wakeup::fill(sig, token, sink, sink_name, true)); // the peer's ring is full
     REQUIRE(sink.load() >= 0);
     CHECK_FALSE(writable(sig));
     CHECK_FALSE(readable(sig)); // the fill is in the sink, not in `sig`
     int first_sink = sink.load();
-    REQUIRE(wakeup::fill(sig, token, sink, false)); // again: still not, and it returns
-    CHECK(sink.load() == first_sink);               // one sink per `sig`
+    REQUIRE(wakeup::fill(sig, token, sink, sink_name, false)); // again: still not, and it returns
+    CHECK(sink.load() == first_sink);                          // one sink per `sig`
     CHECK_FALSE(writable(sig));
+    // Another call making the sink right now: this one does not wait.
+    std::atomic<int> busy{wakeup::kSinkMaking};
+    wakeup::Name busy_name;
+    CHECK_FALSE(wakeup::fill(sig, token, busy, busy_name, false));
+    CHECK(busy.load() == wakeup::kSinkMaking);
     int stranger = socket(AF_UNIX, SOCK_DGRAM, 0);
     auto sn = name_of(sink.load());
+    CHECK(sn.len == sink_name.len);
+    CHECK(std::memcmp(&sn.sun, &sink_name.sun, sn.len) == 0);
     CHECK(sendto(stranger, "x", 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sn.sun), sn.len) ==
           -1);
     CHECK(errno == EPERM);
@@ -802,7 +816,7 @@ TEST_CASE("sig: readable when woken by name, unwritable while its sink holds a f
     wakeup::drain(sig);
     CHECK_FALSE(readable(sig));
     wakeup::release(w);
-    for (int fd : {sig, sink.load(), stranger})
+    for (int fd : {sig, sink.load(), stranger, squatter})
         close(fd);
 }
 
@@ -1564,7 +1578,8 @@ TEST_CASE("a fill that lands after another thread opened sig is undone by its ow
     Pair p;
     p.b.sig_filled.store(true); // the filler's first step
     smc_open_writable(p.b);     // the other thread: flag taken, nothing to drain yet
-    REQUIRE(wakeup::fill(p.b.sig, p.b.token, p.b.sink, true)); // the filler's fill lands
+    REQUIRE(
+        wakeup::fill(p.b.sig, p.b.token, p.b.sink, p.b.sink_name, true)); // the filler's fill lands
     CHECK_FALSE(writable(p.b.sig));
     smc_open_writable(p.b); // what the filler did before: the flag is gone, nothing happens
     CHECK_FALSE(writable(p.b.sig));
