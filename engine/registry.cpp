@@ -330,11 +330,17 @@ Listener Listener::publish(const sockaddr* addr, socklen_t len, uint64_t gid, ui
                 if (m.key == key) m.until_ns = 0;
     }
     l.path_ = path_of(name);
-    int pfd = ism::make_sealed_memfd("usmc-pending", sizeof(Pending));
-    l.pending_ = pfd >= 0 ? map_pending(pfd) : nullptr;
+    // One Pending memory per user that announces (kPendingUsers), all under
+    // one token: the endpoint gives each user its own (ism::share), so no
+    // user can zero or forge what another user's clients announced.
     l.pending_token_ = ism::random64();
-    bool shared = l.pending_ && ism::share(l.pending_token_, pfd);
-    if (pfd >= 0) sys::real().close(pfd); // the mapping and the shared copy keep it
+    bool shared = true;
+    for (auto& region : l.pending_) {
+        int pfd = ism::make_sealed_memfd("usmc-pending", sizeof(Pending));
+        region = pfd >= 0 ? map_pending(pfd) : nullptr;
+        shared = shared && region && ism::share(l.pending_token_, pfd);
+        if (pfd >= 0) sys::real().close(pfd); // the mapping and the shared copy keep it
+    }
     if (!shared) {
         l.drop_pending();
         l.path_.clear();
@@ -370,10 +376,12 @@ Listener& Listener::operator=(Listener&& o) noexcept {
         withdraw();
         path_ = std::move(o.path_);
         entry_ = o.entry_;
-        pending_ = o.pending_;
+        for (unsigned i = 0; i < kPendingUsers; ++i) {
+            pending_[i] = o.pending_[i];
+            o.pending_[i] = nullptr;
+        }
         pending_token_ = o.pending_token_;
         o.entry_ = nullptr;
-        o.pending_ = nullptr;
         o.pending_token_ = 0;
         o.path_.clear();
     }
@@ -404,24 +412,33 @@ void Listener::set_learned_tcp_until(uint64_t mono_ns) {
 }
 
 bool Listener::expects_port(uint16_t port) const {
-    if (!pending_ || !port) return false;
+    if (!port) return false;
     uint64_t now_ms = now_ns() / 1000000;
-    for (unsigned i = 0; i < 8; ++i) {
-        uint64_t v =
-            pending_->ports[(port + i) % Pending::kPortSlots].load(std::memory_order_acquire);
-        if ((v >> 48) == port && (v & ((1ull << 48) - 1)) > now_ms) return true;
+    for (const Pending* p : pending_) {
+        if (!p) continue;
+        for (unsigned i = 0; i < 8; ++i) {
+            uint64_t v = p->ports[(port + i) % Pending::kPortSlots].load(std::memory_order_acquire);
+            if ((v >> 48) == port && (v & ((1ull << 48) - 1)) > now_ms) return true;
+        }
     }
     return false;
 }
 
+// (Each user's counts apart: another user's forged ones only add to ours.)
 uint64_t Listener::pending_connects() const {
-    if (!pending_ || pending_->deadline_ns.load(std::memory_order_acquire) < now_ns()) return 0;
-    return pending_->connects.load(std::memory_order_acquire);
+    uint64_t n = 0, now = now_ns();
+    for (const Pending* p : pending_)
+        if (p && p->deadline_ns.load(std::memory_order_acquire) >= now)
+            n += p->connects.load(std::memory_order_acquire);
+    return n;
 }
 
 uint64_t Listener::unported_connects() const {
-    if (!pending_ || pending_->deadline_ns.load(std::memory_order_acquire) < now_ns()) return 0;
-    return pending_->unported.load(std::memory_order_seq_cst);
+    uint64_t n = 0, now = now_ns();
+    for (const Pending* p : pending_)
+        if (p && p->deadline_ns.load(std::memory_order_acquire) >= now)
+            n += p->unported.load(std::memory_order_seq_cst);
+    return n;
 }
 
 bool still_listening(uint64_t inode) {
@@ -446,8 +463,10 @@ bool still_listening(uint64_t inode) {
 
 void Listener::drop_pending() {
     if (pending_token_) ism::unshare(pending_token_);
-    if (pending_) munmap(pending_, sizeof(Pending));
-    pending_ = nullptr;
+    for (auto& p : pending_) {
+        if (p) munmap(p, sizeof(Pending));
+        p = nullptr;
+    }
     pending_token_ = 0;
 }
 
@@ -480,8 +499,10 @@ void Listener::socket_closed(uint64_t inode, int fd) {
     // An entry that stays for other processes (pre-fork servers) keeps its
     // announcements shared: this process's endpoint serves them till it exits.
     if (stays) {
-        if (pending_) munmap(pending_, sizeof(Pending));
-        pending_ = nullptr;
+        for (auto& p : pending_) {
+            if (p) munmap(p, sizeof(Pending));
+            p = nullptr;
+        }
         pending_token_ = 0;
     }
     drop_pending();

@@ -16,8 +16,14 @@
 // sealed memfd (ism::make_sealed_memfd) that the publisher's endpoint hands
 // to any local process asking with the entry's token (ism::fetch_shared): a
 // file in /dev/shm that others can write, others can also truncate, and
-// every process mapping it then dies of SIGBUS. A forged or zeroed counter
-// can cost time, never a byte.
+// every process mapping it then dies of SIGBUS. Each user gets a memfd of
+// its own (kPendingUsers; the endpoint knows the asker's user from
+// SO_PEERCRED), and the server reads them all: the token is in the entry,
+// which every local user reads, so with one memfd for all another user
+// could zero the counts while a victim's Proposal was on its way, and the
+// server handed that connection to its application as plain TCP, the
+// Proposal as its first bytes. A user's forged counts now cost only time
+// (plain clients from this host wait for the detect grace), never a byte.
 #include "engine/base/sys.hpp"
 
 #include <atomic>
@@ -82,6 +88,12 @@ struct Pending {
     std::atomic<uint64_t> ports[kPortSlots];
 };
 
+// How many users' clients can announce connects to one listener: each
+// user that asks gets a Pending memory of its own (the first asker of a
+// user takes one nobody had). A client of a user that comes when all are
+// taken gets none, and connects as plain TCP (NOLISTENER).
+constexpr unsigned kPendingUsers = 4;
+
 struct Found {
     int32_t pid = 0;
     uint64_t gid = 0; // the publisher's endpoint
@@ -135,7 +147,7 @@ class Listener {
   private:
     std::string path_;
     Entry* entry_ = nullptr;
-    Pending* pending_ = nullptr;
+    Pending* pending_[kPendingUsers] = {}; // one per user that announces (ism::share)
     uint64_t pending_token_ = 0;
     void drop_pending();
 };

@@ -126,24 +126,39 @@ void close_fds(Fds& f) {
 
 namespace {
 // What this process shares (share()): tokens and our own copies of the
-// memfds, few (one per published listener).
+// memfds, few (a handful per published listener), each given to one user
+// at most: `user` is the first asker's (kNoUser until then).
+constexpr uid_t kNoUser = static_cast<uid_t>(-1);
 struct Shared {
     uint64_t token;
     int fd;
     size_t size;
+    uid_t user;
 };
 std::mutex g_share_mu;
 std::vector<Shared>* g_shared = nullptr; // under g_share_mu
 
-// Answers a share request on `link`: the memfd under `token`, or ENOENT.
-bool serve_share(int link, uint64_t token) {
-    std::lock_guard lock(g_share_mu);
-    if (g_shared)
-        for (const auto& sh : *g_shared)
-            if (sh.token == token) {
-                Reply reply{wire::kShareMagic, 0, static_cast<uint32_t>(sh.size), 0, 0, 0};
-                return send_with_fds(link, &reply, sizeof reply, &sh.fd, 1);
-            }
+// Answers a share request from user `uid` on `link`: the memfd under
+// `token` that user was given before, or one nobody was given yet (now
+// that user's for good); ENOENT if there is neither.
+bool serve_share(int link, uint64_t token, uid_t uid) {
+    const Shared* found = nullptr;
+    {
+        std::lock_guard lock(g_share_mu);
+        if (g_shared) {
+            for (const auto& sh : *g_shared)
+                if (sh.token == token && sh.user == uid) found = &sh;
+            for (auto& sh : *g_shared)
+                if (!found && sh.token == token && sh.user == kNoUser) {
+                    sh.user = uid;
+                    found = &sh;
+                }
+        }
+        if (found) {
+            Reply reply{wire::kShareMagic, 0, static_cast<uint32_t>(found->size), 0, 0, 0};
+            return send_with_fds(link, &reply, sizeof reply, &found->fd, 1);
+        }
+    }
     Reply none{wire::kShareMagic, ENOENT, 0, 0, 0, 0};
     return send_with_fds(link, &none, sizeof none, nullptr, 0);
 }
@@ -156,18 +171,17 @@ bool share(uint64_t token, int fd) {
     if (copy < 0) return false;
     std::lock_guard lock(g_share_mu);
     if (!g_shared) g_shared = new std::vector<Shared>;
-    g_shared->push_back({token, copy, static_cast<size_t>(st.st_size)});
+    g_shared->push_back({token, copy, static_cast<size_t>(st.st_size), kNoUser});
     return true;
 }
 
 void unshare(uint64_t token) {
     std::lock_guard lock(g_share_mu);
     if (!g_shared) return;
-    for (size_t i = 0; i < g_shared->size(); ++i)
+    for (size_t i = g_shared->size(); i-- > 0;)
         if ((*g_shared)[i].token == token) {
             sys::real().close((*g_shared)[i].fd);
             g_shared->erase(g_shared->begin() + static_cast<long>(i));
-            return;
         }
 }
 
@@ -356,7 +370,7 @@ bool Endpoint::handle(int index) {
         if (!with_fds) { // only a share request comes without descriptors
             if (req.magic != wire::kShareMagic) return false;
             links_[index].used_ns = sys::mono_ns();
-            return serve_share(link.fd, req.token);
+            return serve_share(link.fd, req.token, link.uid);
         }
         break;
     }

@@ -163,13 +163,17 @@ std::optional<PeerFds> attach(uint64_t gid, uint64_t token,
 bool attach_async(uint64_t gid, uint64_t token, std::function<std::optional<Fds>(uid_t)> ours,
                   int timeout_ms, std::function<void(std::optional<PeerFds>)> done);
 
-// Memory this process hands to any local process that asks with its token
+// Memory this process hands to local processes that ask with its token
 // (the registry's pending announcements): a memfd sealed against shrinking
 // and growing, so that no one who maps it can be killed by a truncation
 // (SIGBUS). Served by whichever endpoint of this process the asker links
-// to; `share` keeps its own copy of `fd` until `unshare`.
+// to; `share` keeps its own copy of `fd` until `unshare`. Each memfd goes
+// to one user (by the link's SO_PEERCRED): several shared under one token
+// are given out one per user, the first asker of a user taking one nobody
+// had; a user who comes when all are taken gets none. So what one user
+// writes there, no other user's processes ever see as their own.
 bool share(uint64_t token, int fd);
-void unshare(uint64_t token);
+void unshare(uint64_t token); // every memfd shared under `token`
 // In a forked child: the table's lock may have been held by a parent thread.
 void shares_after_fork();
 // Client side: the memory endpoint `gid` shares under `token`, from the

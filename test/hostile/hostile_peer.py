@@ -33,6 +33,8 @@ misbehaves, in one of these modes:
   plain-lookalike as a plain TCP client: --count connections whose first 8
                   bytes parse as a CLC Proposal header, then ordinary bytes;
                   checks the echo comes back byte for byte
+  zero-pending      fetch the listener's Pending memory and zero all of it
+                  over and over while holding
   truncate-pending  fetch the listener's Pending memory and try to truncate
                   it to 0 bytes (and any `*.pending` file in the stats dir)
   stray-wakeups   not a peer at all: one datagram to the wake-up socket of
@@ -53,6 +55,7 @@ import select
 import socket
 import struct
 import sys
+import threading
 import time
 
 STATS_DIR = os.environ.get("USMC_STATS_DIR") or "/dev/shm"
@@ -723,6 +726,30 @@ def truncate_pending(args):
     print(" ".join(done), flush=True)
 
 
+def zero_pending(args):
+    """Another user's attack on the listener's announcements: its Pending
+    memory zeroed again and again while it holds (a victim's count, port
+    and deadline gone between its connect() and the server's accept(),
+    which then took the connection for plain TCP, its Proposal for data)."""
+    fd = fetch_pending(args.host, args.port)
+    m = mmap.mmap(fd, PENDING_SIZE)
+    zeros = bytes(PENDING_SIZE)
+    stop = threading.Event()
+    rounds = [0]
+
+    def zero():
+        while not stop.is_set():
+            m[:] = zeros
+            rounds[0] += 1
+
+    t = threading.Thread(target=zero, daemon=True)
+    t.start()
+    hold(args, "Pending memory, zeroed over and over", 1)
+    stop.set()
+    t.join(timeout=5)
+    print(f"ZEROED {rounds[0]}", flush=True)
+
+
 def sig_names(pid):
     """The abstract names of the wake-up sockets (`sig`, one per SMC-D
     connection) that process `pid` holds, from its socket inodes and
@@ -766,6 +793,7 @@ MODES = {
     "flood-links": flood_links,
     "plain-lookalike": plain_lookalike,
     "truncate-pending": truncate_pending,
+    "zero-pending": zero_pending,
     "stray-wakeups": stray_wakeups,
 }
 

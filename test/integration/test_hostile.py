@@ -433,7 +433,8 @@ def hostile_user():
 def case_pending_uid(env):
     """Another user tries to truncate the listener's announcement memory
     (2ccbe20: a world-writable .pending file; both the server and a client
-    that had it mapped died of SIGBUS) while the server and a client map it."""
+    that had it mapped died of SIGBUS) while the server and a client map it,
+    then zeroes it over and over while our user's clients connect."""
     if os.geteuid() != 0:
         print(f"SKIP pending_uid: needs root (creates user {HOSTILE_USER} and runs the peer as it)")
         sys.exit(SKIP)
@@ -441,6 +442,7 @@ def case_pending_uid(env):
     try:
         os.chmod(env.dir, 0o755)  # the other user reaches the stats dir
         os.chmod(env.stats_dir, 0o1777)
+        env.config("learn_smc = false\n")  # every connection SMC-D, however short
         server, port = start_server(env)
         resident = Resident(env, port)
         check_served(env, port, "before the attack", resident)
@@ -453,6 +455,23 @@ def case_pending_uid(env):
         check_round("after the truncation", "resident wrapped client", *resident.round())
         check_served(env, port, "after the truncation")
         check(server.poll() is None, f"the server is alive (exit {server.poll()})")
+        # The other user zeroes its announcement memory over and over: the
+        # counts, ports and deadlines of our user's clients are elsewhere
+        # (until this round all users shared one memory, and a connection
+        # whose count was zeroed went to the server as plain TCP, its
+        # Proposal as data).
+        peer = hostile(env, "zero-pending", port, user=user.pw_uid, group=user.pw_gid,
+                       extra_groups=[])
+        held(env, peer)
+        n = 8
+        r, rc = one_round(env, port, True, n)
+        check_round("while another user zeroes its announcements", "fresh wrapped client", r, rc)
+        check(r is not None and r["smcd_ends"] == 2 * n,
+              f"while another user zeroes its announcements, all {n} connections of a fresh wrapped "
+              f"client run SMC-D at both ends ({r})")
+        check_round("while another user zeroes its announcements", "resident wrapped client",
+                    *resident.round())
+        end_peer(env, peer)
         resident.stop()
         stop_server(env, server)
     finally:

@@ -2,6 +2,7 @@
 #include "engine/registry.hpp"
 #include "engine/smcd/ism.hpp"
 #include "engine/smcd/ism_endpoint.hpp"
+#include "engine/smcd/ism_wire.hpp"
 #include "engine/smcd/lgr.hpp"
 
 #include "test/unit/stats_dir.hpp"
@@ -10,8 +11,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -289,6 +292,113 @@ TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sea
     REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
     CHECK(registry::announce_pending(sa(addr), sizeof addr, true));
     CHECK(l.pending_connects() == 1);
+}
+
+namespace {
+// In a forked child, with system calls only (the parent has threads): as
+// user `uid`, the Pending memory the endpoint at `sun` shares under
+// `token`, mapped; nullptr if it gives none. `ino`: its inode.
+registry::Pending* fetch_as(uid_t uid, const sockaddr_un& sun, socklen_t len, uint64_t token,
+                            ino_t* ino) {
+    if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) return nullptr;
+    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (s < 0 || connect(s, reinterpret_cast<const sockaddr*>(&sun), len) != 0) return nullptr;
+    ism::wire::Request req{ism::wire::kShareMagic, 0, token, 0, 0, 0, 0};
+    if (send(s, &req, sizeof req, 0) != ssize_t(sizeof req)) return nullptr;
+    ism::wire::Reply reply{};
+    iovec iov{&reply, sizeof reply};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (recvmsg(s, &msg, 0) != ssize_t(sizeof reply) || reply.status != 0) return nullptr;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS) return nullptr;
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    struct stat st;
+    if (fstat(fd, &st) != 0) return nullptr;
+    *ino = st.st_ino;
+    void* m = mmap(nullptr, sizeof(registry::Pending), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return m == MAP_FAILED ? nullptr : static_cast<registry::Pending*>(m);
+}
+} // namespace
+
+TEST_CASE("each user announces in a Pending memory of its own: another user's zeros or forged "
+          "counts never touch ours") {
+    test::StatsDir dir{"reg", 01777};
+    auto addr = v4("127.0.0.1", 7004);
+    Publisher pub;
+    REQUIRE(pub.ep);
+    auto l = registry::Listener::publish(sa(addr), sizeof addr, pub.dev.gid(), registry::kSmcD);
+    REQUIRE(l.published());
+    std::string name = registry::entry_name(sa(addr), sizeof addr);
+    struct {
+        uint32_t magic, version;
+        int32_t pid;
+        uint32_t withdrawn;
+        uint64_t start_time, gid;
+        uint32_t flags, reserved;
+        uint64_t congested_until_ns, pending_token;
+    } e{};
+    std::ifstream(dir.path + "/" + name, std::ios::binary)
+        .read(reinterpret_cast<char*>(&e), sizeof e);
+    REQUIRE(e.pending_token != 0);
+    // Our own client announces first (it fetches our user's memory).
+    REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
+    REQUIRE(registry::announce_pending(sa(addr), sizeof addr, true));
+    REQUIRE(registry::announce_pending(sa(addr), sizeof addr, true, 40000));
+    CHECK(l.pending_connects() == 1);
+    CHECK(l.expects_port(40000));
+    int ours = ism::fetch_shared(e.gid, e.pending_token, getpid(), sizeof(registry::Pending), 1000);
+    REQUIRE(ours >= 0); // (the same user asking again: the same memory)
+    struct stat ours_st;
+    REQUIRE(fstat(ours, &ours_st) == 0);
+    close(ours);
+
+    sockaddr_un sun;
+    socklen_t len = lgr::endpoint_address(e.gid, sun);
+    // Users 60001.. each zero what they got, then claim 7 connects of their
+    // own. The fourth user of the listener (root, then three) is the last
+    // to get one; a fifth gets none.
+    for (uid_t uid = 60001; uid <= 60004; ++uid) {
+        int pipefd[2];
+        REQUIRE(pipe(pipefd) == 0);
+        pid_t child = fork();
+        if (child == 0) {
+            ino_t ino = 0;
+            registry::Pending* p = fetch_as(uid, sun, len, e.pending_token, &ino);
+            if (p) {
+                std::memset(static_cast<void*>(p), 0, sizeof *p);
+                timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                p->connects.store(7);
+                p->deadline_ns.store(uint64_t(now.tv_sec + 60) * 1000000000ull);
+            }
+            uint64_t got = p ? uint64_t(ino) : 0;
+            _exit(write(pipefd[1], &got, sizeof got) == ssize_t(sizeof got) ? 0 : 1);
+        }
+        close(pipefd[1]);
+        uint64_t ino = 0;
+        CHECK(read(pipefd[0], &ino, sizeof ino) == ssize_t(sizeof ino));
+        close(pipefd[0]);
+        int status = 0;
+        waitpid(child, &status, 0);
+        INFO("user " << uid);
+        if (uid < 60004) {
+            CHECK(ino != 0);
+            CHECK(ino != uint64_t(ours_st.st_ino));
+        } else {
+            CHECK(ino == 0); // every Pending memory has its user
+        }
+    }
+    // Ours is as we left it: their zeros never reached it, their counts add.
+    CHECK(l.expects_port(40000));
+    CHECK(l.pending_connects() == 1 + 3 * 7);
+    REQUIRE(registry::announce_pending(sa(addr), sizeof addr, false, 40000));
+    CHECK(l.pending_connects() == 3 * 7);
 }
 
 TEST_CASE("a forked child does not withdraw its parent's entry") {
