@@ -106,14 +106,22 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, const HandshakeDevices& devs,
         return fail(Fallback{fallback::PEERDECL, diag}); // never decline a Decline
     }
     auto decoded = clc::decode_accept_confirm_d(r.bytes);
-    if (!std::holds_alternative<clc::AcceptConfirmD>(decoded) ||
-        std::get<clc::AcceptConfirmD>(decoded).type != clc::Type::Accept) {
+    auto* accept = std::get_if<clc::AcceptConfirmD>(&decoded);
+    // An Accept without the secret that names the server's DMB and offer
+    // (usmc before 56124c8 used its `sig`'s token, which any local user
+    // reads in /proc/net/unix): not one to attach or confirm to.
+    uint32_t reason = 0;
+    if (!accept || accept->type != clc::Type::Accept)
+        reason = fallback::MODEUNSUPP;
+    else if (accept->dmb_secret == 0)
+        reason = fallback::VERSMISMAT;
+    if (reason) {
         // (A server that took our DMB believes SMC is up: only an error is honest.)
         if (!smc_withdraw_named_dmb(c)) return fail(-ECONNRESET);
-        clc::send_decline(fd, system_id(devs), fallback::MODEUNSUPP, cfg.clc_timeout_ms);
-        return fail(Fallback{fallback::MODEUNSUPP, 0});
+        clc::send_decline(fd, system_id(devs), reason, cfg.clc_timeout_ms);
+        return fail(Fallback{reason, 0});
     }
-    return std::get<clc::AcceptConfirmD>(decoded);
+    return *accept;
 }
 
 ConnectResult smc_connect_handshake(int fd, SmcConn& c, const HandshakeDevices& devs,

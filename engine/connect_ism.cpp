@@ -53,7 +53,7 @@ bool smc_withdraw_named_dmb(SmcConn& c) {
 }
 
 uint64_t smc_attach_key(const clc::AcceptConfirmD& accept) {
-    return accept.dmb_secret ? accept.dmb_secret : accept.token;
+    return accept.dmb_secret; // never 0: smc_connect_accept declines an Accept without it
 }
 
 void smc_connect_abandon(SmcConn& c, ism::Device& dev) {
@@ -184,9 +184,10 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
                                                const clc::AcceptConfirmD& accept) {
     if (accept.took_dmb) return up_without_confirm(c, dev, accept);
     // Not taken by the server that answered, yet the name is not ours any
-    // more: another process that claimed our GID in its own Proposal took
-    // it (it can learn a `sig`'s name). That server writes our DMB now: it
-    // is never reused before its close flags, and this connection fails.
+    // more: that server lied, or another process that maps this segment
+    // (a server of the same user in a link group of ours) wrote the word.
+    // Whoever holds it may write our DMB now: it is never reused before
+    // the close flags, and this connection fails.
     if (c.named_dmb &&
         c.transport.rx.control()->owner_token.load(std::memory_order_acquire) != c.dmb_secret)
         return fail(c, dev, -ECONNRESET);

@@ -40,8 +40,7 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& conn, ism::Device& dev,
 // Before any Decline: takes back the name of our DMB. False if the server
 // took it first: its Accept is on the way, and SMC is up for it.
 bool smc_withdraw_named_dmb(SmcConn& conn);
-// What the attach names the server's offer by: the Accept's secret (a
-// server before it offered under its `sig`'s token).
+// What the attach names the server's offer by: the Accept's secret.
 uint64_t smc_attach_key(const clc::AcceptConfirmD& accept);
 // A handshake that did not come up gives back the DMBs it claimed or mapped
 // (one the server took is reused only after its close flags).

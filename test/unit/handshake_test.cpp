@@ -461,6 +461,35 @@ TEST_CASE("handshake across processes, 8 MiB checksummed", "[fork-threads]") {
     smc_conn_release(c, dev, 0);
 }
 
+TEST_CASE("an Accept without the secret (usmc before 56124c8: the public sig token) is declined, "
+          "never attached to") {
+    TcpPair t;
+    ism::Device dev(8 << 20);
+    SmcConn c;
+    REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
+    REQUIRE(smc_send_proposal(t.client, {&dev}, HandshakeConfig{}));
+    auto p = clc::read_message(t.server, 1000);
+    REQUIRE(p.status == clc::ReadStatus::Message);
+    clc::AcceptConfirmD a;
+    a.type = clc::Type::Accept;
+    a.first_contact = true;
+    a.gid = 0x5151;
+    a.token = 0x7777; // the server's `sig`, as an old server offered under it
+    a.dmbe_size_code = 2;
+    a.chid = clc::kChidEmulated;
+    a.dmb_secret = 0;
+    auto bytes = clc::encode(a);
+    REQUIRE(write(t.server, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+    auto r = smc_connect_handshake(t.client, c, {&dev}, HandshakeConfig{}, true);
+    REQUIRE(std::holds_alternative<Fallback>(r));
+    CHECK(std::get<Fallback>(r).reason == fallback::VERSMISMAT);
+    auto d = clc::read_message(t.server, 1000);
+    REQUIRE(d.status == clc::ReadStatus::Message);
+    CHECK(std::get<clc::Decline>(clc::decode_decline(d.bytes)).diagnosis == fallback::VERSMISMAT);
+    CHECK_FALSE(c.transport.has_buffers());
+    smc_conn_release(c, dev, 0);
+}
+
 TEST_CASE("a Decline leaves the application's bytes behind it intact") {
     TcpPair t;
     ism::Device dev(8 << 20);
