@@ -424,21 +424,28 @@ bool Listener::expects_port(uint16_t port) const {
     return false;
 }
 
-// (Each user's counts apart: another user's forged ones only add to ours.)
-uint64_t Listener::pending_connects() const {
+namespace {
+// Each user's counts apart, added without wrapping: another user's forged
+// ones only add to ours (a count of 2^64 - 1 in one memory must not bring
+// the sum back to 0 while ours stands).
+uint64_t add_up(Pending* const (&regions)[kPendingUsers], std::atomic<uint64_t> Pending::*count,
+                std::memory_order order) {
     uint64_t n = 0, now = now_ns();
-    for (const Pending* p : pending_)
-        if (p && p->deadline_ns.load(std::memory_order_acquire) >= now)
-            n += p->connects.load(std::memory_order_acquire);
+    for (const Pending* p : regions)
+        if (p && p->deadline_ns.load(std::memory_order_acquire) >= now) {
+            uint64_t v = (p->*count).load(order);
+            n = v > UINT64_MAX - n ? UINT64_MAX : n + v;
+        }
     return n;
+}
+} // namespace
+
+uint64_t Listener::pending_connects() const {
+    return add_up(pending_, &Pending::connects, std::memory_order_acquire);
 }
 
 uint64_t Listener::unported_connects() const {
-    uint64_t n = 0, now = now_ns();
-    for (const Pending* p : pending_)
-        if (p && p->deadline_ns.load(std::memory_order_acquire) >= now)
-            n += p->unported.load(std::memory_order_seq_cst);
-    return n;
+    return add_up(pending_, &Pending::unported, std::memory_order_seq_cst);
 }
 
 bool still_listening(uint64_t inode) {

@@ -448,6 +448,10 @@ void SmcConn::reset_locks_after_fork() {
     new (&tx_mu) std::mutex();
     new (&epoll_mu) std::mutex();
     pub_lock_.clear(std::memory_order_release);
+    // A sink the parent's thread was making at the fork: no thread here
+    // ever finishes it (fill() would give up on it for good).
+    int making = wakeup::kSinkMaking;
+    sink.compare_exchange_strong(making, -1, std::memory_order_acq_rel);
 }
 
 void SmcConn::publish_flags() {

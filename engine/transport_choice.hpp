@@ -9,6 +9,12 @@
 // The handshake goes on with the transport chosen here (listen.cpp); a
 // transport usmc has not built is one this process never has, so a client
 // that offers only it is declined with the kernel's reason.
+//
+// Left out: EID matching and the kernel's SMC-Dv2 NOUEID check (no UEID
+// and no SEID flag: usmc's own client sends neither; SMC-Rv2 keeps it),
+// the IP prefix check of v1. NOV2DEXT stands for an SMC-Dv2 offer that
+// names no device at all: the decoder refuses a Proposal whose extension
+// is missing (CNFERR) before this runs.
 #include "engine/clc.hpp"
 
 #include <cstdint>

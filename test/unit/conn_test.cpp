@@ -1586,3 +1586,14 @@ TEST_CASE("a fill that lands after another thread opened sig is undone by its ow
     smc_open_writable(p.b, true); // its own fill: drained whatever the flag says
     CHECK(writable(p.b.sig));
 }
+
+TEST_CASE("sig: a sink the parent was making at a fork is made again in the child") {
+    SmcConn c;
+    c.sink.store(wakeup::kSinkMaking);
+    c.reset_locks_after_fork(); // (what a forked child runs for each connection)
+    CHECK(c.sink.load() == -1);
+    c.sink.store(7); // one made before the fork stays
+    c.reset_locks_after_fork();
+    CHECK(c.sink.load() == 7);
+    c.sink.store(-1);
+}
