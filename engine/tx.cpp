@@ -183,7 +183,10 @@ void smc_block_writable(SmcConn& c) {
     c.transport.name_bell(bell);
     c.sig_filled.store(true, std::memory_order_release);
     if (!wakeup::fill(c.sig, c.token, c.sink, c.sink_name,
-                      !c.sig_shrunk.exchange(true, std::memory_order_relaxed))) {
+                      !c.sig_shrunk.exchange(true, std::memory_order_relaxed)) &&
+        // (Another call making the sink fills `sig` when it has it, or
+        // says it could not: `sig_filled` is that call's to clear.)
+        c.sink.load(std::memory_order_acquire) != wakeup::kSinkMaking) {
         c.sig_filled.store(false, std::memory_order_release);
         return;
     }
