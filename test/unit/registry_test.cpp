@@ -248,6 +248,24 @@ TEST_CASE("pending connects: a port or an end never asks the publisher's endpoin
     close(mute);
 }
 
+namespace {
+// An entry's file as another process reads it: the token is there for
+// anyone who can read the stats directory.
+struct RawEntry {
+    uint32_t magic, version;
+    int32_t pid;
+    uint32_t withdrawn;
+    uint64_t start_time, gid;
+    uint32_t flags, reserved;
+    uint64_t congested_until_ns, pending_token;
+};
+RawEntry read_entry(const std::string& path) {
+    RawEntry e{};
+    std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(&e), sizeof e);
+    return e;
+}
+} // namespace
+
 TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sealed; without "
           "it a client cannot announce") {
     test::StatsDir dir{"reg", 01777};
@@ -269,16 +287,7 @@ TEST_CASE("pending connects: the memory comes from the publisher's endpoint, sea
     CHECK(access((dir.path + "/" + name + ".pending").c_str(), F_OK) != 0);
     // What another process gets: nobody can shrink it under its mappers.
     // (The token is in the entry; a wrong one gets nothing.)
-    struct {
-        uint32_t magic, version;
-        int32_t pid;
-        uint32_t withdrawn;
-        uint64_t start_time, gid;
-        uint32_t flags, reserved;
-        uint64_t congested_until_ns, pending_token;
-    } e{};
-    std::ifstream(dir.path + "/" + name, std::ios::binary)
-        .read(reinterpret_cast<char*>(&e), sizeof e);
+    RawEntry e = read_entry(dir.path + "/" + name);
     REQUIRE(e.gid == pub.dev.gid());
     CHECK(ism::fetch_shared(e.gid, e.pending_token + 1, getpid(), sizeof(registry::Pending), 1000) <
           0);
@@ -335,16 +344,7 @@ TEST_CASE("each user announces in a Pending memory of its own: another user's ze
     auto l = registry::Listener::publish(sa(addr), sizeof addr, pub.dev.gid(), registry::kSmcD);
     REQUIRE(l.published());
     std::string name = registry::entry_name(sa(addr), sizeof addr);
-    struct {
-        uint32_t magic, version;
-        int32_t pid;
-        uint32_t withdrawn;
-        uint64_t start_time, gid;
-        uint32_t flags, reserved;
-        uint64_t congested_until_ns, pending_token;
-    } e{};
-    std::ifstream(dir.path + "/" + name, std::ios::binary)
-        .read(reinterpret_cast<char*>(&e), sizeof e);
+    RawEntry e = read_entry(dir.path + "/" + name);
     REQUIRE(e.pending_token != 0);
     // Our own client announces first (it fetches our user's memory).
     REQUIRE(registry::lookup(sa(addr), sizeof addr, {}));
