@@ -21,6 +21,7 @@ RAWCLOSE = os.path.join(APPS, "rawclose_app.py")
 OOBAPP = os.path.join(APPS, "oob_app.py")
 BURST = os.path.join(APPS, "burst_app.py")
 EXEC = os.path.join(APPS, "exec_app.py")
+REFUSE = os.path.join(APPS, "refuse_app.py")
 
 
 class Lines:
@@ -248,6 +249,31 @@ for wrapped in (False, True):
             n = 2 * len(OOB_EXPECTED)
             check(st["conn_smcd"] == n,
                   f"{label}: every connection ran SMC-D ({st['conn_smcd']} of {n}, {st['fallback_reasons']})")
+# A connect refused by a listener whose registry entry still stands (it
+# shut its socket down, nothing closed): the application learns
+# ECONNREFUSED as from TCP, from connect() or from SO_ERROR, though the
+# Proposal's send in connect() met the refusal first (and took the
+# socket's error with it).
+with Env(smcd_mechanics=True) as env:
+    server = env.start(env.wrap([PYTHON, REFUSE, "server"]), stdin=subprocess.PIPE)
+    port = int(server.stdout.readline())
+    first = env.run(env.wrap([PYTHON, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}))"]),
+                    timeout=60)
+    server.stdin.write("\n")
+    server.stdin.flush()
+    shut = server.stdout.readline().strip()
+    plain = env.run([PYTHON, REFUSE, "client", str(port)], timeout=60).stdout.strip()
+    wrapped = env.run(env.wrap([PYTHON, REFUSE, "client", str(port)]), timeout=60).stdout.strip()
+    st = env.stats()
+    check(first.returncode == 0 and shut == "SHUT", f"the listener took a connection, then stopped ({shut!r})")
+    check(plain == " ".join(["ECONNREFUSED"] * 6), f"plain TCP: every connect refused ({plain!r})")
+    check(wrapped == plain, f"wrapped: the same outcomes as plain TCP ({wrapped!r})")
+    check(st.get("client_async_handshakes", 0) >= 3,
+          f"the wrapped nonblocking connects were candidates for SMC-D "
+          f"({st.get('client_async_handshakes')} handshakes begun)")
+    check(st.get("hs_unexpected_events", 1) == 0, "no handshake saw an event it did not expect")
+    server.stdin.close()
+    env.stop(server, timeout=5)
 # accept() of connections whose handshakes finish between calls: each
 # socket has the flags of the call that returned it, and the address as the
 # kernel gives it, cut to that call's buffer (accept_probe.c). The probe
