@@ -272,29 +272,12 @@ core::ClientEvent send_proposal_now(const ClientHandshake& h) {
 // it (clc_detect_timeout_ms): two queues waiting on each other, which
 // stalled whole seconds of a c=1000 short-lived run. A connect not up yet
 // is TcpPending: the connect watch sends it when it is (connect_watch.hpp).
-// No look first at whether the connect is up: a send on a socket still
-// connecting takes nothing and says EAGAIN; on one whose connect failed it
-// says why, and takes that error from the socket (sock_error), so it goes
-// to the application's SO_ERROR through the connection (so_error).
 core::ClientEvent early_proposal(const ClientHandshake& h) {
-    HandshakeConfig cfg = handshake_config();
-    ism::Device& dev = *g_engine.dev;
-    if (!dev.has_room(cfg.dmb_size)) return core::ClientEvent::NeedsThread;
-    auto named = smc_name_dmb(*h.c, dev, cfg, h.server_gid);
-    auto bytes = clc::encode(smc_make_proposal(devices(), named ? &*named : nullptr));
-    ssize_t n = sys::real().send(h.fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n == ssize_t(bytes.size())) return core::ClientEvent::ProposalSent;
-    if (n > 0) { // (an empty send buffer takes a Proposal whole: never seen)
-        std::vector<uint8_t> rest(bytes.begin() + n, bytes.end());
-        return clc::write_message(h.fd, rest, cfg.clc_timeout_ms)
-                   ? core::ClientEvent::ProposalSent
-                   : core::ClientEvent::ProposalFailed;
-    }
-    int err = errno;
-    smc_connect_abandon(*h.c, dev); // nothing went out: the name was never told
-    if (err == EAGAIN || err == EINTR) return core::ClientEvent::TcpPending;
-    if (err != EPIPE) h.c->so_error.store(err); // (EPIPE: closed, with no error left to tell)
-    return core::ClientEvent::TcpFailed;
+    pollfd p{h.fd, POLLOUT, 0};
+    int n = sys::real().poll(&p, 1, 0);
+    if (n == 0) return core::ClientEvent::TcpPending;
+    if (n != 1 || p.revents != POLLOUT) return core::ClientEvent::NeedsThread;
+    return send_proposal_now(h);
 }
 
 // Attaching, on the event loop: the endpoint's answer completes the
@@ -395,12 +378,6 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
     std::memcpy(&h.addr, addr, std::min<size_t>(len, sizeof h.addr));
     runtime::count(counters::client_async_handshakes);
     auto early = early_proposal(h);
-    // The connect failed: the kernel's outcome is the application's.
-    if (early == core::ClientEvent::TcpFailed) {
-        end_client(h, Fallback{0, 0}, early);
-        errno = EINPROGRESS; // (the error waits in SO_ERROR, as after any nonblocking connect)
-        return -1;
-    }
     if (early == core::ClientEvent::TcpPending) {
         // close() of the socket meanwhile shuts it down and waits for the
         // handshake's end: the watch sees the hang-up.

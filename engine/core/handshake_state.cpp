@@ -10,11 +10,11 @@ constexpr C cC = C::Connecting, cAA = C::AwaitAccept, cAt = C::Attaching, cB = C
 
 // kClientNext[state][event]. A Decline (FellBack) can end every wait: sent
 // when no worker can take the handshake, received as the server's answer.
-// Only the wait for the TCP connect, a thread that waits for it, or the
-// Proposal's send from connect() itself learns that the connect failed.
+// Only the wait for the TCP connect, or a thread that waits for it, learns
+// that the connect failed.
 constexpr C kClientNext[kClientStates][kClientEvents] = {
     // TcpPend ProposSent ProposFail TcpFail NeedsAtt NeedsThr Up  FellBack Error
-    /* Start       */ {cC, cAA, cF, cT, cX, cB, cX, cT, cX},
+    /* Start       */ {cC, cAA, cF, cX, cX, cB, cX, cT, cX},
     /* Connecting  */ {cX, cAA, cF, cT, cX, cB, cX, cT, cX},
     /* AwaitAccept */ {cX, cX, cX, cX, cAt, cB, cS, cT, cF},
     /* Attaching   */ {cX, cX, cX, cX, cX, cB, cS, cT, cF},

@@ -53,7 +53,6 @@ TEST_CASE("client handshake: each way through it ends where the connection goes"
         {"SYN dropped, connect up later", {CE::TcpPending, CE::ProposalSent, CE::NeedsAttach, CE::Up}, ClientHs::Smc},
         {"server declines", {CE::ProposalSent, CE::FellBack}, ClientHs::Tcp},
         {"TCP connect fails", {CE::TcpPending, CE::TcpFailed}, ClientHs::Tcp},
-        {"the Proposal's send from connect() finds the connect failed", {CE::TcpFailed}, ClientHs::Tcp},
         {"Proposal half written", {CE::TcpPending, CE::ProposalFailed}, ClientHs::Failed},
         {"Proposal write fails at connect()", {CE::ProposalFailed}, ClientHs::Failed},
         {"answer late: a worker reads it", {CE::ProposalSent, CE::NeedsThread, CE::Up}, ClientHs::Smc},

@@ -2,8 +2,8 @@
 """A listener that stops listening while its socket (and so its registry
 entry) stays: `server` prints its port, then on a line from stdin shuts
 its listener down (SHUT_RDWR: new connects are refused) and prints SHUT;
-EOF ends it. `client PORT` connects 3 times nonblocking (SO_ERROR after
-the socket turns writable) and 3 times blocking, printing each outcome."""
+EOF ends it. `client PORT` connects 3 times nonblocking and 3 times
+blocking, printing each outcome (client())."""
 import errno
 import select
 import socket
@@ -21,18 +21,34 @@ def server():
     sys.stdin.read()
 
 
+def name(rc):
+    return errno.errorcode.get(rc, str(rc))
+
+
 def client(port):
+    """Each outcome as the application sees it: a nonblocking connect's
+    poll() events (POLLERR among them?), then a second connect() (which
+    reports the error and takes it, as hiredis and Ruby check), then
+    SO_ERROR (by then empty: 0); a blocking connect's error."""
     out = []
-    for blocking in (False, True):
-        for _ in range(3):
-            c = socket.socket()
-            c.setblocking(blocking)
-            rc = c.connect_ex(("127.0.0.1", port))
-            if rc == errno.EINPROGRESS:
-                select.select([], [c], [], 10)
-                rc = c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            out.append(errno.errorcode.get(rc, str(rc)))
-            c.close()
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        rc = c.connect_ex(("127.0.0.1", port))
+        if rc == errno.EINPROGRESS:
+            p = select.poll()
+            p.register(c, select.POLLOUT)
+            ev = p.poll(10000)
+            err = "ERR" if ev and ev[0][1] & select.POLLERR else "noERR"
+            again = c.connect_ex(("127.0.0.1", port))
+            out.append(f"{err}/{name(again)}/{name(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))}")
+        else:
+            out.append(name(rc))
+        c.close()
+    for _ in range(3):
+        c = socket.socket()
+        out.append(name(c.connect_ex(("127.0.0.1", port))))
+        c.close()
     print(" ".join(out), flush=True)
 
 
