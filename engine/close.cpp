@@ -83,7 +83,7 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     c.sig_forks = forkref::forks_so_far();
     if (auto spare = wakeup::take_spare()) {
         if (!blocked || wakeup::block(spare->fd)) {
-            wakeup::drain(spare->fd);
+            if (!spare->clean) wakeup::drain(spare->fd);
             c.sig = spare->fd;
             c.sig_name = spare->name;
             c.token = spare->token;
@@ -142,7 +142,7 @@ void smc_close_wakeups(SmcConn& c) {
     if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
     // The loop must not drain the sink (nor look at the connection) after this.
     space_watch::remove(&c);
-    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name}))
+    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name, c.sig_clean}))
         runtime::count(counters::sigs_spared);
     else if (c.sig >= 0)
         sys::real().close(c.sig);

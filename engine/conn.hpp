@@ -121,6 +121,7 @@ struct SmcConn {
     // spares when the connection ends (release(): out of every epoll set).
     uint32_t sig_epoll_gen = 0;
     bool sig_reusable = false;
+    bool sig_clean = false; // `sig` holds nothing of ours or the peer's (smc_withdraw_requests)
     // Processes holding this side (fork): shared with our forked children
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;

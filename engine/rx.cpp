@@ -328,7 +328,15 @@ bool wait_wake_landed(SmcConn& c) {
 
 bool smc_withdraw_requests(SmcConn& c) {
     if (!c.transport.attached()) return false;
-    c.transport.withdraw_data_request();
+    bool untaken = c.transport.withdraw_data_request();
+    // Nothing of ours or the peer's waits in `sig` since our last drain:
+    // no self-wake, no wake-up seen, and no request the peer took (each
+    // arm after a taken one drains first, smc_drain_wakeup). The next
+    // connection need not drain it (a stranger's datagram stays a
+    // spurious "readable", as on any `sig`).
+    c.sig_clean = !c.self_woken.load(std::memory_order_acquire) &&
+                  !c.wake_seen.load(std::memory_order_acquire) &&
+                  (untaken || !c.asked_since_drain.load(std::memory_order_acquire));
     return wait_wake_landed(c);
 }
 

@@ -66,7 +66,7 @@ concept ConnTransport = requires(T& t, const T& ct, Cursor at, uint16_t urg, uin
     // Asking: what this side sleeps for.
     {t.ask_for_data()};
     {t.ask_for_space()};
-    {t.withdraw_data_request()};
+    { t.withdraw_data_request() } -> std::same_as<bool>; // (true: it still stood)
     { ct.data_asked() } -> std::same_as<bool>;
     { ct.data_wake_in_flight() } -> std::same_as<bool>;
     {t.name_bell(id)};

@@ -82,11 +82,14 @@ struct Spare {
     int fd = -1;
     uint64_t token = 0;
     Name name;
+    bool clean = false; // nothing queued by its last connection: no drain needed
 };
 // False: the pool is full (the caller closes it).
 bool park(const Spare& s);
 // A spare, or nullopt. The caller drains it (after blocking it, if it
-// wants it blocked): a stranger may have sent it a datagram meanwhile.
+// wants it blocked) unless it is `clean`: its last connection left nothing
+// in it, and a datagram a stranger sent meanwhile is a spurious
+// "readable", as on any `sig`.
 std::optional<Spare> take_spare();
 // Takes every datagram queued on `fd` (one system call).
 void drain(int fd);

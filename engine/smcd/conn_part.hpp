@@ -46,7 +46,7 @@ class ConnPart final {
 
     void ask_for_data() { smcd::ask_for_data(peer()); }
     void ask_for_space() { smcd::ask_for_space(peer()); }
-    void withdraw_data_request() { smcd::withdraw_data_request(peer()); }
+    bool withdraw_data_request() { return smcd::withdraw_data_request(peer()); }
     bool data_asked() const { return smcd::data_asked(peer()); }
     bool data_wake_in_flight() const { return smcd::data_wake_in_flight(peer()); }
     // Our process's bell, where the peer rings when it takes our request for

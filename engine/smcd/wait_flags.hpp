@@ -23,9 +23,9 @@ inline void ask_for_space(Control& peer_line) {
     peer_line.waiting.fetch_or(kWaitSpace, std::memory_order_seq_cst);
 }
 // Reader, at its end: our request for data withdrawn (the peer must not
-// wake the name any more).
-inline void withdraw_data_request(Control& peer_line) {
-    peer_line.waiting.fetch_and(~uint64_t{kWaitData}, std::memory_order_seq_cst);
+// wake the name any more). True if it still stood: the peer never took it.
+inline bool withdraw_data_request(Control& peer_line) {
+    return peer_line.waiting.fetch_and(~uint64_t{kWaitData}, std::memory_order_seq_cst) & kWaitData;
 }
 // Reader: our request for data still stands (the peer has not taken it).
 inline bool data_asked(const Control& peer_line) {

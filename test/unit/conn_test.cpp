@@ -1597,3 +1597,27 @@ TEST_CASE("sig: a sink the parent was making at a fork is made again in the chil
     CHECK(c.sink.load() == 7);
     c.sink.store(-1);
 }
+
+TEST_CASE("sig: a connection that ends with nothing queued in `sig` leaves a spare that needs no "
+          "drain") {
+    SECTION("asked for data, the peer never wrote: clean") {
+        Pair p;
+        smc_arm_for_data(p.a); // a waits for data; b never writes
+        REQUIRE(smc_withdraw_requests(p.a));
+        CHECK(p.a.sig_clean);
+    }
+    SECTION("the peer took the request and woke `sig`: not clean") {
+        Pair p;
+        smc_arm_for_data(p.a);
+        REQUIRE(send_buf(p.b, "x", 1, true) == 1); // takes a's request, wakes its `sig`
+        REQUIRE(readable(p.a.sig));
+        REQUIRE(smc_withdraw_requests(p.a));
+        CHECK_FALSE(p.a.sig_clean);
+    }
+    SECTION("a self-wake not drained yet: not clean") {
+        Pair p;
+        smc_self_wake(p.a);
+        REQUIRE(smc_withdraw_requests(p.a));
+        CHECK_FALSE(p.a.sig_clean);
+    }
+}
