@@ -26,6 +26,7 @@
 #include <cerrno>
 #include <csignal>
 #include <fcntl.h>
+#include <limits>
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <new>
@@ -273,9 +274,17 @@ namespace {
 // A connection that went TCP while CLC messages may still be on their way
 // (a Proposal after the server chose TCP; the server's Accept or Decline
 // after the client gave up waiting): they are taken off the stream before
-// the application reads. Returns true once the stream head is application
-// data (or its end); false if it must be looked at again.
-bool skip_late_clc(int fd, bool nonblock, bool answer) {
+// the application reads. Data once the stream head is application data
+// (or its end); LookAgain if it must be looked at again at the next read;
+// TimedOut if a blocking read's SO_RCVTIMEO ran out with nothing there.
+// A nonblocking read never waits: a CLC frame not whole yet (a single
+// send arrives whole on this host: only a hostile peer sends half of one)
+// goes to the application as it is, as after the wait a blocking read
+// gives it (a peer that held every nonblocking read for that wait stalled
+// an event-loop server a second per connection).
+enum class LateClc { Data, LookAgain, TimedOut };
+LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
+    const int rest_ms = nonblock ? 0 : 1000;
     for (int round = 0; round < 8; ++round) {
         switch (clc::classify(fd, 0)) {
         case clc::FirstBytes::Proposal:
@@ -284,36 +293,52 @@ bool skip_late_clc(int fd, bool nonblock, bool answer) {
             // would land in its data.
             if (answer)
                 smc_decline_late_proposal(fd, fallback::PEERNOSMC);
-            else if (clc::read_message(fd, 1000).status != clc::ReadStatus::Message)
-                return false;
+            else if (clc::read_message(fd, rest_ms).status != clc::ReadStatus::Message)
+                return LateClc::LookAgain;
             runtime::count(counters::late_proposals);
             continue;
         case clc::FirstBytes::OtherClc:
-            if (clc::read_message(fd, 1000).status != clc::ReadStatus::Message) return false;
+            if (clc::read_message(fd, rest_ms).status != clc::ReadStatus::Message)
+                return LateClc::LookAgain;
             continue;
         case clc::FirstBytes::Other:
         case clc::FirstBytes::Closed:
-            return true;
-        case clc::FirstBytes::Nothing:
-            if (nonblock) return false;
-            // A blocking read must not take CLC bytes that arrive later.
+            return LateClc::Data;
+        case clc::FirstBytes::Nothing: {
+            if (nonblock) return LateClc::LookAgain;
+            // A blocking read must not take CLC bytes that arrive later; it
+            // waits as long as the socket's receive timeout lets it.
+            timeval tv{};
+            socklen_t len = sizeof tv;
+            int wait_ms = -1;
+            if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0 &&
+                (tv.tv_sec || tv.tv_usec))
+                wait_ms = int(std::min<long>(tv.tv_sec * 1000L + (tv.tv_usec + 999) / 1000,
+                                             std::numeric_limits<int>::max()));
             pollfd p{fd, POLLIN, 0};
-            if (sys::real().poll(&p, 1, -1) < 0) return false;
+            int n = sys::real().poll(&p, 1, wait_ms);
+            if (n == 0) return LateClc::TimedOut;
+            if (n < 0) return LateClc::LookAgain;
             continue;
         }
+        }
     }
-    return false;
+    return LateClc::LookAgain;
 }
 
-void handle_late_clc(SmcConn* c, int fd, int flags) {
+// False: a blocking read's receive timeout ran out (EAGAIN, as TCP's).
+bool handle_late_clc(SmcConn* c, int fd, int flags) {
     bool nonblock = (flags & MSG_DONTWAIT) || fd_nonblocking(fd);
-    if (!skip_late_clc(fd, nonblock, c == kLateClc)) return; // look again at the next read
+    LateClc r = skip_late_clc(fd, nonblock, c == kLateClc);
+    if (r == LateClc::TimedOut) return false;
+    if (r == LateClc::LookAgain) return true; // look again at the next read
     if (is_late(c)) {
         SmcConn* expected = c;
         slot(fd).compare_exchange_strong(expected, nullptr);
     } else {
         c->late_clc.store(false, std::memory_order_release);
     }
+    return true;
 }
 
 // A call on a connection whose handshake may still run on a worker: 0 when
@@ -446,12 +471,10 @@ void on_dup(int from, int to) {
 }
 
 ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
-    if (is_late(c)) {
-        handle_late_clc(c, fd, flags);
-        return kPassThrough;
-    }
+    if (is_late(c)) return handle_late_clc(c, fd, flags) ? kPassThrough : fail(EAGAIN);
     if (c->phase.load(std::memory_order_acquire) == Phase::Tcp) {
-        if (c->late_clc.load(std::memory_order_acquire)) handle_late_clc(c, fd, flags);
+        if (c->late_clc.load(std::memory_order_acquire) && !handle_late_clc(c, fd, flags))
+            return fail(EAGAIN);
         return kPassThrough;
     }
     bool nonblock = c->nonblock.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT);

@@ -28,6 +28,9 @@ misbehaves, in one of these modes:
                   mark since), then close (--count times)
   silent-after-proposal  --count connections that send a Proposal and never
                   answer anything (--unported of them announce no client port)
+  late-half-clc   --count announced connections, silent until a line on
+                  stdin (the server has handed them out as TCP by then),
+                  then the 8-byte header of a Decline each, and nothing more
   flood-links     learn the GID from one Accept, then open --count links to
                   the endpoint and keep them idle
   plain-lookalike as a plain TCP client: --count connections whose first 8
@@ -634,6 +637,25 @@ def silent_after_proposal(args):
     pending.close()
 
 
+def late_half_clc(args):
+    """--count announced connections that send nothing until the server has
+    handed them to its application as plain TCP (it still skips a Proposal
+    that comes late on them): a line on stdin says when. Then each sends
+    the first 8 bytes of a Decline (a CLC header claiming more) and nothing
+    more, and holds."""
+    pending = Pending(args.host, args.port)
+    socks = [announced_connect(args.host, args.port, pending) for _ in range(args.count)]
+    print(f"CONNECTED {len(socks)}", flush=True)
+    sys.stdin.readline()
+    for s in socks:
+        s.sendall(decline(random64())[:8])  # (a Proposal's would be declined at once)
+    hold(args, "connections with half a CLC frame, handed out as TCP", len(socks))
+    for s in socks:
+        pending.end(s.getsockname()[1])
+        s.close()
+    pending.close()
+
+
 def flood_links(args):
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -793,6 +815,7 @@ MODES = {
     "flood-links": flood_links,
     "plain-lookalike": plain_lookalike,
     "truncate-pending": truncate_pending,
+    "late-half-clc": late_half_clc,
     "zero-pending": zero_pending,
     "stray-wakeups": stray_wakeups,
 }

@@ -333,6 +333,35 @@ def case_silent(env):
     stop_server(env, server)
 
 
+def case_late_half_clc(env):
+    """8 announced connections stay silent until the server has given up
+    waiting for their Proposals and handed them to its application as TCP
+    (a late CLC message is still skipped before the first read); then each
+    sends a CLC header and nothing more. The single-threaded
+    nonblocking server reads them at once: until this round each read
+    waited a second for the rest of the frame, the event loop with it."""
+    server, port = start_server(env, config="clc_detect_timeout_ms = 20\n")
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    peer = hostile(env, "late-half-clc", port, "--count", "8")
+    line = expect(peer, ("CONNECTED", "ERROR"), 30)
+    check(line == "CONNECTED 8", f"the peer made its 8 announced connections ({line})")
+    # The server waits for their first bytes on its loop, then hands them
+    # out: nothing waits for a Proposal any more.
+    waits = handshake_waits(env, lambda w: not any(w.values()), timeout=10)
+    check(not any(w for k, w in waits.items() if k != "unexpected_events"),
+          f"the silent connections were handed out as TCP ({waits})")
+    peer.stdin.write("go\n")
+    peer.stdin.flush()
+    held(env, peer)
+    check_served(env, port, "8 late connections holding half a CLC frame", resident, max_ms=500)
+    end_peer(env, peer)
+    check_served(env, port, "after they closed", resident)
+    check(server.poll() is None, f"the server is alive (exit {server.poll()})")
+    resident.stop()
+    stop_server(env, server)
+
+
 def case_lookalike(env):
     """A plain client whose first 8 bytes parse as a CLC Proposal header
     gets TCP exactly: its bytes echoed, nothing lost, nothing prepended.
