@@ -20,11 +20,18 @@ void put64(uint8_t* p, uint64_t v) {
     for (int i = 0; i < 8; ++i)
         p[i] = uint8_t(v >> (56 - 8 * i));
 }
+void put24(uint8_t* p, uint32_t v) {
+    for (int i = 0; i < 3; ++i)
+        p[i] = uint8_t(v >> (16 - 8 * i));
+}
 uint16_t get16(const uint8_t* p) {
     return uint16_t(p[0] << 8 | p[1]);
 }
 uint32_t get32(const uint8_t* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+uint32_t get24(const uint8_t* p) {
+    return uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | p[2];
 }
 uint64_t get64(const uint8_t* p) {
     return uint64_t(get32(p)) << 32 | get32(p + 4);
@@ -60,8 +67,44 @@ constexpr size_t kV2ExtFixed = 40;     // before the UEIDs
 constexpr size_t kSmcdV2ExtFixed = 48; // SEID + reserved, before the GID/CHID list
 constexpr size_t kAcceptDV1 = 48;
 constexpr size_t kAcceptDV2 = 78;
+constexpr size_t kAcceptRV1 = 68;
+constexpr size_t kAcceptRV2 = 108;
 constexpr size_t kFceRelease0 = 36;
 constexpr size_t kFceRelease1 = 52;
+constexpr size_t kGidListFixed = 4; // count, reserved; then 16 bytes per GID
+
+size_t fce_len(const FirstContact& f) {
+    return f.release >= 1 ? kFceRelease1 : kFceRelease0;
+}
+
+void put_fce(uint8_t* f, const FirstContact& fce) {
+    f[0] = fce.v2_direct ? 0x80 : 0;
+    f[1] = uint8_t((fce.os_type & 0xf) << 4 | (fce.release & 0xf));
+    std::copy(fce.hostname.begin(), fce.hostname.end(), f + 4);
+    if (fce.release >= 1) {
+        f[36] = fce.max_conns;
+        f[37] = fce.max_links;
+        put16(f + 38, fce.feature_mask);
+    }
+}
+
+// The FCE at `f`, `room` bytes before the trailer: its release says its
+// length, which must fit.
+std::optional<FirstContact> get_fce(const uint8_t* f, size_t room) {
+    if (room < kFceRelease0) return std::nullopt;
+    FirstContact fce;
+    fce.v2_direct = (f[0] & 0x80) != 0;
+    fce.os_type = f[1] >> 4;
+    fce.release = f[1] & 0xf;
+    if (fce_len(fce) > room) return std::nullopt;
+    std::copy(f + 4, f + 36, fce.hostname.begin());
+    if (fce.release >= 1) {
+        fce.max_conns = f[36];
+        fce.max_links = f[37];
+        fce.feature_mask = get16(f + 38);
+    }
+    return fce;
+}
 
 } // namespace
 
@@ -115,6 +158,8 @@ std::vector<uint8_t> encode(const Proposal& m) {
         kProposalBase + kSmcdArea + prefix_len + v2_len + smcd_v2_len + kTrailerLen, 0);
     uint8_t* p = out.data();
     std::copy(m.peer_id.begin(), m.peer_id.end(), p + 8);
+    std::copy(m.smcr_gid.begin(), m.smcr_gid.end(), p + 16);
+    std::copy(m.smcr_mac.begin(), m.smcr_mac.end(), p + 32);
     put16(p + 38, kSmcdArea); // iparea_offset: the prefix area follows the SMC-D area
     put64(p + 40, m.ism_gid_v1);
     put16(p + 48, m.ism_chid);
@@ -137,6 +182,9 @@ std::vector<uint8_t> encode(const Proposal& m) {
         p[off + 1] = static_cast<uint8_t>(m.ism_v2.size());
         p[off + 3] = uint8_t((m.release & 0xf) << 4 | (m.seid_enabled ? 1 : 0));
         if (smcd_v2_len) put16(p + off + 6, static_cast<uint16_t>(32 + 32 * m.ueids.size()));
+        std::copy(m.roce_v2_gid.begin(), m.roce_v2_gid.end(), p + off + 8);
+        p[off + 24] = m.max_conns;
+        p[off + 25] = m.max_links;
         put16(p + off + 26, m.feature_mask);
         for (size_t i = 0; i < m.ueids.size(); ++i)
             std::copy(m.ueids[i].begin(), m.ueids[i].end(), p + off + kV2ExtFixed + 32 * i);
@@ -171,6 +219,8 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> b) {
     if (m.version < 2) return Error::BadVersion;
     if (end < kProposalBase + kSmcdArea) return Error::BadLength;
     std::copy(p + 8, p + 16, m.peer_id.begin());
+    std::copy(p + 16, p + 32, m.smcr_gid.begin());
+    std::copy(p + 32, p + 38, m.smcr_mac.begin());
     m.ism_gid_v1 = get64(p + 40);
     m.ism_chid = get16(p + 48);
     size_t cursor = kProposalBase + kSmcdArea; // where the next area may start
@@ -204,6 +254,9 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> b) {
     if (e > kMaxUeids || g > kMaxIsmV2) return Error::BadCount;
     m.release = p[v2 + 3] >> 4;
     m.seid_enabled = p[v2 + 3] & 1;
+    std::copy(p + v2 + 8, p + v2 + 24, m.roce_v2_gid.begin());
+    m.max_conns = p[v2 + 24];
+    m.max_links = p[v2 + 25];
     m.feature_mask = get16(p + v2 + 26);
     if (v2 + kV2ExtFixed + 32 * e > end) return Error::BadLength;
     for (unsigned i = 0; i < e; ++i) {
@@ -235,8 +288,7 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> b) {
 
 std::vector<uint8_t> encode(const AcceptConfirmD& m) {
     size_t fce_len = 0;
-    if (m.version >= 2 && m.first_contact && m.fce)
-        fce_len = m.fce->release >= 1 ? kFceRelease1 : kFceRelease0;
+    if (m.version >= 2 && m.first_contact && m.fce) fce_len = clc::fce_len(*m.fce);
     std::vector<uint8_t> out((m.version >= 2 ? kAcceptDV2 : kAcceptDV1) + fce_len, 0);
     uint8_t* p = out.data();
     put64(p + 8, m.gid);
@@ -250,11 +302,7 @@ std::vector<uint8_t> encode(const AcceptConfirmD& m) {
         std::copy(m.eid.begin(), m.eid.end(), p + 34);
         if (m.dmb_secret) put64(p + 34, m.dmb_secret);
         put64(p + 66, m.gid_ext);
-        if (fce_len) {
-            uint8_t* f = p + kAcceptDV2 - kTrailerLen;
-            f[1] = uint8_t((m.fce->os_type & 0xf) << 4 | (m.fce->release & 0xf));
-            std::copy(m.fce->hostname.begin(), m.fce->hostname.end(), f + 4);
-        }
+        if (fce_len) put_fce(p + kAcceptDV2 - kTrailerLen, *m.fce);
     }
     put_header(out, kEyeD, m.type, m.version, m.first_contact ? 0b10 : 0, kTypeD);
     return out;
@@ -293,16 +341,120 @@ std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint
         m.dmb_secret = get64(p + 34);
         m.gid_ext = get64(p + 66);
         if (len > kAcceptDV2) {
-            const uint8_t* f = p + kAcceptDV2 - kTrailerLen;
-            FirstContact fce;
-            fce.os_type = f[1] >> 4;
-            fce.release = f[1] & 0xf;
-            if ((len == kAcceptDV2 + kFceRelease0) != (fce.release == 0)) return Error::BadValue;
-            std::copy(f + 4, f + 36, fce.hostname.begin());
-            m.fce = fce;
+            m.fce = get_fce(p + kAcceptDV2 - kTrailerLen, len - kAcceptDV2);
+            if (!m.fce || kAcceptDV2 + fce_len(*m.fce) != len) return Error::BadValue;
         }
     }
     return m;
+}
+
+// ---------------------------------------------------- SMC-R Accept/Confirm
+
+std::vector<uint8_t> encode(const AcceptConfirmR& m) {
+    size_t fce_len = 0, gle_len = 0;
+    if (m.version >= 2 && m.first_contact && m.fce) {
+        fce_len = clc::fce_len(*m.fce);
+        if (m.type == Type::Confirm) gle_len = kGidListFixed + 16 * m.gid_list.size();
+    }
+    std::vector<uint8_t> out((m.version >= 2 ? kAcceptRV2 : kAcceptRV1) + fce_len + gle_len, 0);
+    uint8_t* p = out.data();
+    std::copy(m.peer_id.begin(), m.peer_id.end(), p + 8);
+    std::copy(m.gid.begin(), m.gid.end(), p + 16);
+    std::copy(m.mac.begin(), m.mac.end(), p + 32);
+    put24(p + 38, m.qpn);
+    put32(p + 41, m.rmb_rkey);
+    p[45] = m.rmbe_idx;
+    put32(p + 46, m.rmbe_alert_token);
+    p[50] = uint8_t((m.rmbe_size_code & 0xf) << 4 | (m.qp_mtu & 0xf));
+    put64(p + 52, m.rmb_dma_addr);
+    put24(p + 61, m.psn);
+    if (m.version >= 2) {
+        std::copy(m.eid.begin(), m.eid.end(), p + 64);
+        uint8_t* f = p + kAcceptRV2 - kTrailerLen;
+        if (fce_len) put_fce(f, *m.fce);
+        if (gle_len) {
+            uint8_t* g = f + fce_len;
+            g[0] = static_cast<uint8_t>(m.gid_list.size());
+            for (size_t i = 0; i < m.gid_list.size(); ++i)
+                std::copy(m.gid_list[i].begin(), m.gid_list[i].end(), g + kGidListFixed + 16 * i);
+        }
+    }
+    put_header(out, kEyeR, m.type, m.version, m.first_contact ? 0b10 : 0, kTypeR);
+    return out;
+}
+
+std::variant<AcceptConfirmR, Error> decode_accept_confirm_r(std::span<const uint8_t> b) {
+    auto h = parse_header(b);
+    if (auto* e = std::get_if<Error>(&h)) return *e;
+    Type type = std::get<Header>(h).type;
+    if (type != Type::Accept && type != Type::Confirm) return Error::BadType;
+    if (auto e = check_frame(b, type, true)) return *e;
+    const uint8_t* p = b.data();
+    AcceptConfirmR m;
+    m.type = type;
+    m.version = p[7] >> 4;
+    m.first_contact = ((p[7] >> 2) & 0b10) != 0;
+    if ((p[7] & 3) != kTypeR) return Error::BadValue; // not an SMC-R Accept/Confirm
+    const size_t len = b.size();
+    if (m.version == 1 ? len != kAcceptRV1 : len < kAcceptRV2) return Error::BadLength;
+    std::copy(p + 8, p + 16, m.peer_id.begin());
+    std::copy(p + 16, p + 32, m.gid.begin());
+    std::copy(p + 32, p + 38, m.mac.begin());
+    m.qpn = get24(p + 38);
+    m.rmb_rkey = get32(p + 41);
+    m.rmbe_idx = p[45];
+    m.rmbe_alert_token = get32(p + 46);
+    m.rmbe_size_code = p[50] >> 4;
+    m.qp_mtu = p[50] & 0xf;
+    m.rmb_dma_addr = get64(p + 52);
+    m.psn = get24(p + 61);
+    // (The kernel takes an index of 0 as an offset before the RMB.)
+    if (m.rmbe_idx == 0 || m.qp_mtu < 1 || m.qp_mtu > 5) return Error::BadValue;
+    if (m.version == 1) return m;
+    std::copy(p + 64, p + 96, m.eid.begin());
+    if (len == kAcceptRV2) return m;
+    // Beyond the base: an FCE (first contact only), then in a Confirm the
+    // client's GID list, each exactly as long as it says.
+    if (!m.first_contact) return Error::BadLength;
+    const size_t room = len - kAcceptRV2;
+    m.fce = get_fce(p + kAcceptRV2 - kTrailerLen, room);
+    if (!m.fce) return Error::BadLength;
+    const size_t after = fce_len(*m.fce);
+    if (type == Type::Accept) {
+        if (after != room) return Error::BadLength;
+        return m;
+    }
+    if (after + kGidListFixed > room) return Error::BadLength;
+    const uint8_t* g = p + kAcceptRV2 - kTrailerLen + after;
+    unsigned n = g[0];
+    if (n > kMaxGidList) return Error::BadCount;
+    if (after + kGidListFixed + 16 * n != room) return Error::BadLength;
+    for (unsigned i = 0; i < n; ++i) {
+        std::array<uint8_t, 16> gid;
+        std::copy(g + kGidListFixed + 16 * i, g + kGidListFixed + 16 * (i + 1), gid.begin());
+        m.gid_list.push_back(gid);
+    }
+    return m;
+}
+
+std::variant<AcceptConfirmD, AcceptConfirmR, Error>
+decode_accept_confirm(std::span<const uint8_t> b) {
+    auto h = parse_header(b);
+    if (auto* e = std::get_if<Error>(&h)) return *e;
+    switch (std::get<Header>(h).typev1) {
+    case kTypeD: {
+        auto d = decode_accept_confirm_d(b);
+        if (auto* e = std::get_if<Error>(&d)) return *e;
+        return std::get<AcceptConfirmD>(d);
+    }
+    case kTypeR: {
+        auto r = decode_accept_confirm_r(b);
+        if (auto* e = std::get_if<Error>(&r)) return *e;
+        return std::get<AcceptConfirmR>(r);
+    }
+    default:
+        return Error::BadValue; // an Accept/Confirm is for exactly one transport
+    }
 }
 
 // ------------------------------------------------------------------ Decline

@@ -35,6 +35,8 @@ constexpr unsigned kMaxUeids = 8;          // SMC_CLC_MAX_UEID
 constexpr unsigned kMaxIsmV2 = 8;          // SMCD_CLC_MAX_V2_GID_ENTRIES
 constexpr uint16_t kChidEmulated = 0xFFFF; // the CHID loopback-ism uses
 constexpr unsigned kMaxDmbeSizeCode = 6;   // SMC-D DMBs: 16 KiB << 6 = 1 MiB
+constexpr unsigned kMaxRmbeSizeCode = 15;  // SMCR_RMBE_SIZES (Linux 6.11): 16 KiB << 15 = 512 MiB
+constexpr unsigned kMaxGidList = 8;        // SMC_GIDLIST_LEN_MAX: a v2 Confirm's alternate GIDs
 
 enum class Error : uint8_t {
     Truncated,     // fewer bytes than the header or the claimed length
@@ -86,6 +88,9 @@ struct Proposal {
     uint8_t typev1 = kTypeN; // v1 offer (N: none)
     uint8_t typev2 = kTypeD; // v2 offer
     std::array<uint8_t, 8> peer_id{};
+    // SMC-Rv1: the client's RoCE device (zero when it offers none)
+    std::array<uint8_t, 16> smcr_gid{};
+    std::array<uint8_t, 6> smcr_mac{};
     uint64_t ism_gid_v1 = 0; // native ISMv1 GID, 0 if none
     uint16_t ism_chid = 0;
     // IP prefix area, present when typev1 != N
@@ -101,7 +106,10 @@ struct Proposal {
     uint8_t release = 1; // SMC v2.1
     bool seid_enabled = false;
     std::vector<std::array<uint8_t, 32>> ueids;
-    uint16_t feature_mask = 1; // bit 0: Emulated-ISM supported
+    std::array<uint8_t, 16> roce_v2_gid{}; // SMC-Rv2: IPv4-mapped, the RoCE device's address
+    uint8_t max_conns = 0;                 // SMC-R v2.1: connections per link group (16-255)
+    uint8_t max_links = 0;                 // SMC-R v2.1: links per link group (1-2)
+    uint16_t feature_mask = 1;             // bit 0: Emulated-ISM supported
     // SMC-Dv2 extension, present when typev2 includes D
     std::array<uint8_t, 32> seid{};
     std::vector<IsmEntry>
@@ -109,11 +117,17 @@ struct Proposal {
     std::optional<NamedDmb> named_dmb; // in the SMC-Dv2 extension's reserved bytes
 };
 
-// First-contact extension of v2 Accept/Confirm.
+// First-contact extension of v2 Accept/Confirm: 36 bytes for release 0,
+// 52 from release 1 (v2.1) on, whose fields follow the hostname.
 struct FirstContact {
-    uint8_t os_type = 2; // Linux
+    bool v2_direct = false; // SMC-Rv2: the peer is reached without an IP gateway
+    uint8_t os_type = 2;    // Linux
     uint8_t release = 1;
     std::array<uint8_t, 32> hostname{};
+    // release >= 1
+    uint8_t max_conns = 0; // SMC-R
+    uint8_t max_links = 0; // SMC-R
+    uint16_t feature_mask = 0;
 };
 
 // SMC-D Accept (server) and Confirm (client) share one layout.
@@ -139,6 +153,30 @@ struct AcceptConfirmD {
     std::optional<FirstContact> fce; // present iff first_contact (v2)
 };
 
+// SMC-R Accept (server) and Confirm (client): the sender's RoCE device, its
+// queue pair and the RMB the peer writes into by RDMA WRITE.
+struct AcceptConfirmR {
+    Type type = Type::Accept;
+    uint8_t version = 2;
+    bool first_contact = false;
+    std::array<uint8_t, 8> peer_id{};
+    std::array<uint8_t, 16> gid{}; // the sender's RoCE GID
+    std::array<uint8_t, 6> mac{};
+    uint32_t qpn = 0; // 24 bits
+    uint32_t rmb_rkey = 0;
+    uint8_t rmbe_idx = 1;          // from 1: the element's offset is size * (idx - 1)
+    uint32_t rmbe_alert_token = 0; // the connection, in every CDC message to the sender
+    uint8_t rmbe_size_code = 0;    // RMBE size = 16 KiB << code
+    uint8_t qp_mtu = 3;            // IB MTU enum: 1 = 256 ... 5 = 4096
+    uint64_t rmb_dma_addr = 0;
+    uint32_t psn = 0; // initial packet sequence number, 24 bits
+    // v2
+    std::array<uint8_t, 32> eid{};
+    std::optional<FirstContact> fce; // only with first_contact
+    // A v2 Confirm with an FCE: the client's alternate RoCEv2 GIDs (second link).
+    std::vector<std::array<uint8_t, 16>> gid_list;
+};
+
 struct Decline {
     uint8_t version = 2;
     std::array<uint8_t, 8> peer_id{};
@@ -149,11 +187,17 @@ struct Decline {
 
 std::vector<uint8_t> encode(const Proposal& m);
 std::vector<uint8_t> encode(const AcceptConfirmD& m);
+std::vector<uint8_t> encode(const AcceptConfirmR& m);
 std::vector<uint8_t> encode(const Decline& m);
 
 // Each decoder takes exactly one whole message (header.length bytes).
 std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> bytes);
 std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint8_t> bytes);
+std::variant<AcceptConfirmR, Error> decode_accept_confirm_r(std::span<const uint8_t> bytes);
+// An Accept or Confirm of either transport, by its header's typev1 (as the
+// kernel's smc_clc_msg_acc_conf_valid tells them apart).
+std::variant<AcceptConfirmD, AcceptConfirmR, Error>
+decode_accept_confirm(std::span<const uint8_t> bytes);
 std::variant<Decline, Error> decode_decline(std::span<const uint8_t> bytes);
 
 // Compressed buffer size (net/smc/smc_core.c, smc_compress_bufsize): 16 KiB << code, rounding up.

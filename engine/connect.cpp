@@ -29,16 +29,22 @@ uint64_t system_id(const HandshakeDevices& devs) {
     return devs.smcd ? devs.smcd->gid() : 0;
 }
 
+// The transports and versions a Proposal of ours offers: SMC-Dv2 where
+// there is an SMC-D device (SMC-R will add its own), nothing in v1.
+clc::Proposal offered_types(const HandshakeDevices& devs) {
+    clc::Proposal p;
+    p.typev1 = clc::kTypeN;
+    p.typev2 = devs.smcd ? clc::kTypeD : clc::kTypeN;
+    return p;
+}
+
 } // namespace
 
 clc::Proposal smc_make_proposal(const HandshakeDevices& devs, const clc::NamedDmb* named) {
-    clc::Proposal p;
+    clc::Proposal p = offered_types(devs);
     p.peer_id = peer_id_of(system_id(devs));
-    p.typev1 = clc::kTypeN;
-    p.typev2 = clc::kTypeN;
-    if (devs.smcd) { // SMC-Dv2 through the emulated ISM (the SMC-D area names it too)
+    if (p.typev2 == clc::kTypeD) { // SMC-Dv2 through the emulated ISM (the SMC-D area names it too)
         const uint64_t gid = devs.smcd->gid();
-        p.typev2 = clc::kTypeD;
         p.ism_gid_v1 = gid;
         p.ism_chid = clc::kChidEmulated;
         p.ism_v2 = {{gid, clc::kChidEmulated}};
@@ -105,16 +111,26 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, const HandshakeDevices& devs,
             std::holds_alternative<clc::Decline>(d) ? std::get<clc::Decline>(d).diagnosis : 0;
         return fail(Fallback{fallback::PEERDECL, diag}); // never decline a Decline
     }
-    auto decoded = clc::decode_accept_confirm_d(r.bytes);
-    auto* accept = std::get_if<clc::AcceptConfirmD>(&decoded);
+    // An Accept for a transport and version we offered (else MODEUNSUPP, as
+    // a malformed one), on to that transport's half.
+    auto decoded = clc::decode_accept_confirm(r.bytes);
+    uint32_t reason = hdr.type == clc::Type::Accept ? check_accept_offered(offered_types(devs), hdr)
+                                                    : uint32_t{fallback::MODEUNSUPP};
+    const clc::AcceptConfirmD* accept = nullptr;
+    if (!reason) {
+        switch (accepted_transport(hdr)) {
+        case TransportKind::SmcdV2:
+            accept = std::get_if<clc::AcceptConfirmD>(&decoded);
+            break;
+        default: // (SMC-R's half comes with SMC-R, and its offer)
+            break;
+        }
+        if (!accept) reason = fallback::MODEUNSUPP;
+    }
     // An Accept without the secret that names the server's DMB and offer
     // (usmc before 56124c8 used its `sig`'s token, which any local user
     // reads in /proc/net/unix): not one to attach or confirm to.
-    uint32_t reason = 0;
-    if (!accept || accept->type != clc::Type::Accept)
-        reason = fallback::MODEUNSUPP;
-    else if (accept->dmb_secret == 0)
-        reason = fallback::VERSMISMAT;
+    if (!reason && accept->dmb_secret == 0) reason = fallback::VERSMISMAT;
     if (reason) {
         // (A server that took our DMB believes SMC is up: only an error is honest.)
         if (!smc_withdraw_named_dmb(c)) return fail(-ECONNRESET);

@@ -86,4 +86,23 @@ TransportChoice choose_transport(const clc::Proposal& p, const LocalTransports& 
     return none(first_rc);
 }
 
+uint32_t check_accept_offered(const clc::Proposal& offered, const clc::Header& accept) {
+    if (accept.typev1 != clc::kTypeR && accept.typev1 != clc::kTypeD) return fallback::MODEUNSUPP;
+    const uint8_t in_offer = accept.version >= 2 ? offered.typev2 : offered.typev1;
+    bool ok = accept.typev1 == clc::kTypeD ? smcd_indicated(in_offer) : smcr_indicated(in_offer);
+    return ok ? 0 : uint32_t{fallback::MODEUNSUPP};
+}
+
+TransportKind accepted_transport(const clc::Header& accept) {
+    const bool v2 = accept.version >= 2;
+    switch (accept.typev1) {
+    case clc::kTypeD:
+        return v2 ? TransportKind::SmcdV2 : TransportKind::SmcdV1;
+    case clc::kTypeR:
+        return v2 ? TransportKind::SmcrV2 : TransportKind::SmcrV1;
+    default:
+        return TransportKind::None;
+    }
+}
+
 } // namespace usmc

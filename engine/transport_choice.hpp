@@ -42,4 +42,13 @@ struct TransportChoice {
 
 TransportChoice choose_transport(const clc::Proposal& p, const LocalTransports& local);
 
+// The client's side of the choice (the kernel's smc_connect_check_aclc):
+// the server's Accept must name a transport the Proposal offered, in the
+// version it was offered in (a v2 Accept: the Proposal's typev2; a v1
+// Accept: its typev1). The transport an Accept names is its typev1.
+// Otherwise the client declines with MODEUNSUPP (returned; 0: offered).
+uint32_t check_accept_offered(const clc::Proposal& offered, const clc::Header& accept);
+// The transport an Accept that passed that check goes on with.
+TransportKind accepted_transport(const clc::Header& accept);
+
 } // namespace usmc

@@ -14,22 +14,40 @@ namespace {
 
 bool same(const Proposal& a, const Proposal& b) {
     return a.version == b.version && a.typev1 == b.typev1 && a.typev2 == b.typev2 &&
-           a.peer_id == b.peer_id && a.ism_gid_v1 == b.ism_gid_v1 && a.ism_chid == b.ism_chid &&
+           a.peer_id == b.peer_id && a.smcr_gid == b.smcr_gid && a.smcr_mac == b.smcr_mac &&
+           a.ism_gid_v1 == b.ism_gid_v1 && a.ism_chid == b.ism_chid &&
            a.ipv4_prefix == b.ipv4_prefix && a.ipv4_prefix_len == b.ipv4_prefix_len &&
            a.v6_prefixes == b.v6_prefixes && a.release == b.release &&
            a.seid_enabled == b.seid_enabled && a.ueids == b.ueids &&
-           a.feature_mask == b.feature_mask && a.seid == b.seid && a.ism_v2 == b.ism_v2;
+           a.roce_v2_gid == b.roce_v2_gid && a.max_conns == b.max_conns &&
+           a.max_links == b.max_links && a.feature_mask == b.feature_mask && a.seid == b.seid &&
+           a.ism_v2 == b.ism_v2;
+}
+
+bool same(const std::optional<FirstContact>& a, const std::optional<FirstContact>& b) {
+    if (a.has_value() != b.has_value()) return false;
+    return !a ||
+           (a->v2_direct == b->v2_direct && a->os_type == b->os_type && a->release == b->release &&
+            a->hostname == b->hostname && a->max_conns == b->max_conns &&
+            a->max_links == b->max_links && a->feature_mask == b->feature_mask);
 }
 
 bool same(const AcceptConfirmD& a, const AcceptConfirmD& b) {
-    if (a.fce.has_value() != b.fce.has_value()) return false;
-    if (a.fce && (a.fce->os_type != b.fce->os_type || a.fce->release != b.fce->release ||
-                  a.fce->hostname != b.fce->hostname))
-        return false;
+    if (!same(a.fce, b.fce)) return false;
     return a.type == b.type && a.version == b.version && a.first_contact == b.first_contact &&
            a.gid == b.gid && a.token == b.token && a.dmbe_idx == b.dmbe_idx &&
            a.dmbe_size_code == b.dmbe_size_code && a.link_id == b.link_id && a.chid == b.chid &&
            a.eid == b.eid && a.gid_ext == b.gid_ext;
+}
+
+bool same(const AcceptConfirmR& a, const AcceptConfirmR& b) {
+    return same(a.fce, b.fce) && a.type == b.type && a.version == b.version &&
+           a.first_contact == b.first_contact && a.peer_id == b.peer_id && a.gid == b.gid &&
+           a.mac == b.mac && a.qpn == b.qpn && a.rmb_rkey == b.rmb_rkey &&
+           a.rmbe_idx == b.rmbe_idx && a.rmbe_alert_token == b.rmbe_alert_token &&
+           a.rmbe_size_code == b.rmbe_size_code && a.qp_mtu == b.qp_mtu &&
+           a.rmb_dma_addr == b.rmb_dma_addr && a.psn == b.psn && a.eid == b.eid &&
+           a.gid_list == b.gid_list;
 }
 
 // A v1 Decline has no OS type (the byte is reserved there): encode() writes
@@ -87,6 +105,35 @@ void check_accept_confirm(const std::variant<AcceptConfirmD, Error>& r) {
     round_trip(r, [](std::span<const uint8_t> b) { return decode_accept_confirm_d(b); });
 }
 
+void check_accept_confirm_r(const std::variant<AcceptConfirmR, Error>& r) {
+    if (auto* m = std::get_if<AcceptConfirmR>(&r)) {
+        FUZZ_CHECK(m->type == Type::Accept || m->type == Type::Confirm);
+        FUZZ_CHECK(m->rmbe_idx >= 1);
+        FUZZ_CHECK(m->qp_mtu >= 1 && m->qp_mtu <= 5);
+        FUZZ_CHECK(m->qpn <= 0xffffff && m->psn <= 0xffffff);
+        FUZZ_CHECK(m->gid_list.size() <= kMaxGidList);
+        FUZZ_CHECK(!m->fce || (m->first_contact && m->version >= 2));
+        FUZZ_CHECK(m->gid_list.empty() || (m->fce && m->type == Type::Confirm));
+        check_header_of(encode(*m), m->type);
+    }
+    round_trip(r, [](std::span<const uint8_t> b) { return decode_accept_confirm_r(b); });
+}
+
+// The dispatch by typev1 gives what the transport's own decoder gives.
+void check_dispatch(std::span<const uint8_t> b) {
+    auto any = decode_accept_confirm(b);
+    auto d = decode_accept_confirm_d(b);
+    auto r = decode_accept_confirm_r(b);
+    if (auto* m = std::get_if<AcceptConfirmD>(&any))
+        FUZZ_CHECK(std::holds_alternative<AcceptConfirmD>(d) &&
+                   same(*m, std::get<AcceptConfirmD>(d)));
+    else if (auto* m = std::get_if<AcceptConfirmR>(&any))
+        FUZZ_CHECK(std::holds_alternative<AcceptConfirmR>(r) &&
+                   same(*m, std::get<AcceptConfirmR>(r)));
+    else
+        FUZZ_CHECK(std::holds_alternative<Error>(d) && std::holds_alternative<Error>(r));
+}
+
 void check_decline(const std::variant<Decline, Error>& r) {
     if (auto* m = std::get_if<Decline>(&r)) check_header_of(encode(*m), Type::Decline);
     round_trip(r, [](std::span<const uint8_t> b) { return decode_decline(b); });
@@ -114,6 +161,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Each decoder on the whole input, whatever type the header claims.
     check_proposal(decode_proposal(all));
     check_accept_confirm(decode_accept_confirm_d(all));
+    check_accept_confirm_r(decode_accept_confirm_r(all));
+    check_dispatch(all);
     check_decline(decode_decline(all));
 
     // As read_message() and the handshakes: the header's length cuts the
@@ -132,6 +181,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             case Type::Accept:
             case Type::Confirm:
                 check_accept_confirm(decode_accept_confirm_d(msg));
+                check_accept_confirm_r(decode_accept_confirm_r(msg));
+                check_dispatch(msg);
                 break;
             case Type::Decline:
                 check_decline(decode_decline(msg));

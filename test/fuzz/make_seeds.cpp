@@ -69,6 +69,22 @@ void clc_seeds() {
     c.version = 1;
     write("clc/confirm_v1", clc::encode(c));
 
+    clc::AcceptConfirmR r;
+    r.first_contact = true;
+    r.gid[15] = 1;
+    r.qpn = 0x123456;
+    r.rmbe_size_code = 2;
+    r.psn = 0xabcdef;
+    r.fce = clc::FirstContact{};
+    r.fce->max_conns = 255;
+    r.fce->max_links = 2;
+    write("clc/accept_r_v2_fce", clc::encode(r));
+    r.type = clc::Type::Confirm;
+    r.gid_list.resize(2);
+    write("clc/confirm_r_v2_gids", clc::encode(r));
+    r.version = 1;
+    write("clc/confirm_r_v1", clc::encode(r));
+
     clc::Decline d;
     d.peer_id = {0, 0, 0, 0, 0, 0, 0, 42};
     d.diagnosis = 0x03030000;

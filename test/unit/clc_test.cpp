@@ -277,6 +277,201 @@ TEST_CASE("SMC-D Accept: the took-your-DMB bit, only in an Accept, never with fi
     CHECK(err(decode_accept_confirm_d(encode(m))) == Error::BadValue);
 }
 
+TEST_CASE("Proposal: SMC-R fields at the kernel's offsets, v1 area and v2 extension") {
+    Proposal m = sample_proposal();
+    m.typev1 = kTypeR;
+    m.typev2 = kTypeB;
+    for (int i = 0; i < 16; ++i) {
+        m.smcr_gid[i] = uint8_t(0xA0 + i);
+        m.roce_v2_gid[i] = uint8_t(0xC0 + i);
+    }
+    m.smcr_mac = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
+    m.max_conns = 255;
+    m.max_links = 2;
+    auto bytes = encode(m);
+    CHECK(bytes[16] == 0xA0);
+    CHECK(bytes[31] == 0xAF);
+    CHECK(bytes[32] == 0x02);
+    CHECK(bytes[37] == 0x55);
+    // The v2 extension: 52 + v2_ext_offset; RoCEv2 GID at +8, max_conns/links at +24/+25.
+    size_t v2 = 52 + size_t(bytes[50] << 8 | bytes[51]);
+    CHECK(bytes[v2 + 8] == 0xC0);
+    CHECK(bytes[v2 + 23] == 0xCF);
+    CHECK(bytes[v2 + 24] == 255);
+    CHECK(bytes[v2 + 25] == 2);
+    auto d = ok(decode_proposal(bytes));
+    CHECK(d.smcr_gid == m.smcr_gid);
+    CHECK(d.smcr_mac == m.smcr_mac);
+    CHECK(d.roce_v2_gid == m.roce_v2_gid);
+    CHECK(d.max_conns == 255);
+    CHECK(d.max_links == 2);
+    CHECK(d.ism_v2 == m.ism_v2);
+}
+
+namespace {
+AcceptConfirmR sample_accept_r() {
+    AcceptConfirmR m;
+    m.peer_id = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int i = 0; i < 16; ++i)
+        m.gid[i] = uint8_t(0x10 + i);
+    m.mac = {0x98, 0x03, 0x9b, 0xab, 0xcd, 0xef};
+    m.qpn = 0x0a0b0c;
+    m.rmb_rkey = 0x11223344;
+    m.rmbe_idx = 1;
+    m.rmbe_alert_token = 0x55667788;
+    m.rmbe_size_code = 2;
+    m.qp_mtu = 3;
+    m.rmb_dma_addr = 0x0102030405060708ull;
+    m.psn = 0x0d0e0f;
+    return m;
+}
+} // namespace
+
+TEST_CASE("SMC-R Accept/Confirm: v1 at the kernel's offsets (smc_clc_msg_accept_confirm)") {
+    AcceptConfirmR m = sample_accept_r();
+    m.version = 1;
+    m.first_contact = true;
+    auto b = encode(m);
+    REQUIRE(b.size() == 68);
+    CHECK(std::memcmp(b.data(), kEyeR.data(), 4) == 0);
+    CHECK(std::memcmp(b.data() + 64, kEyeR.data(), 4) == 0);
+    CHECK(b[4] == 2);
+    CHECK(b[7] == 0x18); // version 1, first contact, typev1 R (the hwipl dumps' byte)
+    CHECK(b[8] == 0);
+    CHECK(b[15] == 7);
+    CHECK(b[16] == 0x10);
+    CHECK(b[31] == 0x1f);
+    CHECK(b[32] == 0x98);
+    CHECK(b[37] == 0xef);
+    CHECK((b[38] == 0x0a && b[39] == 0x0b && b[40] == 0x0c)); // QP number, 24 bits
+    CHECK((b[41] == 0x11 && b[44] == 0x44));                  // rkey
+    CHECK(b[45] == 1);                                        // RMBE index
+    CHECK((b[46] == 0x55 && b[49] == 0x88));                  // alert token
+    CHECK(b[50] == 0x23);                                     // 64 KiB, MTU 1024
+    CHECK((b[52] == 0x01 && b[59] == 0x08));                  // RMB address
+    CHECK(b[60] == 0);
+    CHECK((b[61] == 0x0d && b[62] == 0x0e && b[63] == 0x0f)); // initial PSN
+    auto d = ok(decode_accept_confirm_r(b));
+    CHECK(d.version == 1);
+    CHECK(d.first_contact);
+    CHECK(d.gid == m.gid);
+    CHECK(d.mac == m.mac);
+    CHECK(d.qpn == m.qpn);
+    CHECK(d.rmb_rkey == m.rmb_rkey);
+    CHECK(d.rmbe_alert_token == m.rmbe_alert_token);
+    CHECK(d.rmbe_size_code == 2);
+    CHECK(d.qp_mtu == 3);
+    CHECK(d.rmb_dma_addr == m.rmb_dma_addr);
+    CHECK(d.psn == m.psn);
+    CHECK_FALSE(d.fce);
+    // Told apart from SMC-D by typev1, each decoder refusing the other's.
+    CHECK(err(decode_accept_confirm_d(b)) == Error::BadValue);
+    CHECK(std::holds_alternative<AcceptConfirmR>(decode_accept_confirm(b)));
+    CHECK(std::holds_alternative<AcceptConfirmD>(decode_accept_confirm(encode(AcceptConfirmD{}))));
+    CHECK(err(decode_accept_confirm_r(encode(AcceptConfirmD{}))) == Error::BadValue);
+}
+
+TEST_CASE("SMC-R Accept/Confirm v2: base, FCE of both releases, the Confirm's GID list") {
+    AcceptConfirmR m = sample_accept_r();
+    m.eid[0] = 'E';
+    m.eid[31] = 'Z';
+    auto b = encode(m);
+    CHECK(b.size() == 108);
+    CHECK(b[64] == 'E');
+    auto d = ok(decode_accept_confirm_r(b));
+    CHECK(d.eid == m.eid);
+
+    m.first_contact = true;
+    m.fce = FirstContact{};
+    m.fce->v2_direct = true;
+    m.fce->max_conns = 255;
+    m.fce->max_links = 2;
+    m.fce->feature_mask = 1;
+    m.fce->hostname[0] = 'h';
+    b = encode(m);
+    CHECK(b.size() == 108 + 52);
+    CHECK(b[104] == 0x80); // v2_direct
+    CHECK(b[105] == 0x21); // Linux, release 1
+    CHECK(b[140] == 255);
+    CHECK(b[141] == 2);
+    d = ok(decode_accept_confirm_r(b));
+    REQUIRE(d.fce);
+    CHECK(d.fce->v2_direct);
+    CHECK(d.fce->max_conns == 255);
+    CHECK(d.fce->max_links == 2);
+    CHECK(d.fce->feature_mask == 1);
+    CHECK(d.fce->hostname == m.fce->hostname);
+    CHECK(d.gid_list.empty()); // an Accept has none
+
+    m.type = Type::Confirm;
+    m.gid_list.resize(2);
+    m.gid_list[1][15] = 9;
+    b = encode(m);
+    CHECK(b.size() == 108 + 52 + 4 + 32);
+    CHECK(b[156] == 2);
+    d = ok(decode_accept_confirm_r(b));
+    CHECK(d.gid_list == m.gid_list);
+
+    m.fce->release = 0;
+    b = encode(m);
+    CHECK(b.size() == 108 + 36 + 4 + 32);
+    d = ok(decode_accept_confirm_r(b));
+    CHECK(d.fce->release == 0);
+    CHECK(d.fce->max_conns == 0); // not in a release 0 FCE
+    CHECK(d.gid_list == m.gid_list);
+}
+
+TEST_CASE("SMC-R Accept/Confirm: malformed variants") {
+    AcceptConfirmR m = sample_accept_r();
+    auto good = encode(m);
+    auto b = good;
+    b[45] = 0; // RMBE index 0
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadValue);
+    b = good;
+    b[50] = 0x26; // MTU code 6
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadValue);
+    b = good;
+    b[50] = 0x20; // MTU code 0
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadValue);
+    b = good;
+    b.insert(b.end() - 4, 36, 0); // an FCE without the first-contact bit
+    b[6] = static_cast<uint8_t>(b.size());
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
+    b = good;
+    b[6] = 100; // shorter than a v2 base
+    b.resize(100);
+    std::copy(kEyeR.begin(), kEyeR.end(), b.end() - 4);
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
+
+    m.version = 1;
+    b = encode(m);
+    b.insert(b.end() - 4, 4, 0); // a v1 message is exactly 68 bytes
+    b[6] = static_cast<uint8_t>(b.size());
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
+
+    m = sample_accept_r();
+    m.first_contact = true;
+    m.fce = FirstContact{};
+    b = encode(m);
+    b[105] = 0x20; // says release 0 in a 52-byte FCE of an Accept
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
+
+    m.type = Type::Confirm;
+    m.gid_list.resize(1);
+    good = encode(m);
+    b = good;
+    b[156] = 2; // counts more GIDs than it carries
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
+    b = good;
+    b[156] = kMaxGidList + 1;
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadCount);
+    b = good;
+    b.erase(b.end() - 4 - 16 - 4, b.end() - 4); // an FCE but no GID list
+    b[6] = static_cast<uint8_t>(b.size());
+    CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
+    CHECK(err(decode_accept_confirm_r(std::span(good).first(60))) == Error::Truncated);
+}
+
 TEST_CASE("Decline round trips, v1 and v2, out-of-sync bit") {
     Decline m;
     m.diagnosis = 0x03030000;
@@ -313,7 +508,13 @@ TEST_CASE("every single-byte corruption of every message decodes or fails cleanl
     p.typev1 = kTypeB;
     p.v6_prefixes.resize(2);
     p.ueids.resize(1);
-    std::vector<std::vector<uint8_t>> messages = {encode(p), encode(a), encode(Decline{})};
+    AcceptConfirmR r = sample_accept_r();
+    r.type = Type::Confirm;
+    r.first_contact = true;
+    r.fce = FirstContact{};
+    r.gid_list.resize(2);
+    std::vector<std::vector<uint8_t>> messages = {encode(p), encode(a), encode(r),
+                                                  encode(Decline{})};
     size_t decoded = 0, rejected = 0;
     for (const auto& msg : messages) {
         for (size_t i = 0; i < msg.size(); ++i) {
@@ -325,7 +526,8 @@ TEST_CASE("every single-byte corruption of every message decodes or fails cleanl
                     bool ok1 = std::holds_alternative<Proposal>(decode_proposal(s));
                     bool ok2 = std::holds_alternative<AcceptConfirmD>(decode_accept_confirm_d(s));
                     bool ok3 = std::holds_alternative<Decline>(decode_decline(s));
-                    (ok1 || ok2 || ok3) ? ++decoded : ++rejected;
+                    bool ok4 = std::holds_alternative<AcceptConfirmR>(decode_accept_confirm_r(s));
+                    (ok1 || ok2 || ok3 || ok4) ? ++decoded : ++rejected;
                 }
             }
         }

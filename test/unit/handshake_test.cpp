@@ -490,6 +490,60 @@ TEST_CASE("an Accept without the secret (usmc before 56124c8: the public sig tok
     smc_conn_release(c, dev, 0);
 }
 
+TEST_CASE("an Accept for a transport or version the Proposal did not offer is declined "
+          "MODEUNSUPP (smc_connect_check_aclc)") {
+    auto run = [](std::vector<uint8_t> accept) {
+        TcpPair t;
+        ism::Device dev(8 << 20);
+        SmcConn c;
+        REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
+        REQUIRE(smc_send_proposal(t.client, {&dev}, HandshakeConfig{}));
+        auto p = clc::read_message(t.server, 1000);
+        REQUIRE(p.status == clc::ReadStatus::Message);
+        auto offered = std::get<clc::Proposal>(clc::decode_proposal(p.bytes));
+        CHECK(offered.typev1 == clc::kTypeN); // SMC-Dv2 only
+        CHECK(offered.typev2 == clc::kTypeD);
+        // The server's answer, then the application's first bytes.
+        accept.insert(accept.end(), {'h', 'i'});
+        REQUIRE(write(t.server, accept.data(), accept.size()) == ssize_t(accept.size()));
+        auto r = smc_connect_handshake(t.client, c, {&dev}, HandshakeConfig{}, true);
+        REQUIRE(std::holds_alternative<Fallback>(r));
+        CHECK(std::get<Fallback>(r).reason == fallback::MODEUNSUPP);
+        auto d = clc::read_message(t.server, 1000);
+        REQUIRE(d.status == clc::ReadStatus::Message);
+        CHECK(std::get<clc::Decline>(clc::decode_decline(d.bytes)).diagnosis ==
+              fallback::MODEUNSUPP);
+        CHECK_FALSE(c.transport.has_buffers());
+        char rest[2] = {};
+        CHECK(read(t.client, rest, 2) == 2); // the TCP stream goes on right after it
+        CHECK(std::string(rest, 2) == "hi");
+        smc_conn_release(c, dev, 0);
+    };
+    SECTION("an SMC-R Accept, well formed") {
+        clc::AcceptConfirmR a;
+        a.first_contact = true;
+        a.rmbe_size_code = 2;
+        a.fce = clc::FirstContact{};
+        run(clc::encode(a));
+    }
+    SECTION("an SMC-Dv1 Accept, when only v2 was offered") {
+        clc::AcceptConfirmD a;
+        a.version = 1;
+        a.gid = 0x5151;
+        a.token = 0x7777;
+        a.dmbe_size_code = 2;
+        run(clc::encode(a));
+    }
+    SECTION("a Confirm where the Accept belongs") {
+        clc::AcceptConfirmD a;
+        a.type = clc::Type::Confirm;
+        a.gid = 0x5151;
+        a.dmbe_size_code = 2;
+        a.dmb_secret = 9;
+        run(clc::encode(a));
+    }
+}
+
 TEST_CASE("a Decline leaves the application's bytes behind it intact") {
     TcpPair t;
     ism::Device dev(8 << 20);

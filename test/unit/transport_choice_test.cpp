@@ -120,3 +120,45 @@ TEST_CASE("transport choice: SMC-Dv2 needs a device this one can reach") {
         CHECK(c.decline == fallback::NOUEID);
     }
 }
+
+TEST_CASE("the client's check of an Accept: only a transport and version it offered") {
+    using clc::kTypeB, clc::kTypeD, clc::kTypeN, clc::kTypeR;
+    auto accept = [](uint8_t version, uint8_t typev1) {
+        clc::Header h;
+        h.type = clc::Type::Accept;
+        h.version = version;
+        h.typev1 = typev1;
+        return h;
+    };
+    constexpr uint32_t kBad = fallback::MODEUNSUPP;
+    struct Row {
+        uint8_t offer_v1, offer_v2, accept_version, accept_type;
+        uint32_t rc;
+        TK kind;
+    };
+    const Row rows[] = {
+        // What usmc's client offers today: SMC-Dv2 only.
+        {kTypeN, kTypeD, 2, kTypeD, 0, TK::SmcdV2},
+        {kTypeN, kTypeD, 2, kTypeR, kBad, TK::SmcrV2}, // SMC-R not offered
+        {kTypeN, kTypeD, 1, kTypeD, kBad, TK::SmcdV1}, // v1 not offered
+        {kTypeN, kTypeD, 2, kTypeN, kBad, TK::None},   // names no transport
+        {kTypeN, kTypeD, 2, kTypeB, kBad, TK::None},   // names two
+        // Both transports, both versions offered: each Accept fits.
+        {kTypeB, kTypeB, 2, kTypeR, 0, TK::SmcrV2},
+        {kTypeB, kTypeB, 1, kTypeR, 0, TK::SmcrV1},
+        {kTypeB, kTypeB, 1, kTypeD, 0, TK::SmcdV1},
+        // The version decides which offer counts.
+        {kTypeR, kTypeD, 1, kTypeR, 0, TK::SmcrV1},
+        {kTypeR, kTypeD, 2, kTypeR, kBad, TK::SmcrV2},
+        {kTypeR, kTypeD, 1, kTypeD, kBad, TK::SmcdV1},
+        {kTypeD, kTypeR, 2, kTypeR, 0, TK::SmcrV2},
+        {kTypeN, kTypeN, 2, kTypeD, kBad, TK::SmcdV2},
+    };
+    for (const Row& r : rows) {
+        auto h = accept(r.accept_version, r.accept_type);
+        INFO("offer v1 " << int(r.offer_v1) << " v2 " << int(r.offer_v2) << ", Accept v"
+                         << int(r.accept_version) << " type " << int(r.accept_type));
+        CHECK(check_accept_offered(offer(r.offer_v1, r.offer_v2), h) == r.rc);
+        CHECK(accepted_transport(h) == r.kind);
+    }
+}
