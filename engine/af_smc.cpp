@@ -283,8 +283,28 @@ namespace {
 // gives it (a peer that held every nonblocking read for that wait stalled
 // an event-loop server a second per connection).
 enum class LateClc { Data, LookAgain, TimedOut };
+
+// A blocking read's SO_RCVTIMEO in ms (-1: none, it waits for ever).
+int receive_timeout_ms(int fd) {
+    timeval tv{};
+    socklen_t len = sizeof tv;
+    if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) != 0 ||
+        (!tv.tv_sec && !tv.tv_usec))
+        return -1;
+    return int(std::min<long>(tv.tv_sec * 1000L + (tv.tv_usec + 999) / 1000,
+                              std::numeric_limits<int>::max()));
+}
+
 LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
-    const int rest_ms = nonblock ? 0 : 1000;
+    // A blocking read's receive timeout, asked for when first needed: what
+    // it waits for new bytes, and at most what it waits for the rest of a
+    // frame begun (else a second).
+    int timeout = nonblock ? 0 : -2;
+    auto timeout_ms = [&] {
+        if (timeout == -2) timeout = receive_timeout_ms(fd);
+        return timeout;
+    };
+    auto rest_ms = [&] { return timeout_ms() < 0 ? 1000 : std::min(1000, timeout_ms()); };
     for (int round = 0; round < 8; ++round) {
         switch (clc::classify(fd, 0)) {
         case clc::FirstBytes::Proposal:
@@ -293,12 +313,12 @@ LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
             // would land in its data.
             if (answer)
                 smc_decline_late_proposal(fd, fallback::PEERNOSMC);
-            else if (clc::read_message(fd, rest_ms).status != clc::ReadStatus::Message)
+            else if (clc::read_message(fd, rest_ms()).status != clc::ReadStatus::Message)
                 return LateClc::LookAgain;
             runtime::count(counters::late_proposals);
             continue;
         case clc::FirstBytes::OtherClc:
-            if (clc::read_message(fd, rest_ms).status != clc::ReadStatus::Message)
+            if (clc::read_message(fd, rest_ms()).status != clc::ReadStatus::Message)
                 return LateClc::LookAgain;
             continue;
         case clc::FirstBytes::Other:
@@ -308,15 +328,8 @@ LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
             if (nonblock) return LateClc::LookAgain;
             // A blocking read must not take CLC bytes that arrive later; it
             // waits as long as the socket's receive timeout lets it.
-            timeval tv{};
-            socklen_t len = sizeof tv;
-            int wait_ms = -1;
-            if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0 &&
-                (tv.tv_sec || tv.tv_usec))
-                wait_ms = int(std::min<long>(tv.tv_sec * 1000L + (tv.tv_usec + 999) / 1000,
-                                             std::numeric_limits<int>::max()));
             pollfd p{fd, POLLIN, 0};
-            int n = sys::real().poll(&p, 1, wait_ms);
+            int n = sys::real().poll(&p, 1, timeout_ms());
             if (n == 0) return LateClc::TimedOut;
             if (n < 0) return LateClc::LookAgain;
             continue;

@@ -5,6 +5,7 @@ byte for byte, within a bounded time, no crash (exit codes checked), and
 only the hostile connection affected.
 
     test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors forged_reuse stray
+              late_half_clc late_rcvtimeo
 
 The server is a single-threaded selectors echo server (apps/steady_app.py)
 under usmc-run on 127.0.0.1; its clients are plain (unwrapped) processes,
@@ -360,6 +361,62 @@ def case_late_half_clc(env):
     check(server.poll() is None, f"the server is alive (exit {server.poll()})")
     resident.stop()
     stop_server(env, server)
+
+
+def case_late_rcvtimeo(env):
+    """A blocking server's read of a connection handed out as TCP while a
+    late CLC message may still come (its client announced it and stays
+    silent) keeps the socket's SO_RCVTIMEO, as plain TCP does: with
+    nothing there it fails with EAGAIN once the 300 ms run out (until
+    7f16ab9 it waited for ever); after the peer sends the 8-byte header of
+    a CLC frame and nothing more, the read gives those 8 bytes, as TCP's,
+    having waited for the rest of the frame no longer than the timeout
+    (it waited a second)."""
+    senv = dict(env.env)
+    path = os.path.join(env.dir, "server.toml")
+    with open(path, "w") as f:
+        f.write("clc_detect_timeout_ms = 20\n")
+    senv["USMC_CONFIG"] = path
+    server = env.start(env.wrap([PYTHON, os.path.join(APPS, "rcvtimeo_app.py"),
+                                 "--timeout-ms", "300"]),
+                       env=senv, stdin=subprocess.PIPE, stderr=log_file(env, "server"))
+    ready = expect(server, "READY", 15)
+    if not check(ready, f"the wrapped server started ({ready or tail(env, 'server')!r})"):
+        raise Abort()
+    peer = hostile(env, "late-half-clc", int(ready.split()[1]), "--count", "1")
+    line = expect(peer, ("CONNECTED", "ERROR"), 30)
+    check(line == "CONNECTED 1", f"the peer made its announced connection ({line})")
+    accepted = expect(server, "ACCEPTED", 15)
+    check(accepted, "the server accepted it (as TCP: no Proposal came)")
+
+    def recv(what):
+        server.stdin.write("recv\n")
+        server.stdin.flush()
+        line = expect(server, "RECV", 15)  # (a read that never returns: None)
+        got = dict(kv.split("=", 1) for kv in (line or "").split()[1:] if "=" in kv)
+        print(f"    {what}: {line}")
+        return line, int(got.get("ms", -1))
+
+    line, ms = recv("nothing sent")
+    check(line is not None and line.startswith("RECV EAGAIN"),
+          f"a read with nothing there fails with EAGAIN when SO_RCVTIMEO runs out ({line})")
+    check(ms < 5000, f"... after about its 300 ms, not a wait of its own ({ms} ms)")
+    peer.stdin.write("go\n")
+    peer.stdin.flush()
+    held(env, peer)
+    line, ms = recv("half a CLC frame sent")
+    want = "RECV n=8 e2d4c3d904002c20"  # the Decline's header, as the peer sent it
+    check(line is not None and line.startswith(want),
+          f"the 8 bytes reach the application as TCP gives them ({line})")
+    check(ms < 900, f"... having waited for the rest at most its 300 ms timeout ({ms} ms)")
+    end_peer(env, peer)
+    server.stdin.close()  # (EOF: it closes and exits)
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    rc = env.stop(server, timeout=5)
+    check(rc == 0, f"the server ran to its end (exit {rc}; {tail(env, 'server', 300)!r})")
 
 
 def case_lookalike(env):
