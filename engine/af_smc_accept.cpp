@@ -552,7 +552,10 @@ void watch_listener(SmcListener* l) {
     for (int i = 0; i < 256 && !check_backlog(l); ++i) {
         pollfd p{l->fd(), POLLIN, 0};
         if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) break;
-        Intake in = intake(l, l->fd(), SOCK_CLOEXEC, true);
+        // (As the application takes its connections; before its first
+        // accept, close-on-exec: no child of a fork meanwhile inherits it.)
+        int flags = l->accept_flags();
+        Intake in = intake(l, l->fd(), flags >= 0 ? flags : SOCK_CLOEXEC, true);
         if (in.fd == kQueued) continue;
         if (in.fd < 0) break;
         Accepted a;
@@ -608,6 +611,7 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
     int listener_nonblock = -1;
     bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
     bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
+    l->note_accept_flags((want_nonblock ? SOCK_NONBLOCK : 0) | (want_cloexec ? SOCK_CLOEXEC : 0));
     if (!l->accepts_here()) listen_watch_add(l, lfd);
     l->share().accepting();
     bool took = false; // this call queued a handshake

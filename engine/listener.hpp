@@ -65,6 +65,13 @@ class SmcListener {
     void set_backlog(int backlog);
     int backlog() const { return backlog_.load(std::memory_order_relaxed); }
 
+    // The SOCK_NONBLOCK / SOCK_CLOEXEC of the application's latest accept
+    // (-1: none yet). Connections the engine accepts for it take them, so
+    // that handing one out changes nothing (nginx: three fcntl calls a
+    // connection); the connection's Origin says which it took.
+    void note_accept_flags(int flags) { accept_flags_.store(flags, std::memory_order_relaxed); }
+    int accept_flags() const { return accept_flags_.load(std::memory_order_relaxed); }
+
     // A connection goes to a worker / comes back from it.
     // `fd` (if any) is remembered until push_done: a child forked meanwhile
     // closes its copy, or the connection would outlive its handler there.
@@ -128,6 +135,7 @@ class SmcListener {
     const int fd_;
     int done_event_ = -1;
     std::atomic<int> backlog_;
+    std::atomic<int> accept_flags_{-1};
     std::atomic<size_t> in_handshake_{0};
     std::atomic<int> refs_{1};
     std::atomic<bool> stalled_{false};
