@@ -4,6 +4,7 @@
 // this file owns the protocol decisions: who becomes an SMC candidate, when
 // handshakes run, how a connection in SMC mode answers socket calls.
 #include "engine/conn.hpp"
+#include "engine/runtime.hpp"
 
 #include <atomic>
 #include <poll.h>
@@ -25,6 +26,10 @@ inline SmcConn* conn_of(int fd) {
 // Sets up the connection table (runtime init); `busy_poll_us` > 0 makes
 // epoll_wait/poll spin that long before sleeping on sets with SMC fds.
 void init(uint32_t capacity, uint32_t busy_poll_us);
+
+// What the runtime calls (runtime::set_engine): init, the fork handlers,
+// holds_smc_connections, on_exit.
+runtime::EngineHooks engine_hooks();
 
 // listen(): publishes SMC listeners in the registry; listen() again on a
 // listener changes its backlog.

@@ -1,7 +1,6 @@
 #include "engine/runtime.hpp"
 
 #include "config/size.hpp"
-#include "engine/af_smc.hpp"
 #include "engine/base/count.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/log.hpp"
@@ -30,6 +29,9 @@ namespace usmc::runtime {
 std::atomic<int> g_seg_deferred{0};
 
 namespace {
+
+// Zero until set_engine (constant-initialised: no constructor runs for it).
+EngineHooks g_engine;
 
 // A function-local static: the library constructor uses the state before
 // this file's own dynamic initialisers may have run.
@@ -85,13 +87,13 @@ void on_fork_child() {
     if (!file) {
         g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high); // private, as before
         s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
-    } else if (af_smc::holds_smc_connections()) {
+    } else if (g_engine.holds_connections && g_engine.holds_connections()) {
         publish_child_segment(s); // their records (af_smc::on_fork_child) go there
     } else {
         g_fds.remirror(nullptr, nullptr);
         g_seg_deferred.store(1, std::memory_order_relaxed);
     }
-    af_smc::on_fork_child();
+    if (g_engine.on_fork_child) g_engine.on_fork_child();
 }
 
 // One environment size: the value to use (0: the config's), and one
@@ -160,9 +162,9 @@ void full_init() {
     } else {
         g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, nullptr, nullptr);
     }
-    af_smc::init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
+    if (g_engine.init) g_engine.init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
     spin::set_adaptive(!s.config_ok || s.cfg.busy_poll_adaptive);
-    pthread_atfork(af_smc::before_fork, nullptr, on_fork_child);
+    pthread_atfork(g_engine.before_fork, nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, rmem {}{}, wmem {}{}, config {})", program,
               config::mode_name(s.opts.modes), config::format_size(s.cfg.rmem),
               s.opts.rmem ? " from SMC_RCVBUF" : "", config::format_size(s.cfg.wmem),
@@ -170,6 +172,10 @@ void full_init() {
 }
 
 } // namespace
+
+void set_engine(const EngineHooks& hooks) {
+    g_engine = hooks;
+}
 
 EnvSize parse_env_size(const char* text) {
     EnvSize e;
@@ -357,12 +363,12 @@ void publish_own_stats_slow() {
 }
 
 void quick_exit_conns() {
-    if (initialised()) af_smc::on_exit();
+    if (initialised() && g_engine.on_exit) g_engine.on_exit();
 }
 
 void shutdown() {
     State& s = storage();
-    if (initialised()) af_smc::on_exit();
+    if (initialised() && g_engine.on_exit) g_engine.on_exit();
     if (!s.seg || s.seg->pid != getpid()) return;
     if (g_seg_deferred.load(std::memory_order_acquire) != 0) {
         // Never published: what it counted (if anything) still goes to the totals.

@@ -46,6 +46,20 @@ struct State {
     char seg_path[PATH_MAX] = {};
 };
 
+// The engine above the runtime (the socket layer, engine/af_smc): what the
+// runtime calls once it is set up, around fork and at exit. Given by the
+// library's constructor (preload/init.cpp) before anything else runs, and
+// by the unit tests' main, so that the runtime includes nothing above it.
+// Read in a fork child and in _exit: plain function pointers, set once.
+struct EngineHooks {
+    void (*init)(uint32_t capacity, uint32_t busy_poll_us) = nullptr;
+    void (*before_fork)() = nullptr;
+    void (*on_fork_child)() = nullptr;
+    bool (*holds_connections)() = nullptr;
+    void (*on_exit)() = nullptr;
+};
+void set_engine(const EngineHooks& hooks);
+
 // Called from the library constructor: copies argv[0], reads the environment.
 void early_init(int argc, char** argv);
 
