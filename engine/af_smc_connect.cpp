@@ -55,7 +55,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         short want = POLLOUT; // connected: writable now (the peer's ring is empty)
         for (auto& r : c->connecting_regs) {
             // As connecting_ctl registered it: what active_ctl chooses too.
-            c->epoll_members.push_back({r.epfd, sig_registration(r.ev), false});
+            c->epoll_members.push_back({r.epfd, sig_registration(r.ev)});
             if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
         if (!c->connecting_regs.empty()) peer_watch::add(c);
@@ -87,8 +87,11 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         set_mode(fd, SockMode::Tcp, reason);
         c->phase.store(Phase::Tcp, std::memory_order_release);
         for (auto& r : c->connecting_regs) {
-            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
-            sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &r.ev);
+            // (Not in a set whose number now names another: the one it was
+            // registered in is gone.)
+            if (sys::real().epoll_ctl(r.epfd, EPOLL_CTL_DEL, c->sig, nullptr) == 0 ||
+                errno != ENOENT)
+                sys::real().epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &r.ev);
             note_epoll_member(r.epfd, -1);
         }
         c->connecting_regs.clear();

@@ -39,24 +39,35 @@ int ms_left(const timespec& start, int timeout_ms) {
     return spent >= timeout_ms ? 0 : int(timeout_ms - spent);
 }
 
+// Our books say which epoll sets hold `sig`, but a set closed without a
+// delete is gone from the kernel while its entry stays here, and a new set
+// may get its number (select.epoll() opened and closed around each wait):
+// an entry is believed only while the kernel agrees. An add always goes to
+// the kernel (EEXIST is its answer, not ours); a modify or delete the
+// kernel answers ENOENT shows the entry stale, and it goes.
+
 // The `sig` registration of a connection whose handshake still runs:
 // readable / writable only once it is done (af_smc_connect.cpp).
 int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
-    auto it = std::find_if(c->connecting_regs.begin(), c->connecting_regs.end(),
+    auto& regs = c->connecting_regs;
+    auto it = std::find_if(regs.begin(), regs.end(),
                            [&](const SmcConn::EpollReg& r) { return r.epfd == epfd; });
-    if ((op == EPOLL_CTL_ADD) == (it != c->connecting_regs.end()))
-        return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
+    if (op != EPOLL_CTL_ADD && it == regs.end()) return fail(ENOENT);
     epoll_event k{};
     if (ev) k = sig_registration(*ev);
-    bool del = op == EPOLL_CTL_DEL;
-    if (sys::real().epoll_ctl(epfd, op, c->sig, del ? nullptr : &k) != 0) return -1;
+    const bool del = op == EPOLL_CTL_DEL;
+    if (sys::real().epoll_ctl(epfd, op, c->sig, del ? nullptr : &k) != 0) {
+        if (op != EPOLL_CTL_ADD && errno == ENOENT) regs.erase(it); // stale
+        return -1;
+    }
     if (del) {
-        c->connecting_regs.erase(it);
+        regs.erase(it);
         note_epoll_member(epfd, -1);
-    } else if (it != c->connecting_regs.end()) {
+    } else if (op == EPOLL_CTL_MOD) {
         it->ev = *ev;
     } else {
-        c->connecting_regs.push_back({epfd, *ev});
+        if (it != regs.end()) regs.erase(it); // stale: the kernel took the add
+        regs.push_back({epfd, *ev});
         note_epoll_member(epfd, 1);
     }
     c->epoll_watched.store(true, std::memory_order_relaxed);
@@ -73,54 +84,43 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     auto& members = c->epoll_members;
     auto it = std::find_if(members.begin(), members.end(),
                            [&](const SmcConn::EpollMember& m) { return m.epfd == epfd; });
-    bool member = it != members.end() && !it->parked;
-    if ((op == EPOLL_CTL_ADD) == member) return fail(op == EPOLL_CTL_ADD ? EEXIST : ENOENT);
+    if (op != EPOLL_CTL_ADD && it == members.end()) return fail(ENOENT);
     if (op == EPOLL_CTL_DEL) {
-        // Park: keep `sig` in the set with no events, so the add that event
-        // loops do next costs one modify. EPOLLEXCLUSIVE registrations cannot
-        // be modified: those really go.
-        if (it->k.events & EPOLLEXCLUSIVE) {
-            sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
-            members.erase(it);
-            note_epoll_member(epfd, -1);
-            return 0;
-        }
-        epoll_event none{};
-        if (it->k.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &none) == 0)
-            it->k = none;
-        it->parked = true;
+        // Really deleted: the application's close comes next more often
+        // than its add (wrk, libevent, ae before close), and a registration
+        // left in the set would cost a delete there, as `sig` outlives the
+        // connection (a spare).
+        int rc = sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
+        int err = errno;
+        members.erase(it);
+        if (rc != 0) return fail(err); // (ENOENT: stale)
         note_epoll_member(epfd, -1);
         return 0;
     }
     epoll_event k = sig_registration(*ev);
     short newly = 0;
-    bool fresh = it == members.end();
-    if (fresh) {
+    if (op == EPOLL_CTL_ADD) {
         if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->sig, &k) != 0) return -1;
-        members.push_back({epfd, k, false});
+        if (it != members.end()) members.erase(it); // stale: the kernel took the add
+        members.push_back({epfd, k});
         note_epoll_member(epfd, 1);
         newly =
             short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
         peer_watch::add(c); // once per connection (it ignores repeats)
     } else {
         // Only a registration that changes is modified (ae and libevent
-        // re-add a descriptor around every request). A one-shot registration
+        // re-arm a descriptor around every request). A one-shot registration
         // is re-armed by every modify, so it is always touched.
         bool touch = !same_reg(it->k, k) || (k.events & EPOLLONESHOT);
         if (touch) {
             if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &k) != 0) {
-                // Parked in an epoll set that was closed since, and a new
-                // one got its number: start over there.
-                if (!it->parked || errno != ENOENT) return -1;
-                members.erase(it);
-                return active_ctl(c, epfd, op, ev);
+                if (errno == ENOENT) members.erase(it); // stale
+                return -1;
             }
             it->k = k;
             newly =
                 short(((k.events & EPOLLIN) ? POLLIN : 0) | ((k.events & EPOLLOUT) ? POLLOUT : 0));
         }
-        if (it->parked) note_epoll_member(epfd, 1);
-        it->parked = false;
     }
     c->epoll_watched.store(true, std::memory_order_relaxed);
     // Make `sig` tell the truth now (level-triggered), or arm the peer's

@@ -38,6 +38,13 @@ CASES = [
 ]
 
 
+def expect_line(p, timeout):
+    """p's next stdout line, or "" if none comes within `timeout` seconds."""
+    if not select.select([p.stdout], [], [], timeout)[0]:
+        return ""
+    return p.stdout.readline().strip()
+
+
 def smc_case(env, name, s_args, c_args, conns, wrap_server=True, wrap_client=True, opts=()):
     before = env.stats()
     s_cmd = [PYTHON, APP, "server", "--conns", str(conns), *s_args]
@@ -348,6 +355,48 @@ s = socket.socket(); s.connect(("127.0.0.1", {port})); s.send(b"g"); time.sleep(
     env.stop(server)
     check(reused == "reused" and done == "done" and spins == 0 and mid["conn_smcd"] - before["conn_smcd"] == 2,
           f"a closed epoll set's number, reused without SMC fds, does not spin ({reused}, {spins} spins)")
+
+    # An epoll set closed while it held an SMC connection, its number then
+    # reused by a new set (select.epoll() opened and closed around each
+    # wait): the connection registers there as a TCP socket would (usmc
+    # answered EEXIST from its own books until this test), the new set
+    # reports the connection's data, and a delete and re-add work.
+    before = env.stats()
+    server = env.start(env.wrap([PYTHON, "-c", """
+import select, socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); print(l.getsockname()[1], flush=True)
+c, _ = l.accept()
+c.recv(1)  # the client's first byte; its second stays for the sets below
+out = []
+for i in range(3):
+    e = select.epoll()
+    try:
+        e.register(c, select.EPOLLIN)
+        got = e.poll(5)
+        if i == 2:  # a delete, then an add again, in the same set
+            e.unregister(c); e.register(c, select.EPOLLIN); got = e.poll(5)
+        out.append(f"{e.fileno()}:{'in' if got and got[0][1] & select.EPOLLIN else 'none'}")
+    except OSError as x:
+        out.append(f"{e.fileno()}:{type(x).__name__}")
+    e.close()  # without unregistering
+print(" ".join(out), flush=True)
+"""]))
+    port = int(server.stdout.readline())
+    client = env.start(env.wrap([PYTHON, "-c", f"""
+import socket, time
+s = socket.socket(); s.connect(("127.0.0.1", {port})); s.send(b"gh"); time.sleep(10)
+"""]))
+    try:
+        line = expect_line(server, 30)
+    finally:
+        env.stop(client)
+        env.stop(server)
+    rounds = line.split()
+    smcd = env.stats()["conn_smcd"] - before["conn_smcd"]
+    check(len(rounds) == 3 and len({r.split(":")[0] for r in rounds}) == 1
+          and all(r.endswith(":in") for r in rounds) and smcd == 2,
+          f"an SMC-D connection registers in a new epoll set with a closed one's number, "
+          f"and that set reports its data ({line!r}; SMC-D ends {smcd})")
 
     # A writer waiting in poll(POLLOUT) on a full ring. The peer's wake-ups
     # that free no space (its shutdown) must not end the wait early: poll
