@@ -552,10 +552,14 @@ void watch_listener(SmcListener* l) {
     for (int i = 0; i < 256 && !check_backlog(l); ++i) {
         pollfd p{l->fd(), POLLIN, 0};
         if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) break;
-        // (As the application takes its connections; before its first
-        // accept, close-on-exec: no child of a fork meanwhile inherits it.)
-        int flags = l->accept_flags();
-        Intake in = intake(l, l->fd(), flags >= 0 ? flags : SOCK_CLOEXEC, true);
+        // Nonblocking as the application takes its connections, and
+        // close-on-exec whatever it asks: until an accept() hands it out,
+        // the connection is a descriptor where the kernel's queue held none,
+        // and a child spawned meanwhile (posix_spawn, system(), popen():
+        // no fork handler of ours runs there) would keep it open past the
+        // application's close.
+        int flags = std::max(l->accept_flags(), 0) & SOCK_NONBLOCK;
+        Intake in = intake(l, l->fd(), flags | SOCK_CLOEXEC, true);
         if (in.fd == kQueued) continue;
         if (in.fd < 0) break;
         Accepted a;

@@ -66,9 +66,10 @@ class SmcListener {
     int backlog() const { return backlog_.load(std::memory_order_relaxed); }
 
     // The SOCK_NONBLOCK / SOCK_CLOEXEC of the application's latest accept
-    // (-1: none yet). Connections the engine accepts for it take them, so
-    // that handing one out changes nothing (nginx: three fcntl calls a
-    // connection); the connection's Origin says which it took.
+    // (-1: none yet). Connections the engine accepts for it are nonblocking
+    // as it asks, so that handing one out changes at most its close-on-exec
+    // (nginx: one fcntl call a connection instead of three); the
+    // connection's Origin says which flags it took.
     void note_accept_flags(int flags) { accept_flags_.store(flags, std::memory_order_relaxed); }
     int accept_flags() const { return accept_flags_.load(std::memory_order_relaxed); }
 
