@@ -73,8 +73,10 @@ constexpr size_t kFceRelease0 = 36;
 constexpr size_t kFceRelease1 = 52;
 constexpr size_t kGidListFixed = 4; // count, reserved; then 16 bytes per GID
 
-size_t fce_len(const FirstContact& f) {
-    return f.release >= 1 ? kFceRelease1 : kFceRelease0;
+// SMC-D's FCE is 36 bytes in release 0, 52 from release 1 on; SMC-R's is
+// always 52, the v2.1 fields reserved in release 0 (smc_clc_fill_fce_v2x).
+size_t fce_len(const FirstContact& f, bool smcd) {
+    return f.release >= 1 || !smcd ? kFceRelease1 : kFceRelease0;
 }
 
 void put_fce(uint8_t* f, const FirstContact& fce) {
@@ -88,15 +90,15 @@ void put_fce(uint8_t* f, const FirstContact& fce) {
     }
 }
 
-// The FCE at `f`, `room` bytes before the trailer: its release says its
-// length, which must fit.
-std::optional<FirstContact> get_fce(const uint8_t* f, size_t room) {
+// The FCE at `f`, `room` bytes before the trailer: its release (and the
+// transport) says its length, which must fit.
+std::optional<FirstContact> get_fce(const uint8_t* f, size_t room, bool smcd) {
     if (room < kFceRelease0) return std::nullopt;
     FirstContact fce;
     fce.v2_direct = (f[0] & 0x80) != 0;
     fce.os_type = f[1] >> 4;
     fce.release = f[1] & 0xf;
-    if (fce_len(fce) > room) return std::nullopt;
+    if (fce_len(fce, smcd) > room) return std::nullopt;
     std::copy(f + 4, f + 36, fce.hostname.begin());
     if (fce.release >= 1) {
         fce.max_conns = f[36];
@@ -288,7 +290,7 @@ std::variant<Proposal, Error> decode_proposal(std::span<const uint8_t> b) {
 
 std::vector<uint8_t> encode(const AcceptConfirmD& m) {
     size_t fce_len = 0;
-    if (m.version >= 2 && m.first_contact && m.fce) fce_len = clc::fce_len(*m.fce);
+    if (m.version >= 2 && m.first_contact && m.fce) fce_len = clc::fce_len(*m.fce, true);
     std::vector<uint8_t> out((m.version >= 2 ? kAcceptDV2 : kAcceptDV1) + fce_len, 0);
     uint8_t* p = out.data();
     put64(p + 8, m.gid);
@@ -341,8 +343,8 @@ std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint
         m.dmb_secret = get64(p + 34);
         m.gid_ext = get64(p + 66);
         if (len > kAcceptDV2) {
-            m.fce = get_fce(p + kAcceptDV2 - kTrailerLen, len - kAcceptDV2);
-            if (!m.fce || kAcceptDV2 + fce_len(*m.fce) != len) return Error::BadValue;
+            m.fce = get_fce(p + kAcceptDV2 - kTrailerLen, len - kAcceptDV2, true);
+            if (!m.fce || kAcceptDV2 + fce_len(*m.fce, true) != len) return Error::BadValue;
         }
     }
     return m;
@@ -353,7 +355,7 @@ std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint
 std::vector<uint8_t> encode(const AcceptConfirmR& m) {
     size_t fce_len = 0, gle_len = 0;
     if (m.version >= 2 && m.first_contact && m.fce) {
-        fce_len = clc::fce_len(*m.fce);
+        fce_len = clc::fce_len(*m.fce, false);
         if (m.type == Type::Confirm) gle_len = kGidListFixed + 16 * m.gid_list.size();
     }
     std::vector<uint8_t> out((m.version >= 2 ? kAcceptRV2 : kAcceptRV1) + fce_len + gle_len, 0);
@@ -417,9 +419,9 @@ std::variant<AcceptConfirmR, Error> decode_accept_confirm_r(std::span<const uint
     // client's GID list, each exactly as long as it says.
     if (!m.first_contact) return Error::BadLength;
     const size_t room = len - kAcceptRV2;
-    m.fce = get_fce(p + kAcceptRV2 - kTrailerLen, room);
+    m.fce = get_fce(p + kAcceptRV2 - kTrailerLen, room, false);
     if (!m.fce) return Error::BadLength;
-    const size_t after = fce_len(*m.fce);
+    const size_t after = fce_len(*m.fce, false);
     if (type == Type::Accept) {
         if (after != room) return Error::BadLength;
         return m;

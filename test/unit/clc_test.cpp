@@ -412,9 +412,13 @@ TEST_CASE("SMC-R Accept/Confirm v2: base, FCE of both releases, the Confirm's GI
     d = ok(decode_accept_confirm_r(b));
     CHECK(d.gid_list == m.gid_list);
 
+    // SMC-R's FCE is 52 bytes in release 0 too, its v2.1 fields reserved
+    // (smc_clc_fill_fce_v2x), so the GID list starts at the same place.
     m.fce->release = 0;
     b = encode(m);
-    CHECK(b.size() == 108 + 36 + 4 + 32);
+    CHECK(b.size() == 108 + 52 + 4 + 32);
+    CHECK(b[140] == 0); // max_conns: reserved in release 0
+    CHECK(b[156] == 2);
     d = ok(decode_accept_confirm_r(b));
     CHECK(d.fce->release == 0);
     CHECK(d.fce->max_conns == 0); // not in a release 0 FCE
@@ -453,7 +457,10 @@ TEST_CASE("SMC-R Accept/Confirm: malformed variants") {
     m.first_contact = true;
     m.fce = FirstContact{};
     b = encode(m);
-    b[105] = 0x20; // says release 0 in a 52-byte FCE of an Accept
+    b[105] = 0x20; // release 0: still a 52-byte FCE for SMC-R
+    CHECK(ok(decode_accept_confirm_r(b)).fce->release == 0);
+    b.erase(b.end() - 4 - 16, b.end() - 4); // an FCE of SMC-D's release 0 size
+    b[6] = static_cast<uint8_t>(b.size());
     CHECK(err(decode_accept_confirm_r(b)) == Error::BadLength);
 
     m.type = Type::Confirm;
