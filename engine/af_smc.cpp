@@ -764,16 +764,6 @@ bool holds_smc_connections() {
     return false;
 }
 
-runtime::EngineHooks engine_hooks() {
-    runtime::EngineHooks h;
-    h.init = init;
-    h.before_fork = before_fork;
-    h.on_fork_child = on_fork_child;
-    h.holds_connections = holds_smc_connections;
-    h.on_exit = on_exit;
-    return h;
-}
-
 void on_fork_child() {
     // The parent's threads (endpoint, handshake workers) do not exist here;
     // its GID is the parent's. This process gets its own device, endpoint and
@@ -828,3 +818,8 @@ void on_fork_child() {
 }
 
 } // namespace usmc::af_smc
+
+namespace usmc::runtime {
+constinit const EngineHooks engine_hooks{af_smc::init, af_smc::before_fork, af_smc::on_fork_child,
+                                         af_smc::holds_smc_connections, af_smc::on_exit};
+} // namespace usmc::runtime

@@ -27,9 +27,8 @@ inline SmcConn* conn_of(int fd) {
 // epoll_wait/poll spin that long before sleeping on sets with SMC fds.
 void init(uint32_t capacity, uint32_t busy_poll_us);
 
-// What the runtime calls (runtime::set_engine): init, the fork handlers,
-// holds_smc_connections, on_exit.
-runtime::EngineHooks engine_hooks();
+// (runtime::engine_hooks, defined in af_smc.cpp: init, the fork handlers,
+// holds_smc_connections and on_exit, for the runtime to call.)
 
 // listen(): publishes SMC listeners in the registry; listen() again on a
 // listener changes its backlog.

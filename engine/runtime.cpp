@@ -30,8 +30,10 @@ std::atomic<int> g_seg_deferred{0};
 
 namespace {
 
-// Zero until set_engine (constant-initialised: no constructor runs for it).
-EngineHooks g_engine;
+// The engine's hooks (null: no engine linked in).
+const EngineHooks* engine() {
+    return &engine_hooks;
+}
 
 // A function-local static: the library constructor uses the state before
 // this file's own dynamic initialisers may have run.
@@ -87,13 +89,13 @@ void on_fork_child() {
     if (!file) {
         g_fds.remirror(statseg::slots_of(s.seg), &s.seg->fd_high); // private, as before
         s.seg->counters[counters::forks].store(1, std::memory_order_relaxed);
-    } else if (g_engine.holds_connections && g_engine.holds_connections()) {
+    } else if (engine() && engine()->holds_connections()) {
         publish_child_segment(s); // their records (af_smc::on_fork_child) go there
     } else {
         g_fds.remirror(nullptr, nullptr);
         g_seg_deferred.store(1, std::memory_order_relaxed);
     }
-    if (g_engine.on_fork_child) g_engine.on_fork_child();
+    if (engine()) engine()->on_fork_child();
 }
 
 // One environment size: the value to use (0: the config's), and one
@@ -162,9 +164,9 @@ void full_init() {
     } else {
         g_fds.attach(static_cast<std::atomic<uint64_t>*>(table), capacity, nullptr, nullptr);
     }
-    if (g_engine.init) g_engine.init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
+    if (engine()) engine()->init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
     spin::set_adaptive(!s.config_ok || s.cfg.busy_poll_adaptive);
-    pthread_atfork(g_engine.before_fork, nullptr, on_fork_child);
+    pthread_atfork(engine() ? engine()->before_fork : nullptr, nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, rmem {}{}, wmem {}{}, config {})", program,
               config::mode_name(s.opts.modes), config::format_size(s.cfg.rmem),
               s.opts.rmem ? " from SMC_RCVBUF" : "", config::format_size(s.cfg.wmem),
@@ -172,10 +174,6 @@ void full_init() {
 }
 
 } // namespace
-
-void set_engine(const EngineHooks& hooks) {
-    g_engine = hooks;
-}
 
 EnvSize parse_env_size(const char* text) {
     EnvSize e;
@@ -363,12 +361,12 @@ void publish_own_stats_slow() {
 }
 
 void quick_exit_conns() {
-    if (initialised() && g_engine.on_exit) g_engine.on_exit();
+    if (initialised() && engine()) engine()->on_exit();
 }
 
 void shutdown() {
     State& s = storage();
-    if (initialised() && g_engine.on_exit) g_engine.on_exit();
+    if (initialised() && engine()) engine()->on_exit();
     if (!s.seg || s.seg->pid != getpid()) return;
     if (g_seg_deferred.load(std::memory_order_acquire) != 0) {
         // Never published: what it counted (if anything) still goes to the totals.

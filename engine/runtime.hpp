@@ -47,18 +47,20 @@ struct State {
 };
 
 // The engine above the runtime (the socket layer, engine/af_smc): what the
-// runtime calls once it is set up, around fork and at exit. Given by the
-// library's constructor (preload/init.cpp) before anything else runs, and
-// by the unit tests' main, so that the runtime includes nothing above it.
-// Read in a fork child and in _exit: plain function pointers, set once.
+// runtime calls once it is set up, around fork and at exit, so that the
+// runtime includes nothing above it. `engine_hooks` is defined there,
+// constant-initialised: nothing has to run before the runtime's first use
+// (another library's constructor may make the process's first socket
+// before ours runs). A program without the engine (tools/usmc) has none.
+// Read in a fork child and in _exit: plain function pointers.
 struct EngineHooks {
-    void (*init)(uint32_t capacity, uint32_t busy_poll_us) = nullptr;
-    void (*before_fork)() = nullptr;
-    void (*on_fork_child)() = nullptr;
-    bool (*holds_connections)() = nullptr;
-    void (*on_exit)() = nullptr;
+    void (*init)(uint32_t capacity, uint32_t busy_poll_us);
+    void (*before_fork)();
+    void (*on_fork_child)();
+    bool (*holds_connections)();
+    void (*on_exit)();
 };
-void set_engine(const EngineHooks& hooks);
+extern const EngineHooks engine_hooks __attribute__((weak));
 
 // Called from the library constructor: copies argv[0], reads the environment.
 void early_init(int argc, char** argv);

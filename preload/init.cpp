@@ -15,7 +15,6 @@ namespace {
 // glibc passes (argc, argv, envp) to constructors in .init_array.
 __attribute__((constructor)) void usmc_load(int argc, char** argv, char**) {
     usmc::sys::resolve();
-    usmc::runtime::set_engine(usmc::af_smc::engine_hooks());
     usmc::runtime::early_init(argc, argv);
 }
 
