@@ -296,15 +296,25 @@ int receive_timeout_ms(int fd) {
 }
 
 LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
-    // A blocking read's receive timeout, asked for when first needed: what
-    // it waits for new bytes, and at most what it waits for the rest of a
-    // frame begun (else a second).
+    // A blocking read's receive timeout, asked for when first needed: one
+    // deadline for all its waits (new bytes, the rest of a frame begun: a
+    // peer that trickles CLC messages holds the read no longer), and a
+    // second at most for the rest of a frame without one.
     int timeout = nonblock ? 0 : -2;
-    auto timeout_ms = [&] {
-        if (timeout == -2) timeout = receive_timeout_ms(fd);
-        return timeout;
+    uint64_t deadline_ns = 0;
+    auto timeout_ms = [&] { // what is left: 0 never waits, -1 waits for ever
+        if (timeout == -2) {
+            timeout = receive_timeout_ms(fd);
+            if (timeout > 0) deadline_ns = sys::mono_ns() + uint64_t(timeout) * 1000000;
+        }
+        if (timeout <= 0) return timeout;
+        uint64_t now = sys::mono_ns();
+        return now >= deadline_ns ? 0 : int((deadline_ns - now + 999999) / 1000000);
     };
-    auto rest_ms = [&] { return timeout_ms() < 0 ? 1000 : std::min(1000, timeout_ms()); };
+    auto rest_ms = [&] {
+        int left = timeout_ms();
+        return left < 0 ? 1000 : std::min(1000, left);
+    };
     for (int round = 0; round < 8; ++round) {
         switch (clc::classify(fd, 0)) {
         case clc::FirstBytes::Proposal:
