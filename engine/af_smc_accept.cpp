@@ -118,6 +118,17 @@ struct ServerHandshake {
     void on(core::ServerEvent e) { hs_track::advance(state, e, fd); }
 };
 
+// A connection that is not handed out by the accept() that took it waits
+// (a handshake on the loop or a worker, then the listener's queue) as a
+// descriptor where the kernel's queue held none: close-on-exec until
+// accept() hands it out, whatever that accept asked, so that a child
+// spawned meanwhile (posix_spawn, system(), popen(): no fork handler of
+// ours runs there) does not keep it open past the application's close.
+void keep_from_children(ServerHandshake& h) {
+    if (h.origin.flags < 0 || (h.origin.flags & SOCK_CLOEXEC)) return; // (< 0: set at hand-out)
+    if (sys::real().fcntl(h.fd, F_SETFD, FD_CLOEXEC) == 0) h.origin.flags |= SOCK_CLOEXEC;
+}
+
 // The handshake is over (`why`): the connection goes to the listener's
 // queue as `a` says (its descriptor and origin filled in here).
 void server_done(ServerHandshake h, Accepted a, core::ServerEvent why) {
@@ -203,6 +214,7 @@ void begin(ServerHandshake h, clc::ReadResult* taken = nullptr, Accepted* here =
     if (auto* conn = std::get_if<std::unique_ptr<SmcConn>>(&result)) {
         // The Accept took the client's named DMB: up, with no Confirm to wait for.
         if (complete && here) return up_here(h, std::move(*conn), here);
+        keep_from_children(h);
         if (complete) {
             Accepted a;
             a.conn = std::move(*conn);
@@ -210,6 +222,7 @@ void begin(ServerHandshake h, clc::ReadResult* taken = nullptr, Accepted* here =
         }
         return await_confirm(h, conn->release(), token);
     }
+    keep_from_children(h);
     server_done(h, result);
 }
 
@@ -232,6 +245,7 @@ bool begin_here(ServerHandshake& h, const clc::FirstLook& look, Accepted* here =
 // A worker takes the handshake from its Proposal on (server_job); false if
 // none can (the caller ends `h`).
 bool to_worker(ServerHandshake& h, int rest_ms, bool congested) {
+    keep_from_children(h);
     h.on(core::ServerEvent::ProposalHere);
     return server_queue()->submit([=] { server_job(h, rest_ms, congested); });
 }
@@ -245,6 +259,7 @@ bool await_first_bytes(ServerHandshake& h, uint16_t port, bool known, uint64_t s
     uint64_t spent = sys::mono_ns() - since_ns;
     uint64_t limit = known ? detect_ns : detect_ns / kUnknownPortShare;
     uint32_t wait_ms = spent >= limit ? 0 : uint32_t((limit - spent + 999999) / 1000000);
+    keep_from_children(h);
     h.on(core::ServerEvent::NothingYet);
     return connect_watch::add(
         h.fd, connect_watch::Want::Readable, wait_ms, [=](bool readable) mutable {

@@ -275,6 +275,46 @@ with Env(smcd_mechanics=True) as env:
     check(st.get("hs_unexpected_events", 1) == 0, "no handshake saw an event it did not expect")
     server.stdin.close()
     env.stop(server, timeout=5)
+# Connections usmc accepted for an application that asks for no
+# close-on-exec (nginx: accept4 without SOCK_CLOEXEC) wait in usmc's queue
+# as descriptors where the kernel's queue held none: until accept() hands
+# them out they must be close-on-exec, or a child spawned meanwhile keeps
+# them open past the application's close (e474683 took the application's
+# flags there; 95f22a7). Handed out, they are as the call asked.
+with Env(smcd_mechanics=True) as env:
+    server = env.start(env.wrap([PYTHON, os.path.join(APPS, "queued_flags_app.py"), "--more", "3"]),
+                       stdin=subprocess.PIPE)
+    port = int(server.stdout.readline())
+    client_code = f"""
+import socket, sys
+s = socket.create_connection(("127.0.0.1", {port})); s.send(b"x")
+sys.stdin.readline()
+"""
+    clients = [env.start(env.wrap([PYTHON, "-c", client_code]), stdin=subprocess.PIPE)]
+    first = server.stdout.readline().strip()
+    clients += [env.start(env.wrap([PYTHON, "-c", client_code]), stdin=subprocess.PIPE)
+                for _ in range(3)]
+    deadline = time.monotonic() + 20
+    while env.stats().get("accept_queue", 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a gauge, bounded by the deadline
+    queued_gauge = env.stats().get("accept_queue", 0)
+    server.stdin.write("show\n")
+    server.stdin.flush()
+    queued = server.stdout.readline().strip()
+    accepted = server.stdout.readline().strip()
+    st = env.stats()
+    for c in clients:
+        env.stop(c)
+    env.stop(server)
+    check(first.startswith("FIRST") and first.endswith(":inherit"),
+          f"the first connection, accepted without SOCK_CLOEXEC, has none ({first!r})")
+    waiting = queued.split()[1:]
+    check(queued_gauge >= 3 and len(waiting) >= 3 and all(w.endswith(":cloexec") for w in waiting),
+          f"connections waiting in usmc's queue are close-on-exec ({queued!r}, gauge {queued_gauge})")
+    check(accepted.startswith("ACCEPTED") and len(accepted.split()) == 4
+          and all(w.endswith(":inherit") for w in accepted.split()[1:]),
+          f"handed out by accept4(0), they are not ({accepted!r})")
+    check(st["conn_smcd"] >= 8, f"the connections ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
 # accept() of connections whose handshakes finish between calls: each
 # socket has the flags of the call that returned it, and the address as the
 # kernel gives it, cut to that call's buffer (accept_probe.c). The probe
