@@ -184,8 +184,8 @@ void release(SmcConn* c) {
     // of it, so the kernel would keep the registrations (and their
     // epoll_data). With no fork since it was made, it is ours alone: its
     // close below (smc_close_wakeups, in either branch) drops them; unless
-    // it becomes a spare, for the next connection (a spare's kernel
-    // registrations must all be gone).
+    // it becomes a spare, for the next connection (parked ones too: a
+    // spare's kernel registrations must all be gone).
     {
         std::lock_guard lock(c->epoll_mu);
         bool ours_alone = c->sig_forks == forkref::forks_so_far();
@@ -193,7 +193,7 @@ void release(SmcConn* c) {
         for (auto& m : c->epoll_members) {
             if (!ours_alone || c->sig_reusable)
                 sys::real().epoll_ctl(m.epfd, EPOLL_CTL_DEL, c->sig, nullptr);
-            note_epoll_member(m.epfd, -1);
+            if (!m.parked) note_epoll_member(m.epfd, -1);
         }
         c->epoll_members.clear();
     }

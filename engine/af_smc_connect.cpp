@@ -55,7 +55,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         short want = POLLOUT; // connected: writable now (the peer's ring is empty)
         for (auto& r : c->connecting_regs) {
             // As connecting_ctl registered it: what active_ctl chooses too.
-            c->epoll_members.push_back({r.epfd, sig_registration(r.ev)});
+            c->epoll_members.push_back({r.epfd, sig_registration(r.ev), false});
             if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
         if (!c->connecting_regs.empty()) peer_watch::add(c);

@@ -42,9 +42,10 @@ int ms_left(const timespec& start, int timeout_ms) {
 // Our books say which epoll sets hold `sig`, but a set closed without a
 // delete is gone from the kernel while its entry stays here, and a new set
 // may get its number (select.epoll() opened and closed around each wait):
-// an entry is believed only while the kernel agrees. An add always goes to
-// the kernel (EEXIST is its answer, not ours); a modify or delete the
-// kernel answers ENOENT shows the entry stale, and it goes.
+// an entry is believed only while the kernel agrees. An add goes to the
+// kernel (EEXIST is its answer, not ours; one that takes back a parked
+// registration, as a modify); a modify or delete the kernel answers ENOENT
+// shows the entry stale, and it goes.
 
 // The `sig` registration of a connection whose handshake still runs:
 // readable / writable only once it is done (af_smc_connect.cpp).
@@ -84,29 +85,58 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     auto& members = c->epoll_members;
     auto it = std::find_if(members.begin(), members.end(),
                            [&](const SmcConn::EpollMember& m) { return m.epfd == epfd; });
-    if (op != EPOLL_CTL_ADD && it == members.end()) return fail(ENOENT);
+    const bool member = it != members.end() && !it->parked;
+    if (op != EPOLL_CTL_ADD && !member) return fail(ENOENT);
     if (op == EPOLL_CTL_DEL) {
-        // Really deleted: the application's close comes next more often
-        // than its add (wrk, libevent, ae before close), and a registration
-        // left in the set would cost a delete there, as `sig` outlives the
-        // connection (a spare).
-        int rc = sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
-        int err = errno;
-        members.erase(it);
-        if (rc != 0) return fail(err); // (ENOENT: stale)
+        // Park: keep `sig` in the set with no events, so the add that event
+        // loops do next (redis-benchmark's ae: a delete and an add around
+        // each request) costs one modify, not a removal and an insert of
+        // a connected datagram socket's wait queues. EPOLLEXCLUSIVE
+        // registrations cannot be modified: those really go.
+        if (it->k.events & EPOLLEXCLUSIVE) {
+            int rc = sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
+            int err = errno;
+            members.erase(it);
+            if (rc != 0) return fail(err); // (ENOENT: stale)
+            note_epoll_member(epfd, -1);
+            return 0;
+        }
+        epoll_event none{};
+        if (it->k.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &none) != 0) {
+            if (errno == ENOENT) members.erase(it); // stale
+            return -1;
+        }
+        it->k = none;
+        it->parked = true;
         note_epoll_member(epfd, -1);
         return 0;
     }
     epoll_event k = sig_registration(*ev);
     short newly = 0;
     if (op == EPOLL_CTL_ADD) {
-        if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->sig, &k) != 0) return -1;
-        if (it != members.end()) members.erase(it); // stale: the kernel took the add
-        members.push_back({epfd, k});
+        // A parked registration is taken back with a modify; any other add
+        // goes to the kernel, whose EEXIST is the answer (an entry of ours
+        // the kernel lacks is stale).
+        bool added = false;
+        if (it != members.end() && it->parked) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &k) == 0) {
+                added = true;
+            } else if (errno != ENOENT) {
+                return -1;
+            }
+        }
+        if (!added) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->sig, &k) != 0) return -1;
+            if (it != members.end()) members.erase(it); // stale: the kernel took the add
+            members.push_back({epfd, k, false});
+            peer_watch::add(c); // once per connection (it ignores repeats)
+        } else {
+            it->k = k;
+            it->parked = false;
+        }
         note_epoll_member(epfd, 1);
         newly =
             short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
-        peer_watch::add(c); // once per connection (it ignores repeats)
     } else {
         // Only a registration that changes is modified (ae and libevent
         // re-arm a descriptor around every request). A one-shot registration

@@ -143,13 +143,16 @@ struct SmcConn {
     std::atomic<uint64_t> learn_bytes{0};
     forkref::Count* learn_word = nullptr;
     std::mutex epoll_mu;
-    // The epoll sets `sig` is in. Event loops (ae, libevent) modify a
-    // descriptor around every request; a modify becomes a kernel call only
-    // if the registration really changes. (An entry whose set was closed
-    // is stale until the kernel says so: af_smc_poll.cpp.)
+    // The epoll sets `sig` is in. Event loops (ae, libevent) change a
+    // descriptor's events around every request; each application call
+    // becomes a kernel call only if the registration really changes. A
+    // deleted registration is parked (`sig` left in the set with no events)
+    // so a later add is a modify. (An entry whose set was closed is stale
+    // until the kernel says so: af_smc_poll.cpp.)
     struct EpollMember {
         int epfd;
-        epoll_event k; // what the kernel holds for `sig`
+        epoll_event k;       // what the kernel holds for `sig`
+        bool parked = false; // the application deleted it
     };
     std::vector<EpollMember> epoll_members;
     // In an epoll set (ever): an edge-triggered watcher that read the ring
