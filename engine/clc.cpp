@@ -67,6 +67,22 @@ constexpr size_t kV2ExtFixed = 40;     // before the UEIDs
 constexpr size_t kSmcdV2ExtFixed = 48; // SEID + reserved, before the GID/CHID list
 constexpr size_t kAcceptDV1 = 48;
 constexpr size_t kAcceptDV2 = 78;
+// An Accept or Confirm of transport `typev1`, whole (header, length,
+// trailer): its type, version and first-contact bit into `m`.
+template <typename M>
+std::optional<Error> check_accept_confirm(std::span<const uint8_t> b, uint8_t typev1, M& m) {
+    auto h = parse_header(b);
+    if (auto* e = std::get_if<Error>(&h)) return *e;
+    const Header& hdr = std::get<Header>(h);
+    if (hdr.type != Type::Accept && hdr.type != Type::Confirm) return Error::BadType;
+    if (auto e = check_frame(b, hdr.type, true)) return *e;
+    if (hdr.typev1 != typev1) return Error::BadValue; // the other transport's
+    m.type = hdr.type;
+    m.version = hdr.version;
+    m.first_contact = (hdr.typev2 & 0b10) != 0;
+    return std::nullopt;
+}
+
 constexpr size_t kAcceptRV1 = 68;
 constexpr size_t kAcceptRV2 = 108;
 constexpr size_t kFceRelease0 = 36;
@@ -311,17 +327,10 @@ std::vector<uint8_t> encode(const AcceptConfirmD& m) {
 }
 
 std::variant<AcceptConfirmD, Error> decode_accept_confirm_d(std::span<const uint8_t> b) {
-    auto h = parse_header(b);
-    if (auto* e = std::get_if<Error>(&h)) return *e;
-    Type type = std::get<Header>(h).type;
-    if (type != Type::Accept && type != Type::Confirm) return Error::BadType;
-    if (auto e = check_frame(b, type, true)) return *e;
-    const uint8_t* p = b.data();
     AcceptConfirmD m;
-    m.type = type;
-    m.version = p[7] >> 4;
-    m.first_contact = ((p[7] >> 2) & 0b10) != 0;
-    if ((p[7] & 3) != kTypeD) return Error::BadValue; // not an SMC-D Accept/Confirm
+    if (auto e = check_accept_confirm(b, kTypeD, m)) return *e;
+    const uint8_t* p = b.data();
+    const Type type = m.type;
     size_t len = b.size();
     if (m.version == 1) {
         if (len != kAcceptDV1) return Error::BadLength;
@@ -386,17 +395,10 @@ std::vector<uint8_t> encode(const AcceptConfirmR& m) {
 }
 
 std::variant<AcceptConfirmR, Error> decode_accept_confirm_r(std::span<const uint8_t> b) {
-    auto h = parse_header(b);
-    if (auto* e = std::get_if<Error>(&h)) return *e;
-    Type type = std::get<Header>(h).type;
-    if (type != Type::Accept && type != Type::Confirm) return Error::BadType;
-    if (auto e = check_frame(b, type, true)) return *e;
-    const uint8_t* p = b.data();
     AcceptConfirmR m;
-    m.type = type;
-    m.version = p[7] >> 4;
-    m.first_contact = ((p[7] >> 2) & 0b10) != 0;
-    if ((p[7] & 3) != kTypeR) return Error::BadValue; // not an SMC-R Accept/Confirm
+    if (auto e = check_accept_confirm(b, kTypeR, m)) return *e;
+    const uint8_t* p = b.data();
+    const Type type = m.type;
     const size_t len = b.size();
     if (m.version == 1 ? len != kAcceptRV1 : len < kAcceptRV2) return Error::BadLength;
     std::copy(p + 8, p + 16, m.peer_id.begin());
