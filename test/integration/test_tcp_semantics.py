@@ -130,9 +130,10 @@ with Env(smcd_mechanics=True) as env:
     check(len(regs) == N and regs == regs[:1] * N,
           f"closed sockets leave the epoll set: registrations with one socket in it {regs}")
     fds = [int(c[3]) for c in conns]
+    diff = [l for l in out.splitlines() if l.startswith("FDDIFF")]
     check(len(fds) == N and fds[-1] == fds[0],
           f"nothing stays behind: open descriptors with the first connection {fds[:1]}, with the "
-          f"last {fds[-1:]} ({err[-200:]})")
+          f"last {fds[-1:]} ({diff} {err[-200:]})")
     check(len(pipe) == 1 and pipe[0][2] == "pipe bytes",
           f"a pipe at the last socket's number reads its own bytes ({pipe})")
     check(st["conn_smcd"] == 2 * N,

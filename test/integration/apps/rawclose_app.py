@@ -26,6 +26,18 @@ def raw_close(fd):
         raise OSError(ctypes.get_errno(), "syscall(SYS_close)")
 
 
+def open_fds():
+    """{fd: what it is} for this process's descriptors (the listing's own
+    descriptor is gone by the time it is read back)."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass
+    return out
+
+
 def epoll_registrations(ep):
     with open(f"/proc/self/fdinfo/{ep.fileno()}") as f:
         return sum(1 for line in f if line.startswith("tfd:"))
@@ -45,6 +57,16 @@ def server(args):
         # fdinfo file take other numbers.
         fds = len(os.listdir("/proc/self/fd"))
         regs = epoll_registrations(ep)
+        now = open_fds()
+        if i == 0:
+            first = now
+        elif i == args.n - 1 and fds != first_count:
+            # What the count's difference is made of (for the test's message).
+            new = {fd: what for fd, what in now.items() if first.get(fd) != what}
+            gone = {fd: what for fd, what in first.items() if now.get(fd) != what}
+            print(f"FDDIFF new {sorted(new.items())} gone {sorted(gone.items())}", flush=True)
+        if i == 0:
+            first_count = fds
         req = c.recv(100)
         c.sendall(b"reply to " + req)
         raw_close(c.detach())  # the socket object lets go; libc's syscall() closes
