@@ -50,10 +50,14 @@ std::mutex g_listen_mu;
 std::mutex g_engine_mu;
 Engine g_engine;
 
+// Under g_engine_mu.
+static ism::Device* new_device() {
+    return new ism::Device(runtime::get().cfg.max_dmb_memory, true, handshake_config().dmb_size);
+}
+
 bool ensure_engine(bool need_endpoint) {
     std::lock_guard lock(g_engine_mu);
-    const auto& cfg = runtime::get().cfg;
-    if (!g_engine.dev) g_engine.dev = new ism::Device(cfg.max_dmb_memory);
+    if (!g_engine.dev) g_engine.dev = new_device();
     if (need_endpoint && !g_engine.ep) g_engine.ep = ism::Endpoint::start(*g_engine.dev);
     return !need_endpoint || g_engine.ep != nullptr;
 }
@@ -215,7 +219,7 @@ void release(SmcConn* c) {
         // DMB back to the process that made it (a slot: through the state
         // page they share, ism.hpp), which takes a device of its own; a
         // device is a GID and empty lists, no file.
-        if (!g_engine.dev) g_engine.dev = new ism::Device(runtime::get().cfg.max_dmb_memory);
+        if (!g_engine.dev) g_engine.dev = new_device();
         smc_conn_release(*c, *g_engine.dev, c->peer_uid);
     } else {
         drop_local(c);
@@ -729,40 +733,60 @@ void detail::conns_exec_failed() {
 
 namespace {
 uint64_t g_fork_gen = 1;
+// The fork this thread's prepare handler counted for (0: none): a fork()
+// that fails returns in the thread that began it (fork_failed).
+thread_local uint64_t t_fork_gen = 0;
 
-// Adds `delta` to the shared reference count of every connection (each once,
-// however many descriptors name it). Runs around fork: no allocation.
-void adjust_owner_refs(int64_t delta) {
-    auto* conns = g_conns.load();
-    if (!conns) return;
-    ++g_fork_gen;
-    for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
-        SmcConn* c = conns[fd].load();
-        if (!c || is_late(c) || c->fork_gen == g_fork_gen || c->phase.load() != Phase::Active ||
-            c->exec_out)
-            continue;
-        c->fork_gen = g_fork_gen;
-        if (delta > 0)
-            forkref::hold(*c->owner_refs);
-        else
-            forkref::unhold(*c->owner_refs);
-    }
-}
-} // namespace
-
-void before_fork() {
-    forkref::note_fork();
-    adjust_owner_refs(1);
-    // Each listener reserves the child's place among its holders before
-    // the child exists, so its siblings never miss it (listen_share.hpp).
+template <typename F>
+void for_each_listener(F&& f) {
     if (!g_listeners) return;
     std::lock_guard lock(g_listen_mu); // a listener closed meanwhile is not deleted
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
-        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire))
-            l->share().before_fork();
+        if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire)) f(*l);
 }
+} // namespace
+
+// Every connection gains the reference the child will hold (each once,
+// however many descriptors name it). Runs in the prepare handler: no
+// allocation.
+void before_fork() {
+    forkref::note_fork();
+    uint64_t gen = ++g_fork_gen;
+    t_fork_gen = gen;
+    if (auto* conns = g_conns.load()) {
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
+            SmcConn* c = conns[fd].load();
+            if (!c || is_late(c) || c->fork_gen == gen || c->phase.load() != Phase::Active ||
+                c->exec_out)
+                continue;
+            c->prev_fork_gen = c->fork_gen;
+            c->fork_gen = gen;
+            forkref::hold(*c->owner_refs);
+        }
+    }
+    // Each listener reserves the child's place among its holders before
+    // the child exists, so its siblings never miss it (listen_share.hpp).
+    for_each_listener([gen](SmcListener& l) { l.share().before_fork(gen); });
+}
+
+// No child: the references and reservations made for it go, where no
+// other fork has begun since (that one's child would hold them: they
+// stay, a phantom holder, as before this was undone at all). A connection
+// closed meanwhile keeps its phantom holder too (the peer still reads the
+// TCP close).
 void fork_failed() {
-    adjust_owner_refs(-1);
+    uint64_t gen = t_fork_gen;
+    t_fork_gen = 0;
+    if (!gen) return;
+    if (auto* conns = g_conns.load()) {
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
+            SmcConn* c = conns[fd].load();
+            if (!c || is_late(c) || c->fork_gen != gen) continue;
+            c->fork_gen = c->prev_fork_gen; // not shared by this fork after all
+            forkref::unhold(*c->owner_refs);
+        }
+    }
+    for_each_listener([gen](SmcListener& l) { l.share().fork_failed(gen); });
 }
 
 bool holds_smc_connections() {
@@ -830,6 +854,7 @@ void on_fork_child() {
 } // namespace usmc::af_smc
 
 namespace usmc::runtime {
-constinit const EngineHooks engine_hooks{af_smc::init, af_smc::before_fork, af_smc::on_fork_child,
-                                         af_smc::holds_smc_connections, af_smc::on_exit};
+constinit const EngineHooks engine_hooks{
+    af_smc::init,          af_smc::before_fork,           af_smc::fork_failed,
+    af_smc::on_fork_child, af_smc::holds_smc_connections, af_smc::on_exit};
 } // namespace usmc::runtime

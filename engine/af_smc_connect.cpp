@@ -261,7 +261,8 @@ void to_worker(ClientHandshake h, bool late = false) {
 core::ClientEvent send_proposal_now(const ClientHandshake& h) {
     HandshakeConfig cfg = handshake_config();
     ism::Device& dev = *g_engine.dev;
-    if (!dev.has_room(cfg.dmb_size)) return core::ClientEvent::NeedsThread;
+    if (!dev.has_room(dev.size_for(cfg.dmb_size, cfg.dmb_roomy)))
+        return core::ClientEvent::NeedsThread;
     auto named = smc_name_dmb(*h.c, dev, cfg, h.server_gid);
     return smc_send_proposal(h.fd, devices(), cfg, named ? &*named : nullptr)
                ? core::ClientEvent::ProposalSent

@@ -114,9 +114,10 @@ struct SmcConn {
     // Client, during the handshake: our DMB is named in the Proposal
     // (clc::NamedDmb), so the server may take it with its Accept.
     bool named_dmb = false;
-    int32_t diag_slot = -1; // its record in the stats segment, -1: none
-    uint64_t fork_gen = 0;  // af_smc's marker: counted in this fork already
-    uint32_t sig_forks = 0; // forkref::forks_so_far() when `sig` was made
+    int32_t diag_slot = -1;     // its record in the stats segment, -1: none
+    uint64_t fork_gen = 0;      // af_smc's marker: counted in this fork already
+    uint64_t prev_fork_gen = 0; // fork_gen before it (a failed fork puts it back)
+    uint32_t sig_forks = 0;     // forkref::forks_so_far() when `sig` was made
     // g_epoll_sets_closed when `sig` was taken, and whether it goes to the
     // spares when the connection ends (release(): out of every epoll set).
     uint32_t sig_epoll_gen = 0;

@@ -70,7 +70,8 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, const HandshakeDevices& devs,
     // known; whether it would fit is asked now, while nothing is sent yet
     // and plain TCP costs nothing. (After an early Proposal, a DMB that does
     // not fit ends the attach with a Decline instead.)
-    if (!proposal_sent && !dev.has_room(cfg.dmb_size)) return Fallback{fallback::MEM, 0};
+    if (!proposal_sent && !dev.has_room(dev.size_for(cfg.dmb_size, cfg.dmb_roomy)))
+        return Fallback{fallback::MEM, 0};
     c.tcp_fd = fd;
     c.busy_poll_us = cfg.busy_poll_us;
     c.autocorking_size = cfg.autocorking_size;

@@ -18,9 +18,11 @@ namespace usmc {
 namespace {
 // Our DMB for a peer of `uid` (false: none, errno says why): its owner
 // token, a fresh secret, and our `sig` written before anything names it.
-bool claim_own(SmcConn& c, ism::Device& dev, uint32_t size, uid_t uid) {
+// `size` (Device::size_for), or a free slot up to `up_to` (the configured
+// size): the CLC message or the attach tells the server the size after.
+bool claim_own(SmcConn& c, ism::Device& dev, uint32_t size, uint32_t up_to, uid_t uid) {
     errno = 0;
-    auto own = dev.allocate(size, uid);
+    auto own = dev.allocate(size, uid, up_to);
     if (!own) return false;
     c.dmb_secret = ism::random64();
     smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
@@ -35,7 +37,8 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const Ha
     auto uid = dev.groups().peer_user(server_gid);
     if (!uid || c.transport.rx.valid()) return std::nullopt;
     // (None: claimed again, and declined if need be, after the Accept.)
-    if (!claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid)) return std::nullopt;
+    if (!claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), cfg.dmb_size, *uid))
+        return std::nullopt;
     const ism::Dmb& own = c.transport.rx;
     // A slot in a segment the server lacks needs the attach anyway: kept for
     // it, not named.
@@ -118,7 +121,7 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
             conn->transport.rx = ism::Dmb{};
         }
         if (!conn->transport.rx.valid() &&
-            !claim_own(*conn, *d, d->size_for(size, roomy), server_uid)) {
+            !claim_own(*conn, *d, d->size_for(size, roomy), size, server_uid)) {
             *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
             return std::nullopt;
         }
@@ -202,7 +205,7 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
                                           accept.dmb_secret);
     if (!theirs) return std::nullopt;
     if (!c.transport.rx.valid() &&
-        !claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), *uid)) {
+        !claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), cfg.dmb_size, *uid)) {
         dev.unmap_peer(*theirs);
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);

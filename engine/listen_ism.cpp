@@ -30,11 +30,13 @@ namespace {
 // the Accept can name it.
 // Whether the client has its segment decides whether it must attach.
 void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint32_t size,
-                     uint64_t token, clc::AcceptConfirmD& accept) {
+                     uint32_t up_to, uint64_t token, clc::AcceptConfirmD& accept) {
     auto uid = dev.groups().peer_user(client_gid);
     if (!uid) return;
-    auto ours = dev.allocate(size, *uid);
+    auto ours = dev.allocate(size, *uid, up_to);
     if (!ours) return; // the endpoint tries again at attach time
+    // (A free slot of a larger size may serve: the Accept says which.)
+    accept.dmbe_size_code = clc::size_to_code(ours->size, clc::kMaxDmbeSizeCode);
     smcd::stamp_owner(*ours->control(), conn.dmb_secret, token);
     conn.transport.rx = *ours;
     conn.peer_uid = *uid;
@@ -111,7 +113,7 @@ HandshakeResult smcd_listen_begin(int fd, const clc::Proposal& p, uint64_t clien
     accept.chid = clc::kChidEmulated;
     accept.dmb_secret = key;
     conn->peer_gid = client_gid;
-    claim_for_group(*conn, dev, conn->peer_gid, dmb_size, token, accept);
+    claim_for_group(*conn, dev, conn->peer_gid, dmb_size, cfg.dmb_size, token, accept);
     accept.took_dmb =
         complete && !accept.first_contact && p.named_dmb && take_named(*conn, dev, *p.named_dmb);
     if (accept.took_dmb) {

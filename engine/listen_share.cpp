@@ -80,12 +80,32 @@ bool ListenShare::others_may_accept() {
     return others;
 }
 
-void ListenShare::before_fork() {
+void ListenShare::before_fork(uint64_t gen) {
     child_ = -1;
+    child_gen_ = gen;
+    demoted_ = false;
     if (!page_) return;
-    if (mine_ >= 0 && state_of(mine_) == kMayAccept)
+    if (mine_ >= 0 && state_of(mine_) == kMayAccept) {
         page_->slots[mine_].state.store(kDistributor, std::memory_order_release);
+        demoted_ = true;
+    }
     child_ = reserve();
+}
+
+void ListenShare::fork_failed(uint64_t gen) {
+    if (!page_ || gen != child_gen_) return;
+    child_gen_ = 0;
+    // No child took the slot (none exists): free again. Nor did it become
+    // a distributor's parent.
+    uint32_t born = kBorn;
+    if (child_ >= 0)
+        page_->slots[child_].state.compare_exchange_strong(born, kFree, std::memory_order_acq_rel);
+    child_ = -1;
+    uint32_t dist = kDistributor;
+    if (demoted_ && mine_ >= 0)
+        page_->slots[mine_].state.compare_exchange_strong(dist, kMayAccept,
+                                                          std::memory_order_acq_rel);
+    demoted_ = false;
 }
 
 void ListenShare::after_fork_child() {

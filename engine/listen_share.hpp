@@ -40,7 +40,12 @@ class ListenShare {
     bool others_may_accept();
 
     // Around fork (the parent's prepare handler, the child's handler).
-    void before_fork();
+    // `gen` names the fork (af_smc's count); fork_failed(gen) undoes what
+    // before_fork(gen) did, unless another fork has begun since (then the
+    // reservation stays: a holder that may accept, which costs only the
+    // watcher's help).
+    void before_fork(uint64_t gen);
+    void fork_failed(uint64_t gen);
     void after_fork_child();
     // This process's copy is closed.
     void leave();
@@ -69,8 +74,10 @@ class ListenShare {
     bool clear_if_dead(Slot& s, int32_t pid); // true: it was dead
 
     Page* page_ = nullptr;
-    int mine_ = -1;  // -1: no slot (then every look answers "others may")
-    int child_ = -1; // reserved by before_fork() for the child
+    int mine_ = -1;          // -1: no slot (then every look answers "others may")
+    int child_ = -1;         // reserved by before_fork() for the child
+    uint64_t child_gen_ = 0; // the fork it was reserved for
+    bool demoted_ = false;   // that fork made us a distributor
 };
 
 } // namespace usmc

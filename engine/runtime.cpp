@@ -360,6 +360,10 @@ void publish_own_stats_slow() {
     g_seg_deferred.store(0, std::memory_order_release);
 }
 
+void fork_failed() {
+    if (initialised() && engine()) engine()->fork_failed();
+}
+
 void quick_exit_conns() {
     if (initialised() && engine()) engine()->on_exit();
 }

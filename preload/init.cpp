@@ -8,6 +8,7 @@
 #include "engine/runtime.hpp"
 #include "preload/shim.hpp"
 
+#include <cerrno>
 #include <unistd.h>
 
 namespace {
@@ -24,8 +25,17 @@ __attribute__((destructor)) void usmc_unload() {
 
 } // namespace
 
+// A failed fork returns here, in the thread that began it: glibc ran the
+// prepare handler for a child that does not exist, and no handler of its
+// tells the parent so.
 USMC_EXPORT pid_t fork(void) {
-    return usmc::sys::real().fork();
+    pid_t pid = usmc::sys::real().fork();
+    if (pid < 0 && !usmc::shim::vfork_child()) {
+        int err = errno;
+        usmc::runtime::fork_failed();
+        errno = err;
+    }
+    return pid;
 }
 
 // A process that ends with _exit (a forked child: Python's os._exit, the end

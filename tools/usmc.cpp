@@ -53,7 +53,7 @@ Totals sum(const std::vector<statseg::View>& views, bool live_only) {
 // One direction of `usmc stats` (smcd stats's RX and TX sections).
 struct DirStats {
     uint64_t bytes = 0, with_data = 0, no_data = 0, buf_full = 0, buf_full_peer = 0,
-             too_small_peer = 0, reuse = 0;
+             too_small_peer = 0, reuse = 0, downgrade = 0;
     uint64_t reqs[counters::kBuckets] = {}, bufs[counters::kBuckets] = {};
     uint64_t requests() const { return with_data + no_data; }
 };
@@ -74,6 +74,8 @@ DirStats dir_stats(const Totals& t, counters::Dir dir) {
     d.too_small_peer = tr[kTooSmallPeer];
     // RX: our DMBs reused; TX: the peer's DMBs found mapped already.
     d.reuse = t.counters[dir == kRx ? dmb_reused : peer_maps_reused];
+    // RX: our DMBs made smaller than configured; TX has no buffer to shrink.
+    d.downgrade = dir == kRx ? t.counters[dmb_downgraded] : 0;
     return d;
 }
 
@@ -87,7 +89,7 @@ std::string dir_json(const DirStats& d, counters::Dir dir) {
     else
         s += fmt::format(",\"buffer_full_remote\":{},\"buffer_too_small_remote\":{}",
                          d.buf_full_peer, d.too_small_peer);
-    s += fmt::format(",\"buffer_reuse\":{},\"buffer_downgrade\":0", d.reuse);
+    s += fmt::format(",\"buffer_reuse\":{},\"buffer_downgrade\":{}", d.reuse, d.downgrade);
     for (auto [key, arr] : {std::pair{"reqs_by_size", d.reqs}, std::pair{"bufs_by_size", d.bufs}}) {
         s += fmt::format(",\"{}\":{{", key);
         for (unsigned b = 0; b < kBuckets; ++b)
@@ -120,8 +122,11 @@ void print_dir(const DirStats& d, counters::Dir dir) {
         fmt::print("  {:<34}{:>12} ({:.2f}%)\n", "Buffer too small (remote)", d.too_small_peer,
                    percent(d.too_small_peer, d.requests()));
     }
-    fmt::print("  {:<34}{:>12}  (never: a DMB has the configured size, or SMC is declined)\n",
-               "Buffer downgrades", 0);
+    if (dir == kRx)
+        fmt::print("  {:<34}{:>12}  (DMBs below the configured size: a crowd shares the cap)\n",
+                   "Buffer downgrades", d.downgrade);
+    else
+        fmt::print("  {:<34}{:>12}  (no send buffer)\n", "Buffer downgrades", "n/a");
     fmt::print("  {:<34}{:>12}  ({})\n", "Buffer reuses", d.reuse,
                dir == kRx ? "our DMBs reused" : "peer DMBs found mapped already");
     fmt::print("       ");

@@ -70,7 +70,8 @@ namespace usmc::counters {
     X(server_begins_here, "server handshakes begun where the Proposal was found, no worker")       \
     X(hs_unexpected_events, "handshake events their state did not expect (a bug: logged)")         \
     X(sigs_spared, "ended connections whose `sig` was kept for the next (wakeup::park)")           \
-    X(sigs_reused, "connections that took a kept `sig`: no socket, bind or close of their own")
+    X(sigs_reused, "connections that took a kept `sig`: no socket, bind or close of their own")    \
+    X(dmb_downgraded, "DMBs smaller than configured: the cap shared by a crowd (crowd_size)")
 
 enum Id : uint8_t {
 #define USMC_COUNTER_ID(name, text) name,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <fcntl.h>
 #include <sched.h>
@@ -203,8 +204,8 @@ Segment::~Segment() {
     if (state) munmap(state, (size_t{nslots} * sizeof *state + 4095) & ~size_t{4095});
 }
 
-Device::Device(uint64_t max_memory, bool segments)
-    : gid_(random64()), max_memory_(max_memory), segments_on_(segments),
+Device::Device(uint64_t max_memory, bool segments, uint32_t base)
+    : gid_(random64()), max_memory_(max_memory), base_size_(base), segments_on_(segments),
       next_serial_(uint32_t(random64())), groups_(std::make_unique<LinkGroups>(*this)) {}
 
 Device::~Device() = default;
@@ -261,6 +262,11 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     uint32_t n = std::clamp<uint32_t>(held, 4, kMaxSegmentSlots);
     n = std::min(n, kMaxSegmentBytes / size);
     drop_idle_segments(uint64_t{n} * size);
+    // At most half the room left: the free slots of a segment serve only
+    // its size, and a crowd's smaller DMBs (crowd_size) need segments of
+    // their own.
+    uint64_t room = max_memory_ > in_use_ ? max_memory_ - in_use_ : 0;
+    n = static_cast<uint32_t>(std::min<uint64_t>(n, std::max<uint64_t>(2, room / 2 / size)));
     while (n >= 2 && in_use_ + uint64_t{n} * size > max_memory_)
         n /= 2;
     if (n < 2) return nullptr;
@@ -290,8 +296,9 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     return g;
 }
 
-std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
+std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid, uint32_t up_to) {
     auto take = [&](const std::shared_ptr<Segment>& g) -> std::optional<Dmb> {
+        const uint32_t bytes = g->slot_size; // `size`, or up to `up_to`
         for (uint32_t i = 0; i < g->nslots; ++i) {
             uint32_t st = g->state[i].load(std::memory_order_acquire);
             if (st == kSlotReleased) {
@@ -306,17 +313,17 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
             if (!g->state[i].compare_exchange_strong(st, kSlotUsed, std::memory_order_acq_rel))
                 continue;
             if (g->live[i] == Segment::kSpare)
-                spare_bytes_ -= std::min<uint64_t>(spare_bytes_, size);
+                spare_bytes_ -= std::min<uint64_t>(spare_bytes_, bytes);
             if (g->live[i] == Segment::kAway) // a forked child gave it back
-                away_bytes_ -= std::min<uint64_t>(away_bytes_, size);
+                away_bytes_ -= std::min<uint64_t>(away_bytes_, bytes);
             g->live[i] = Segment::kLive;
             Dmb d;
             d.fd = g->fd;
             d.base = g->slot_base(i);
-            d.size = size;
+            d.size = bytes;
             d.ino = g->ino;
             d.owner = gid_;
-            d.offset = i * size;
+            d.offset = i * bytes;
             d.file_size = g->file_size();
             d.seg = g;
             d.slot = i;
@@ -337,6 +344,13 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid) {
             claim_pos_ = (claim_pos_ + k) % n;
             return d;
         }
+    }
+    // A free slot of a larger size is memory held already: taken whole
+    // before a new segment holds more.
+    for (const auto& g : segments_) {
+        if (g->peer_uid != peer_uid || g->slot_size <= size || g->slot_size > up_to || g->retired)
+            continue;
+        if (auto d = take(g)) return d;
     }
     auto g = make_segment(size, peer_uid);
     if (!g) return std::nullopt;
@@ -400,10 +414,16 @@ void Device::release_slot(Dmb& dmb, uid_t peer_uid, bool reusable) {
     dmb = Dmb{};
 }
 
-std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid) {
+std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid, uint32_t up_to) {
+    auto d = allocate_sized(size, peer_uid, std::max(size, up_to));
+    if (d && d->size < base_size_) counters::count(counters::dmb_downgraded);
+    return d;
+}
+
+std::optional<Dmb> Device::allocate_sized(uint32_t size, uid_t peer_uid, uint32_t up_to) {
     std::lock_guard lock(mu_);
     if (segments_on_ && peer_uid != kUnknownPeer && size >= kMinDmb && size <= kMaxDmb)
-        if (auto d = claim_slot(size, peer_uid)) return d;
+        if (auto d = claim_slot(size, peer_uid, up_to)) return d;
     sweep_waiting();
     // The most recently freed first: its pages are warm, and the peer most
     // likely still has it mapped (Device::map_peer's cache).
@@ -467,10 +487,24 @@ void Device::release(Dmb dmb, uid_t peer_uid, bool reusable) {
     unmap(dmb);
 }
 
+uint32_t crowd_size(uint32_t base, uint64_t live, uint64_t cap) {
+    uint64_t size = base;
+    uint64_t half = cap / 2;
+    if (live > half && half > 0) {
+        uint64_t left = cap > live ? cap - live : 0;
+        size = std::min<uint64_t>(size, uint64_t{base} * left / half);
+    }
+    size = std::bit_floor(std::max<uint64_t>(size, kMinDmb));
+    while (size > kMinDmb && live + size > cap)
+        size /= 2;
+    return static_cast<uint32_t>(std::min<uint64_t>(size, std::max(base, kMinDmb)));
+}
+
 uint32_t Device::size_for(uint32_t base, uint32_t roomy) const {
-    if (roomy <= base) return base;
     std::lock_guard lock(mu_);
-    return in_use_ - spare_bytes_ + roomy <= max_memory_ / 16 ? roomy : base;
+    uint64_t live = in_use_ - spare_bytes_ - away_bytes_;
+    if (roomy > base && live + roomy <= max_memory_ / 16) return roomy;
+    return crowd_size(base, live, max_memory_);
 }
 
 void Device::disown(Dmb& dmb) {

@@ -120,6 +120,18 @@ int make_sealed_memfd(const char* name, size_t size);
 // `size` bytes, and sealed so (F_GET_SEALS). `st` is its fstat().
 bool sealed_memfd_ok(int fd, size_t size, struct stat& st);
 
+// The size for a new connection's DMB when the live connections' DMBs hold
+// `live` bytes of a cap of `cap`: `base` up to half the cap; beyond it,
+// `base` scaled by the room left over half the cap, a power of two, at
+// least 16 KiB (SMC_BUF_MIN_SIZE); and never more than fits. The kernel
+// tries smaller buffers when one fails to allocate (smc_buf_create's
+// downgrade); shrinking before the cap is full is what lets a crowd in:
+// N short-lived connections settle where N sizes fill the cap to where
+// the size asked is theirs (10 000 of 128 KiB asked, under 256 MiB: 16 to
+// 32 KiB each), where a cap full of base-sized DMBs would turn every
+// connection past the 2 000th to TCP.
+uint32_t crowd_size(uint32_t base, uint64_t live, uint64_t cap);
+
 // A new DMB of `size` bytes (16 KiB .. 1 MiB), its size sealed.
 std::optional<Dmb> create_dmb(uint32_t size);
 // Maps a DMB descriptor received from a peer, after checking with fstat()
@@ -147,7 +159,9 @@ class Device {
   public:
     // `segments`: DMBs for peers of a known user are slots of segments
     // (false: each a file of its own, as for a peer of unknown user).
-    explicit Device(uint64_t max_memory, bool segments = true);
+    // `base`: the configured DMB size (a DMB below it is counted as a
+    // downgrade, counters::dmb_downgraded; 0: none counted).
+    explicit Device(uint64_t max_memory, bool segments = true, uint32_t base = 0);
 
     uint64_t gid() const { return gid_; }
     // A DMB for a connection to a peer of `peer_uid`; nullopt past the memory
@@ -155,7 +169,13 @@ class Device {
     // A freed DMB is reused only for a peer of the same user: an old peer
     // may keep its mapping, and must never see another user's bytes. With
     // kUnknownPeer it is always a new one.
-    std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid);
+    //
+    // `up_to` (above `size`): a free slot of a segment of a size up to it
+    // may be given whole instead of a new segment of `size` (a crowd whose
+    // DMBs shrink leaves the larger sizes' segments with free slots, memory
+    // held already): the DMB's `size` says which. Only for a caller that
+    // tells the peer the size after the claim.
+    std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid, uint32_t up_to = 0);
     // `reusable`: the peer is known to be done writing into it (its close or
     // abort flag is in the control line, or it never had it). Otherwise a
     // late write of the old peer could land in the next connection's DMB, so
@@ -184,12 +204,13 @@ class Device {
     // Whether a DMB of `size` fits under the cap now (spares count as room).
     bool has_room(uint32_t size) const;
     // The size for a new connection's DMB: `roomy` while the DMBs of live
-    // connections, with it, stay within a sixteenth of the cap; `base`
-    // otherwise (streams are few, crowds many: a crowd of large rings only
-    // spreads its bytes over more cache). The kernel's TCP grows a stream's buffers as it goes; a
-    // DMB's size is fixed at the handshake, so a stream gets room at the
-    // start, while there is room, and a crowd of connections the base size.
-    // (Unused pages of a DMB are never touched, so cost no memory.)
+    // connections, with it, stay within a sixteenth of the cap (streams are
+    // few: the kernel's TCP grows a stream's buffers as it goes, a DMB's size
+    // is fixed at the handshake, so a stream gets room at the start, while
+    // there is room; unused pages of a DMB are never touched); otherwise
+    // crowd_size(base, ...): a crowd of connections shares the cap.
+    // (Connections get below `base` only here: allocate() never shrinks a
+    // size asked, as the Accept has told the peer the size by then.)
     uint32_t size_for(uint32_t base, uint32_t roomy) const;
 
     // A peer's DMB (the descriptor as map_peer_dmb), from the mapping
@@ -227,6 +248,7 @@ class Device {
     };
     uint64_t gid_;
     uint64_t max_memory_;
+    uint32_t base_size_;
     bool segments_on_;
     uint64_t in_use_ = 0;
     std::vector<Free> free_;
@@ -251,8 +273,9 @@ class Device {
     mutable std::mutex mu_;
     // Under mu_: a slot of a segment for peers of `peer_uid` (a new segment
     // if all are taken and one fits under the cap), or nullopt.
-    std::optional<Dmb> claim_slot(uint32_t size, uid_t peer_uid);
+    std::optional<Dmb> claim_slot(uint32_t size, uid_t peer_uid, uint32_t up_to);
     std::shared_ptr<Segment> make_segment(uint32_t size, uid_t peer_uid);
+    std::optional<Dmb> allocate_sized(uint32_t size, uid_t peer_uid, uint32_t up_to); // uncounted
     void release_slot(Dmb& dmb, uid_t peer_uid, bool reusable);
     // Under mu_: drops segments no connection holds a slot of, until
     // `need` more bytes fit under the cap.

@@ -107,6 +107,12 @@ def counters(stats_dir):
     return json.loads(r.stdout)
 
 
+def top_reasons(st, n=4):
+    """The most frequent fallback reasons of both sides (connection ends)."""
+    reasons = sorted(st.get("fallback_reasons", {}).items(), key=lambda kv: -kv[1])
+    return ",".join(f"{k}:{v}" for k, v in reasons[:n] if v) or "-"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=3)
@@ -177,6 +183,8 @@ def main():
                                f"+{st.get('hs_client_bypassed', 0)}"
                                f" link-group reuse {st.get('lgr_reused', 0)}"
                                f"/{st.get('lgr_reused', 0) + st.get('lgr_first_contacts', 0)}"
+                               f" downgraded {st.get('rx', {}).get('buffer_downgrade', 0)}"
+                               f" fallbacks {top_reasons(st)}"
                                if st else ""))
                     notes.setdefault(key, []).append(note)
                     print(f"  c={c:<6} run {rnd + 1} {variant:10} {w['rps']:10.0f} req/s  {note}", flush=True)

@@ -127,14 +127,23 @@ with Env(smcd_mechanics=True) as env:
     # A handshake that falls back leaves a TCP connection holding none of
     # usmc's descriptors: nonblocking connects polled with select() while
     # they run, to a server that declines (no DMB memory), all open at once.
+    # Its cap holds one DMB of the smallest size (a crowd's DMBs shrink to
+    # fit, ism::crowd_size): another client process holds that one first.
     hold = 40
     tiny = env.config('max_dmb_memory = "16K"\n', "tiny.toml", use=False)
     before = env.stats()
-    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(hold), "--mode", "selectors"],
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", str(hold + 1), "--mode", "selectors"],
                                 "--config", tiny))
     port = read_ready(server)
+    first = env.start(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
+                                "--conns", "1", "--hold-stdin"]), stdin=subprocess.PIPE)
+    ready, _, _ = select.select([first.stdout], [], [], 60)
+    first_line = first.stdout.readline() if ready else ""
+    check(first_line.startswith("HELD 1"), f"the server's one DMB is held by another client ({first_line!r})")
     r = env.run(env.wrap([PYTHON, os.path.join(APPS, "hold_app.py"), "--port", str(port),
                           "--conns", str(hold)]), timeout=120)
+    first.stdin.close()
+    first.wait(timeout=60)
     server.communicate(timeout=60)
     held = [l.split() for l in r.stdout.splitlines() if l.startswith("HELD")]
     after = env.stats()

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <dirent.h>
 #include <set>
@@ -266,5 +267,70 @@ TEST_CASE("DMB segments: a forked child that closes last gives the slot back", "
     dev.release(*b, kPeer);
     for (auto& d : rest)
         dev.release(d, kPeer);
+    CHECK(dev.accounting_consistent());
+}
+
+TEST_CASE("crowd_size: the configured size up to half the cap, then shares the rest", "[dmb]") {
+    constexpr uint32_t k16K = 16 * 1024, k128K = 128 * 1024;
+    constexpr uint64_t kCap = 256ull << 20;
+    CHECK(ism::crowd_size(k128K, 0, kCap) == k128K);
+    CHECK(ism::crowd_size(k128K, kCap / 2, kCap) == k128K);
+    // Three quarters full: half the room of the half past it is left.
+    CHECK(ism::crowd_size(k128K, kCap * 3 / 4, kCap) == k128K / 2);
+    CHECK(ism::crowd_size(k128K, kCap * 7 / 8, kCap) == k128K / 4);
+    CHECK(ism::crowd_size(k128K, kCap - (1 << 20), kCap) == k16K);
+    // Never more than fits (a cap below two of them), never below
+    // SMC_BUF_MIN_SIZE (a caller's room check declines then), always a
+    // power of two (CLC's size code).
+    CHECK(ism::crowd_size(k128K, 70 << 10, 192 << 10) == 64 * 1024);
+    CHECK(ism::crowd_size(k128K, kCap, kCap) == k16K);
+    CHECK(ism::crowd_size(k128K, kCap + k128K, kCap) == k16K); // (counts may lag)
+    CHECK(ism::crowd_size(k16K, kCap - k16K, kCap) == k16K);
+    for (uint64_t live = 0; live <= kCap; live += kCap / 97) {
+        uint32_t s = ism::crowd_size(1 << 20, live, kCap);
+        CHECK(std::has_single_bit(s));
+        CHECK(s >= k16K);
+        CHECK(s <= (1u << 20));
+        if (live + k16K <= kCap) CHECK(live + s <= kCap);
+    }
+    // A small cap: the same shape.
+    CHECK(ism::crowd_size(k128K, 0, 1 << 20) == k128K);
+    CHECK(ism::crowd_size(k128K, 768 << 10, 1 << 20) == 64 * 1024);
+}
+
+TEST_CASE("DMB device: a crowd gets smaller DMBs instead of none", "[dmb]") {
+    constexpr uint32_t k128K = 128 * 1024;
+    constexpr uint64_t kCap = 8ull << 20;
+    ism::Device dev(kCap, true, k128K);
+    std::vector<ism::Dmb> held;
+    uint32_t last = k128K;
+    for (int i = 0; i < 1000; ++i) {
+        uint32_t size = dev.size_for(k128K, 0);
+        CHECK(size <= last); // shrinking as the cap fills, never growing
+        last = size;
+        // (A free slot of a larger size than asked, up to the configured
+        // one, is memory held already: taken before a new segment.)
+        auto d = dev.allocate(size, kPeer, k128K);
+        if (!d) break;
+        CHECK(d->size >= size);
+        CHECK(d->size <= k128K);
+        held.push_back(*d);
+    }
+    // Base-sized DMBs alone: 64 of them. Shared: half the cap at 128 KiB
+    // (32), then 64 KiB, 32 KiB and 16 KiB as the rest fills (128 in all,
+    // less what segments of each size hold free when the cap is reached).
+    CHECK(held.size() >= 100);
+    CHECK(last == 16 * 1024);
+    CHECK(dev.memory_in_use() <= kCap);
+    CHECK(dev.accounting_consistent());
+    // As they go, the size comes back.
+    for (auto& d : held) {
+        peer_closes(d);
+        dev.release(d, kPeer);
+    }
+    CHECK(dev.size_for(k128K, 0) == k128K);
+    auto again = dev.allocate(k128K, kPeer);
+    CHECK(again);
+    if (again) dev.release(*again, kPeer);
     CHECK(dev.accounting_consistent());
 }

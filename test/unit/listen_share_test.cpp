@@ -22,7 +22,8 @@ struct Child {
         int a[2], g[2];
         REQUIRE(pipe(a) == 0);
         REQUIRE(pipe(g) == 0);
-        share.before_fork();
+        static uint64_t gen = 100;
+        share.before_fork(++gen);
         Child c;
         c.pid = fork();
         REQUIRE(c.pid >= 0);
@@ -139,4 +140,30 @@ TEST_CASE("listen_share: a child that is gone without closing is cleared") {
     CHECK(d.read_answer() == 'y');
     CHECK(share.others_may_accept());
     d.finish('l');
+}
+
+TEST_CASE("listen_share: a fork that failed leaves no holder behind") {
+    ListenShare share;
+    share.before_fork(7);             // fork() then returned -1: no child
+    CHECK(share.others_may_accept()); // (the reservation, while it lasts)
+    share.fork_failed(7);
+    CHECK_FALSE(share.others_may_accept());
+    // The next child, of a parent that has not accepted, sees no other
+    // holder (the failed fork's reservation would be one).
+    Child c = Child::fork_with(share, [](ListenShare& s) { return s.others_may_accept(); });
+    CHECK(c.read_answer() == 'n');
+    c.finish('l');
+    CHECK_FALSE(share.others_may_accept());
+}
+
+TEST_CASE("listen_share: a failed fork's undo never touches a later fork's reservation") {
+    ListenShare share;
+    share.before_fork(7);
+    share.before_fork(8); // another thread's fork began before the first one's undo
+    share.fork_failed(7);
+    CHECK(share.others_may_accept()); // 8's child may exist: kept
+    share.fork_failed(8);
+    // (7's reservation stays: a phantom holder, which costs only the
+    // watcher's help.)
+    CHECK(share.others_may_accept());
 }

@@ -32,6 +32,8 @@ def main():
     p.add_argument("--first-alone", action="store_true",
                    help="the first connection is up (and echoed) before the others start: "
                         "a link group exists when they do")
+    p.add_argument("--hold-stdin", action="store_true",
+                   help="after HELD, keep the connections open until stdin closes")
     args = p.parse_args()
     socks = []
     if args.first_alone:
@@ -67,6 +69,8 @@ def main():
     print(f"HELD {args.conns} extra_sockets {sockets_held() - args.conns}", flush=True)
     if args.until_end:
         return until_end(socks)
+    if args.hold_stdin:
+        sys.stdin.read()
     for s in socks:
         s.close()
     return 0
