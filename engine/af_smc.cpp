@@ -212,7 +212,7 @@ void release(SmcConn* c) {
         learn::end(*c); // unpaid, unless some process of ours saw it pay
         // The last process holding this side: tell the peer. Unread data
         // means an abort, as TCP answers with a reset.
-        if (c->fork_gen) c->adopt_published();
+        if (c->shared_by_fork()) c->adopt_published();
         smc_close(*c, smc_rx_available(*c) > 0);
         std::lock_guard lock(g_engine_mu);
         // A forked child that closes an inherited connection last gives its
@@ -688,7 +688,7 @@ void on_exit() {
         // close is now the last, and tells the peer.
         if (c->exec_out || !forkref::unhold(*c->owner_refs)) return;
         forkref::free(c->owner_refs);
-        if (c->fork_gen) c->adopt_published();
+        if (c->shared_by_fork()) c->adopt_published();
         if (!(c->conn_flags.load() & (core::kPeerConnClosed | core::kPeerConnAbort)))
             smc_close(*c, false);
         // (A forked child that exits with the connection open: the slot
@@ -734,7 +734,7 @@ void detail::conns_exec_failed() {
 namespace {
 uint64_t g_fork_gen = 1;
 // The fork this thread's prepare handler counted for (0: none): a fork()
-// that fails returns in the thread that began it (fork_failed).
+// that fails returns in the thread that began it (fork_returned).
 thread_local uint64_t t_fork_gen = 0;
 
 template <typename F>
@@ -756,11 +756,11 @@ void before_fork() {
     if (auto* conns = g_conns.load()) {
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
             SmcConn* c = conns[fd].load();
-            if (!c || is_late(c) || c->fork_gen == gen || c->phase.load() != Phase::Active ||
-                c->exec_out)
-                continue;
-            c->prev_fork_gen = c->fork_gen;
-            c->fork_gen = gen;
+            if (!c || is_late(c) || c->phase.load() != Phase::Active || c->exec_out) continue;
+            uint64_t was = c->fork_gen.load(std::memory_order_acquire);
+            if (was == gen) continue;
+            c->prev_fork_gen.store(was, std::memory_order_relaxed);
+            c->fork_gen.store(gen, std::memory_order_release);
             forkref::hold(*c->owner_refs);
         }
     }
@@ -769,21 +769,25 @@ void before_fork() {
     for_each_listener([gen](SmcListener& l) { l.share().before_fork(gen); });
 }
 
-// No child: the references and reservations made for it go, where no
-// other fork has begun since (that one's child would hold them: they
-// stay, a phantom holder, as before this was undone at all). A connection
-// closed meanwhile keeps its phantom holder too (the peer still reads the
-// TCP close).
-void fork_failed() {
+// fork() returned in the parent (the shim's fork, in the thread that began
+// it). Failed: no child, so the references and reservations made for it
+// go, each only while still this fork's (a compare-and-swap of the mark:
+// another thread's fork that began since keeps its own). What a concurrent
+// close or fork leaves stays a phantom holder, as before this was undone
+// at all: it costs the peer only the SMC close (it reads the TCP one) and
+// a shared listener the watcher's help.
+void fork_returned(bool failed) {
     uint64_t gen = t_fork_gen;
-    t_fork_gen = 0;
-    if (!gen) return;
+    t_fork_gen = 0; // (a fork in a signal handler meanwhile: nothing undone)
+    if (!gen || !failed) return;
     if (auto* conns = g_conns.load()) {
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
             SmcConn* c = conns[fd].load();
-            if (!c || is_late(c) || c->fork_gen != gen) continue;
-            c->fork_gen = c->prev_fork_gen; // not shared by this fork after all
-            forkref::unhold(*c->owner_refs);
+            if (!c || is_late(c)) continue;
+            uint64_t mark = gen;
+            uint64_t prev = c->prev_fork_gen.load(std::memory_order_relaxed);
+            if (c->fork_gen.compare_exchange_strong(mark, prev, std::memory_order_acq_rel))
+                forkref::unhold(*c->owner_refs); // (ours is still held: never the last)
         }
     }
     for_each_listener([gen](SmcListener& l) { l.share().fork_failed(gen); });
@@ -855,6 +859,6 @@ void on_fork_child() {
 
 namespace usmc::runtime {
 constinit const EngineHooks engine_hooks{
-    af_smc::init,          af_smc::before_fork,           af_smc::fork_failed,
+    af_smc::init,          af_smc::before_fork,           af_smc::fork_returned,
     af_smc::on_fork_child, af_smc::holds_smc_connections, af_smc::on_exit};
 } // namespace usmc::runtime

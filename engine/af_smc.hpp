@@ -104,9 +104,10 @@ int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const s
 
 // fork: before it, every connection gains the reference the child will
 // hold (so a parent that closes at once does not end it); if fork fails,
-// fork_failed() gives them back. The child gets its own device and endpoint.
+// fork_returned(true) gives them back. The child gets its own device and
+// endpoint.
 void before_fork();
-void fork_failed();
+void fork_returned(bool failed);
 void on_fork_child();
 // Whether this process holds SMC-D connections (a forked child, before
 // on_fork_child: whether it inherited any).

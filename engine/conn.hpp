@@ -114,10 +114,13 @@ struct SmcConn {
     // Client, during the handshake: our DMB is named in the Proposal
     // (clc::NamedDmb), so the server may take it with its Accept.
     bool named_dmb = false;
-    int32_t diag_slot = -1;     // its record in the stats segment, -1: none
-    uint64_t fork_gen = 0;      // af_smc's marker: counted in this fork already
-    uint64_t prev_fork_gen = 0; // fork_gen before it (a failed fork puts it back)
-    uint32_t sig_forks = 0;     // forkref::forks_so_far() when `sig` was made
+    int32_t diag_slot = -1; // its record in the stats segment, -1: none
+    // af_smc's marker: counted in this fork already; and what it was before
+    // (a failed fork puts it back). Atomic: a failed fork's undo runs while
+    // another thread's fork may mark (af_smc::fork_returned).
+    std::atomic<uint64_t> fork_gen{0};
+    std::atomic<uint64_t> prev_fork_gen{0};
+    uint32_t sig_forks = 0; // forkref::forks_so_far() when `sig` was made
     // g_epoll_sets_closed when `sig` was taken, and whether it goes to the
     // spares when the connection ends (release(): out of every epoll set).
     uint32_t sig_epoll_gen = 0;
@@ -218,7 +221,7 @@ struct SmcConn {
     // impossible (the peer can write there): the connection is broken.
     bool adopt_published_tx();
     bool adopt_published_rx();
-    bool shared_by_fork() const { return fork_gen != 0; }
+    bool shared_by_fork() const { return fork_gen.load(std::memory_order_relaxed) != 0; }
     // Our side is up: its process count starts at 1 (af_smc.cpp).
     void start_owner_refs();
     // In a forked child: locks a parent thread held at the fork (a recv or

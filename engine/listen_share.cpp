@@ -127,6 +127,13 @@ void ListenShare::after_fork_child() {
     mine_ = slot;
 }
 
+int ListenShare::reserved_count() const {
+    int n = 0;
+    for (int i = 0; page_ && i < kSlots; ++i)
+        n += state_of(i) == kBorn;
+    return n;
+}
+
 void ListenShare::leave() {
     if (!page_ || mine_ < 0) return;
     page_->slots[mine_].pid.store(0, std::memory_order_release);

@@ -49,6 +49,8 @@ class ListenShare {
     void after_fork_child();
     // This process's copy is closed.
     void leave();
+    // Slots reserved for children not running yet (for tests).
+    int reserved_count() const;
 
     static constexpr int kSlots = 64;
 

@@ -360,8 +360,8 @@ void publish_own_stats_slow() {
     g_seg_deferred.store(0, std::memory_order_release);
 }
 
-void fork_failed() {
-    if (initialised() && engine()) engine()->fork_failed();
+void fork_returned(bool failed) {
+    if (initialised() && engine()) engine()->fork_returned(failed);
 }
 
 void quick_exit_conns() {

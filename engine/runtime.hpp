@@ -56,17 +56,17 @@ struct State {
 struct EngineHooks {
     void (*init)(uint32_t capacity, uint32_t busy_poll_us);
     void (*before_fork)();
-    void (*fork_failed)();
+    void (*fork_returned)(bool failed);
     void (*on_fork_child)();
     bool (*holds_connections)();
     void (*on_exit)();
 };
 extern const EngineHooks engine_hooks __attribute__((weak));
 
-// fork() returned -1 (the shim's fork, preload/init.cpp): what the prepare
-// handler did for the child that never came is undone. glibc runs no
-// handler that could tell.
-void fork_failed();
+// fork() returned in the parent (the shim's fork, preload/init.cpp): if
+// it failed, what the prepare handler did for the child that never came is
+// undone (glibc runs its parent handler either way and tells it nothing).
+void fork_returned(bool failed);
 
 // Called from the library constructor: copies argv[0], reads the environment.
 void early_init(int argc, char** argv);

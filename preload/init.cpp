@@ -25,14 +25,14 @@ __attribute__((destructor)) void usmc_unload() {
 
 } // namespace
 
-// A failed fork returns here, in the thread that began it: glibc ran the
-// prepare handler for a child that does not exist, and no handler of its
-// tells the parent so.
+// A fork returns here in the parent, in the thread that began it: if it
+// failed, glibc ran the prepare handler for a child that does not exist,
+// and no handler of its tells the parent so.
 USMC_EXPORT pid_t fork(void) {
     pid_t pid = usmc::sys::real().fork();
-    if (pid < 0 && !usmc::shim::vfork_child()) {
+    if (pid != 0 && !usmc::shim::vfork_child()) {
         int err = errno;
-        usmc::runtime::fork_failed();
+        usmc::runtime::fork_returned(pid < 0);
         errno = err;
     }
     return pid;

@@ -345,14 +345,21 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid, uint32_t up
             return d;
         }
     }
-    // A free slot of a larger size is memory held already: taken whole
-    // before a new segment holds more.
-    for (const auto& g : segments_) {
-        if (g->peer_uid != peer_uid || g->slot_size <= size || g->slot_size > up_to || g->retired)
-            continue;
-        if (auto d = take(g)) return d;
-    }
+    // A caller that tells the peer the size after the claim (up_to != 0)
+    // takes a free slot of another size rather than none: a larger one up
+    // to `up_to` whole before a new segment holds more memory, a smaller
+    // one if no segment fits any more.
+    auto other_size = [&](uint32_t slot_size) -> std::optional<Dmb> {
+        for (const auto& g : segments_)
+            if (g->peer_uid == peer_uid && g->slot_size == slot_size && !g->retired)
+                if (auto d = take(g)) return d;
+        return std::nullopt;
+    };
+    for (uint32_t s = size * 2; up_to && s <= up_to && s <= kMaxDmb; s *= 2)
+        if (auto d = other_size(s)) return d;
     auto g = make_segment(size, peer_uid);
+    for (uint32_t s = size / 2; !g && up_to && s >= kMinDmb; s /= 2)
+        if (auto d = other_size(s)) return d;
     if (!g) return std::nullopt;
     claim_pos_ = segments_.size() - 1;
     return take(g);
@@ -415,7 +422,7 @@ void Device::release_slot(Dmb& dmb, uid_t peer_uid, bool reusable) {
 }
 
 std::optional<Dmb> Device::allocate(uint32_t size, uid_t peer_uid, uint32_t up_to) {
-    auto d = allocate_sized(size, peer_uid, std::max(size, up_to));
+    auto d = allocate_sized(size, peer_uid, up_to);
     if (d && d->size < base_size_) counters::count(counters::dmb_downgraded);
     return d;
 }

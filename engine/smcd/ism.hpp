@@ -170,11 +170,12 @@ class Device {
     // may keep its mapping, and must never see another user's bytes. With
     // kUnknownPeer it is always a new one.
     //
-    // `up_to` (above `size`): a free slot of a segment of a size up to it
-    // may be given whole instead of a new segment of `size` (a crowd whose
-    // DMBs shrink leaves the larger sizes' segments with free slots, memory
-    // held already): the DMB's `size` says which. Only for a caller that
-    // tells the peer the size after the claim.
+    // `up_to` (not 0): the caller tells the peer the size after the claim,
+    // so a free slot of another size may serve: a larger one up to `up_to`
+    // (whole) instead of a new segment of `size`, a smaller one when no new
+    // segment fits (a crowd whose DMBs shrink and grow again leaves
+    // segments of every size with free slots, memory held already). The
+    // DMB's `size` says which.
     std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid, uint32_t up_to = 0);
     // `reusable`: the peer is known to be done writing into it (its close or
     // abort flag is in the control line, or it never had it). Otherwise a

@@ -2,8 +2,8 @@
 """Accept-then-fork servers (PostgreSQL's postmaster) keep SMC-D: the parent
 accepts, forks, and one of the two closes first. Whichever closes last, the
 parent's DMB accounting must come back to zero: with a leak its small
-max_dmb_memory (4M: 32 DMBs of 128K) would turn every connection after the
-32nd into TCP (MAX_DMB). Every echo is checked byte for byte, every child
+max_dmb_memory (4M: 32 DMBs of 128K) would make later DMBs smaller (counted
+as downgrades) and then turn connections into TCP (MAX_DMB). Every echo is checked byte for byte, every child
 is reaped by the server, and both programs are stopped by PID."""
 import json
 import os
@@ -74,6 +74,9 @@ def run(order):
               f"(smcd {st['conn_smcd']}, tcp {st['conn_tcp']})")
         check(st["fallbacks"] == 0 and not st["fallback_reasons"],
               f"{order}: no fallback, in particular no MAX_DMB ({st['fallback_reasons']})")
+        # (Leaked DMBs would first make later ones smaller: crowd_size.)
+        check(st.get("dmb_downgraded", -1) == 0,
+              f"{order}: no DMB made smaller than configured ({st.get('dmb_downgraded')})")
         # The client exited holding spare DMBs: an exited process's gauges
         # are not summed.
         check(st["dmb_bytes"] == 0 and st["dmb_spare_bytes"] == 0,

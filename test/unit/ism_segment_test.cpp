@@ -334,3 +334,54 @@ TEST_CASE("DMB device: a crowd gets smaller DMBs instead of none", "[dmb]") {
     if (again) dev.release(*again, kPeer);
     CHECK(dev.accounting_consistent());
 }
+
+TEST_CASE("DMB device: a caller that tells the size after takes a free slot of another size",
+          "[dmb]") {
+    constexpr uint32_t k16K = 16 * 1024, k128K = 128 * 1024;
+    ism::Device dev(512 * 1024, true, k128K);
+    // A segment of 16 KiB slots, one of them taken.
+    auto small = dev.allocate(k16K, kPeer, k128K);
+    REQUIRE(small);
+    CHECK(small->size == k16K);
+    std::vector<ism::Dmb> held;
+    while (held.size() < 16) { // 128 KiB exactly, until nothing of it fits
+        auto d = dev.allocate(k128K, kPeer);
+        if (!d) break;
+        held.push_back(*d);
+    }
+    CHECK(held.size() >= 2);
+    CHECK_FALSE(dev.allocate(k128K, kPeer)); // exact: nothing
+    // Told after: a free 16 KiB slot (memory held already) serves.
+    auto flexible = dev.allocate(k128K, kPeer, k128K);
+    REQUIRE(flexible);
+    CHECK(flexible->size == k16K);
+    CHECK(flexible->seg == small->seg);
+    CHECK(dev.memory_in_use() <= 512 * 1024);
+    // A free larger slot before a new segment: every 16 KiB slot taken
+    // (and every segment that fits made), one 128 KiB slot given back: a
+    // 16 KiB request of such a caller takes it whole.
+    std::vector<ism::Dmb> smalls{*small, *flexible};
+    while (smalls.size() < 64) {
+        auto d = dev.allocate(k16K, kPeer);
+        if (!d) break;
+        smalls.push_back(*d);
+    }
+    CHECK_FALSE(dev.allocate(k16K, kPeer));
+    // (A slot: past the segments, the last ones were DMBs of their own.)
+    auto slot = std::find_if(held.begin(), held.end(), [](const ism::Dmb& d) { return d.seg; });
+    REQUIRE(slot != held.end());
+    peer_closes(*slot);
+    dev.release(*slot, kPeer);
+    held.erase(slot);
+    size_t segments = dev.segment_count();
+    auto whole = dev.allocate(k16K, kPeer, k128K);
+    REQUIRE(whole);
+    CHECK(whole->size == k128K);
+    CHECK(dev.segment_count() == segments);
+    held.push_back(*whole);
+    for (auto& d : smalls)
+        dev.release(d, kPeer);
+    for (auto& d : held)
+        dev.release(d, kPeer);
+    CHECK(dev.accounting_consistent());
+}

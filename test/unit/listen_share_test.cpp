@@ -144,9 +144,11 @@ TEST_CASE("listen_share: a child that is gone without closing is cleared") {
 
 TEST_CASE("listen_share: a fork that failed leaves no holder behind") {
     ListenShare share;
-    share.before_fork(7);             // fork() then returned -1: no child
+    share.before_fork(7); // fork() then returned -1: no child
+    CHECK(share.reserved_count() == 1);
     CHECK(share.others_may_accept()); // (the reservation, while it lasts)
     share.fork_failed(7);
+    CHECK(share.reserved_count() == 0);
     CHECK_FALSE(share.others_may_accept());
     // The next child, of a parent that has not accepted, sees no other
     // holder (the failed fork's reservation would be one).
@@ -160,10 +162,12 @@ TEST_CASE("listen_share: a failed fork's undo never touches a later fork's reser
     ListenShare share;
     share.before_fork(7);
     share.before_fork(8); // another thread's fork began before the first one's undo
+    CHECK(share.reserved_count() == 2);
     share.fork_failed(7);
-    CHECK(share.others_may_accept()); // 8's child may exist: kept
+    CHECK(share.reserved_count() == 2); // 8's child may be on its way: kept
     share.fork_failed(8);
-    // (7's reservation stays: a phantom holder, which costs only the
-    // watcher's help.)
+    // 8's goes; 7's stays, a phantom holder (which costs only the
+    // watcher's help).
+    CHECK(share.reserved_count() == 1);
     CHECK(share.others_may_accept());
 }
