@@ -381,6 +381,34 @@ ssize_t await_handshake(SmcConn* c, bool nonblock) {
     return p == Phase::Active ? 0 : kPassThrough;
 }
 
+namespace {
+// Threads walking the connection table for a fork (before_fork,
+// fork_returned): a connection they loaded must outlive the walk, and a
+// failed fork's undo must come before a close's count (else the close
+// took 2 -> 1, saw another holder, and the undo's 1 -> 0 told nobody).
+std::atomic<int> g_fork_scans{0};
+thread_local bool t_fork_scanning = false;
+struct ForkScan {
+    ForkScan() {
+        t_fork_scanning = true;
+        g_fork_scans.fetch_add(1);
+    }
+    ~ForkScan() {
+        g_fork_scans.fetch_sub(1);
+        t_fork_scanning = false;
+    }
+};
+
+// A connection leaving the table (close, dup2 over it): a fork's walk that
+// may have loaded it finishes first (it is short; our own, if a signal
+// handler closes during it, is not waited for).
+void wait_for_fork_scans() {
+    if (t_fork_scanning) return;
+    while (g_fork_scans.load() != 0)
+        sched_yield();
+}
+} // namespace
+
 // Waits (bounded by the CLC timeouts the worker applies) until the thread
 // that ran a connection's handshake (a worker, the loop) has let go of it.
 void wait_for_worker(SmcConn* c) {
@@ -454,6 +482,7 @@ Closed on_close(int fd) {
         }
         return closed;
     }
+    wait_for_fork_scans();
     if (c->phase.load() == Phase::Connecting) {
         // The worker still talks CLC on this socket: cut it short, wait until
         // it lets go, then the descriptor number may be reused.
@@ -489,6 +518,7 @@ void on_dup(int from, int to) {
     if (c) c->fd_refs.fetch_add(1, std::memory_order_acq_rel);
     SmcConn* old = slot(to).exchange(c);
     if (old && !is_late(old) && old->fd_refs.fetch_sub(1) == 1) {
+        wait_for_fork_scans();
         wait_for_worker(old);
         if (old->phase.load() == Phase::Active)
             release(old);
@@ -753,7 +783,7 @@ void before_fork() {
     forkref::note_fork();
     uint64_t gen = ++g_fork_gen;
     t_fork_gen = gen;
-    if (auto* conns = g_conns.load()) {
+    if (ForkScan scan; auto* conns = g_conns.load()) {
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
             SmcConn* c = conns[fd].load();
             if (!c || is_late(c) || c->phase.load() != Phase::Active || c->exec_out) continue;
@@ -780,14 +810,19 @@ void fork_returned(bool failed) {
     uint64_t gen = t_fork_gen;
     t_fork_gen = 0; // (a fork in a signal handler meanwhile: nothing undone)
     if (!gen || !failed) return;
-    if (auto* conns = g_conns.load()) {
+    if (ForkScan scan; auto* conns = g_conns.load()) {
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
             SmcConn* c = conns[fd].load();
-            if (!c || is_late(c)) continue;
+            // (Once per connection however many descriptors name it: the
+            // mark may come back to this number, put back by the undo of
+            // a fork that began after this one and failed too.)
+            if (!c || is_late(c) || c->undone_gen.load(std::memory_order_relaxed) == gen) continue;
             uint64_t mark = gen;
             uint64_t prev = c->prev_fork_gen.load(std::memory_order_relaxed);
-            if (c->fork_gen.compare_exchange_strong(mark, prev, std::memory_order_acq_rel))
-                forkref::unhold(*c->owner_refs); // (ours is still held: never the last)
+            if (c->fork_gen.compare_exchange_strong(mark, prev, std::memory_order_acq_rel)) {
+                c->undone_gen.store(gen, std::memory_order_relaxed);
+                forkref::unhold(*c->owner_refs); // (ours is held: a close waits for this walk)
+            }
         }
     }
     for_each_listener([gen](SmcListener& l) { l.share().fork_failed(gen); });

@@ -120,7 +120,8 @@ struct SmcConn {
     // another thread's fork may mark (af_smc::fork_returned).
     std::atomic<uint64_t> fork_gen{0};
     std::atomic<uint64_t> prev_fork_gen{0};
-    uint32_t sig_forks = 0; // forkref::forks_so_far() when `sig` was made
+    std::atomic<uint64_t> undone_gen{0}; // the failed fork whose reference was given back
+    uint32_t sig_forks = 0;              // forkref::forks_so_far() when `sig` was made
     // g_epoll_sets_closed when `sig` was taken, and whether it goes to the
     // spares when the connection ends (release(): out of every epoll set).
     uint32_t sig_epoll_gen = 0;

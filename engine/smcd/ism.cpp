@@ -296,7 +296,7 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     return g;
 }
 
-std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid, uint32_t up_to) {
+std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid, uint32_t up_to, bool make) {
     auto take = [&](const std::shared_ptr<Segment>& g) -> std::optional<Dmb> {
         const uint32_t bytes = g->slot_size; // `size`, or up to `up_to`
         for (uint32_t i = 0; i < g->nslots; ++i) {
@@ -346,20 +346,14 @@ std::optional<Dmb> Device::claim_slot(uint32_t size, uid_t peer_uid, uint32_t up
         }
     }
     // A caller that tells the peer the size after the claim (up_to != 0)
-    // takes a free slot of another size rather than none: a larger one up
-    // to `up_to` whole before a new segment holds more memory, a smaller
-    // one if no segment fits any more.
-    auto other_size = [&](uint32_t slot_size) -> std::optional<Dmb> {
+    // takes a free slot of a larger size up to `up_to` whole before a new
+    // segment holds more memory.
+    for (uint32_t s = size * 2; s <= up_to && s <= kMaxDmb; s *= 2)
         for (const auto& g : segments_)
-            if (g->peer_uid == peer_uid && g->slot_size == slot_size && !g->retired)
+            if (g->peer_uid == peer_uid && g->slot_size == s && !g->retired)
                 if (auto d = take(g)) return d;
-        return std::nullopt;
-    };
-    for (uint32_t s = size * 2; up_to && s <= up_to && s <= kMaxDmb; s *= 2)
-        if (auto d = other_size(s)) return d;
+    if (!make) return std::nullopt;
     auto g = make_segment(size, peer_uid);
-    for (uint32_t s = size / 2; !g && up_to && s >= kMinDmb; s /= 2)
-        if (auto d = other_size(s)) return d;
     if (!g) return std::nullopt;
     claim_pos_ = segments_.size() - 1;
     return take(g);
@@ -455,7 +449,16 @@ std::optional<Dmb> Device::allocate_sized(uint32_t size, uid_t peer_uid, uint32_
         }
     }
     publish();
-    if (in_use_ + size > max_memory_) return std::nullopt;
+    if (in_use_ + size > max_memory_) {
+        // Nothing of `size` fits: a caller that tells the size after takes
+        // a smaller one rather than none (the kernel's downgrade on
+        // failure), a free slot held already first, then a new segment.
+        bool slots = up_to && segments_on_ && peer_uid != kUnknownPeer;
+        for (bool make : {false, true})
+            for (uint32_t s = size / 2; slots && s >= kMinDmb; s /= 2)
+                if (auto d = claim_slot(s, peer_uid, 0, make)) return d;
+        return std::nullopt;
+    }
     auto d = create_dmb(size);
     if (d) {
         in_use_ += size;

@@ -171,11 +171,11 @@ class Device {
     // kUnknownPeer it is always a new one.
     //
     // `up_to` (not 0): the caller tells the peer the size after the claim,
-    // so a free slot of another size may serve: a larger one up to `up_to`
-    // (whole) instead of a new segment of `size`, a smaller one when no new
-    // segment fits (a crowd whose DMBs shrink and grow again leaves
-    // segments of every size with free slots, memory held already). The
-    // DMB's `size` says which.
+    // so another size may serve: a free slot of a larger one up to `up_to`
+    // (whole) instead of a new segment of `size` (a crowd whose DMBs shrink
+    // leaves the larger sizes' segments with free slots, memory held
+    // already), and a smaller one when nothing of `size` fits. The DMB's
+    // `size` says which.
     std::optional<Dmb> allocate(uint32_t size, uid_t peer_uid, uint32_t up_to = 0);
     // `reusable`: the peer is known to be done writing into it (its close or
     // abort flag is in the control line, or it never had it). Otherwise a
@@ -274,7 +274,8 @@ class Device {
     mutable std::mutex mu_;
     // Under mu_: a slot of a segment for peers of `peer_uid` (a new segment
     // if all are taken and one fits under the cap), or nullopt.
-    std::optional<Dmb> claim_slot(uint32_t size, uid_t peer_uid, uint32_t up_to);
+    // `make`: a new segment if none has a free slot (false: free slots only).
+    std::optional<Dmb> claim_slot(uint32_t size, uid_t peer_uid, uint32_t up_to, bool make = true);
     std::shared_ptr<Segment> make_segment(uint32_t size, uid_t peer_uid);
     std::optional<Dmb> allocate_sized(uint32_t size, uid_t peer_uid, uint32_t up_to); // uncounted
     void release_slot(Dmb& dmb, uid_t peer_uid, bool reusable);

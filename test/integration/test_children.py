@@ -73,7 +73,7 @@ def server_gauges(env, pid):
 
 # A fork() that fails (EAGAIN: a pids limit, here a seccomp filter) made
 # no child: the connection's reference for it and the listener's
-# reservation are given back (af_smc::fork_failed), so the parent's close
+# reservation are given back (af_smc::fork_returned), so the parent's close
 # is the last. Its DMB then comes back as a spare; with the child's
 # reference left, it was "away" with a child that never existed.
 with Env() as env:
