@@ -173,6 +173,8 @@ void server_done(ServerHandshake h, HandshakeResult& result) {
     // then return. So it goes out shut down: the application reads its end,
     // as of a client that connected and left.
     runtime::count(counters::handshake_errors);
+    log::warn("fd {}: server handshake failed half way ({}): the connection is reset", h.fd,
+              std::strerror(-std::get<int>(result)));
     sys::real().shutdown(h.fd, SHUT_RDWR);
     a.reason = fallback::INTERR;
     server_done(h, std::move(a), core::ServerEvent::Error);

@@ -78,6 +78,8 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             reason = fallback::INTERR;
             c->so_error.store(-std::get<int>(result));
             runtime::count(counters::handshake_errors);
+            log::warn("fd {}: client handshake failed half way ({}): the connection is reset", fd,
+                      std::strerror(-std::get<int>(result)));
             sys::real().shutdown(fd, SHUT_RDWR); // the connection is unusable
         }
         // TCP from here on, before the socket itself joins the application's
@@ -452,6 +454,8 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
         return 0;
     }
     runtime::count(counters::handshake_errors);
+    log::warn("fd {}: client handshake failed half way ({})", fd,
+              std::strerror(-std::get<int>(result)));
     set_mode(fd, SockMode::Tcp, fallback::INTERR);
     return fail(-std::get<int>(result));
 }
