@@ -4,6 +4,7 @@
 // listen_ism.cpp (SMC-R's will sit beside it); the Confirm read and handed
 // to the same half.
 #include "engine/base/fallback.hpp"
+#include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/clc.hpp"
 #include "engine/clc_io.hpp"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <poll.h>
 
 namespace usmc {
@@ -74,7 +76,13 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     auto c = taken ? std::move(*taken)
                    : clc::read_message(fd, std::min(cfg.clc_timeout_ms, kConfirmRestMs));
     if (c.status == clc::ReadStatus::Timeout) return fail(-ETIMEDOUT);
-    if (c.status != clc::ReadStatus::Message) return fail(-ECONNRESET);
+    if (c.status != clc::ReadStatus::Message) {
+        log::warn("fd {}: no Confirm ({})", fd,
+                  c.status == clc::ReadStatus::Closed   ? "the client closed"
+                  : c.status == clc::ReadStatus::NotClc ? "not a CLC message"
+                                                        : std::strerror(c.err ? c.err : EIO));
+        return fail(-ECONNRESET);
+    }
     auto hdr = std::get<clc::Header>(clc::parse_header(c.bytes));
     if (hdr.type == clc::Type::Decline) {
         auto d = clc::decode_decline(c.bytes);
@@ -85,7 +93,10 @@ HandshakeResult smc_listen_finish(int fd, std::unique_ptr<SmcConn> conn, uint64_
     auto decoded = clc::decode_accept_confirm_d(c.bytes);
     auto* cf = std::get_if<clc::AcceptConfirmD>(&decoded);
     // The client believes SMC is up: from here on only an error is honest.
-    if (!cf || cf->type != clc::Type::Confirm || cf->token == 0) return fail(-ECONNRESET);
+    if (!cf || cf->type != clc::Type::Confirm || cf->token == 0) {
+        log::warn("fd {}: the client's answer to our Accept is not a Confirm", fd);
+        return fail(-ECONNRESET);
+    }
     return smcd_listen_confirmed(fd, std::move(conn), key, dev, ep, cfg, *cf);
 }
 

@@ -11,6 +11,9 @@
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/link_group.hpp"
 
+#include <cerrno>
+#include <cstring>
+
 namespace usmc {
 
 HandshakeResult smcd_listen_abandon(SmcConn& conn, uint64_t key, ism::Device& dev,
@@ -120,7 +123,7 @@ HandshakeResult smcd_listen_begin(int fd, const clc::Proposal& p, uint64_t clien
         conn->gid = dev.gid();
         conn->token = token;
     } else {
-        ism::OfferSpec offer{dmb_size, std::nullopt};
+        ism::OfferSpec offer{dmb_size, std::nullopt, client_gid};
         if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
         ep.offer(key, offer);
     }
@@ -128,6 +131,7 @@ HandshakeResult smcd_listen_begin(int fd, const clc::Proposal& p, uint64_t clien
         // The client's DMB is ours to write since the take: our abort in
         // its line frees it for reuse when the client gives up.
         if (accept.took_dmb) conn->transport.send_cons(core::Cursor{}, core::kPeerConnAbort);
+        log::warn("fd {}: the Accept could not be written: {}", fd, std::strerror(errno));
         return fail(-ECONNRESET);
     }
     *token_out = key;
@@ -158,24 +162,30 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
                 dev.groups().their_slot(cf.gid, cf.link_id, cf.dmbe_idx, size, cf.dmb_secret);
         ep.withdraw(key); // (an attach that comes now is refused)
         if (!peer_dmb) {
-            log::debug("fd {}: the client's DMB (segment {}, slot {}) is not one of its link "
-                       "group's: connection reset",
-                       fd, cf.link_id, cf.dmbe_idx);
+            log::warn("fd {}: the client's DMB (segment {}, slot {}) is not one of its link "
+                      "group's{}",
+                      fd, cf.link_id, cf.dmbe_idx,
+                      cf.gid == proposed_gid ? "" : " (its Confirm names another GID)");
             return fail(-ECONNRESET);
         }
         runtime::count(counters::lgr_reused);
     } else {
         // The client attached before sending Confirm, so its descriptors are here.
         auto attached = ep.wait_attached(key, cfg.attach_timeout_ms);
-        if (!attached) return fail(-ECONNRESET);
-        conn->transport.rx = attached->ours;
-        ism::PeerFds& peer = attached->peer;
-        if (peer.fds.dmb_size == size)
-            peer_dmb = dev.map_peer(peer.fds.dmb, size, peer.fds.dmb_offset, peer.fds.file_size);
-        if (!peer_dmb) {
-            ism::close_fds(peer.fds);
+        if (!attached) {
+            log::warn("fd {}: the client confirmed a first contact it did not attach", fd);
             return fail(-ECONNRESET);
         }
+        conn->transport.rx = attached->ours;
+        ism::PeerFds& peer = attached->peer;
+        ism::close_fds(peer.fds); // (the DMB's is the mapping's: the endpoint mapped it)
+        if (attached->theirs.size != size) {
+            log::warn("fd {}: the client attached a DMB of {} bytes, its Confirm says {}", fd,
+                      attached->theirs.size, size);
+            dev.unmap_peer(attached->theirs);
+            return fail(-ECONNRESET);
+        }
+        peer_dmb = attached->theirs;
         conn->peer_uid = peer.uid; // our DMB, once released, is reused only for this user
         runtime::count(counters::lgr_first_contacts);
         if (cf.gid == proposed_gid)
@@ -184,8 +194,10 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
     }
     conn->transport.tx = *peer_dmb;
     conn->gid = dev.gid();
-    if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token))
+    if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token)) {
+        log::warn("fd {}: no waker for the client's process: {}", fd, std::strerror(errno));
         return fail(-ECONNRESET); // the client believes SMC is up: only an error is honest
+    }
     return conn;
 }
 

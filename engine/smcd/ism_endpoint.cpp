@@ -5,6 +5,7 @@
 #include "engine/base/sys.hpp"
 #include "engine/smcd/ism_wire.hpp"
 #include "engine/smcd/lgr.hpp"
+#include "engine/smcd/link_group.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -244,6 +245,7 @@ Endpoint::~Endpoint() {
     for (auto& [token, o] : offers_)
         if (o.done) {
             close_fds(o.done->peer.fds);
+            dev_->unmap_peer(o.done->theirs);
             if (!o.spec.claimed) dev_->release(o.done->ours, kUnknownPeer);
         }
 }
@@ -404,17 +406,36 @@ bool Endpoint::handle(int index) {
         ours = dev_->allocate(spec.dmb_size, peer.uid);
         if (!ours) reply.status = ENOMEM;
     }
+    // The peer's DMB, mapped now: from our reply on, the client counts its
+    // segment as one we have (LinkGroups::note_attach on its side), and its
+    // next connections may name slots of it before this one's Confirm
+    // comes. So its link group maps it before the reply goes. (Our own
+    // segment is noted at the Confirm, once the client has mapped it.)
+    std::optional<Dmb> theirs;
+    if (reply.status == 0) {
+        theirs = dev_->map_peer(peer.fds.dmb, peer.fds.dmb_size, peer.fds.dmb_offset,
+                                peer.fds.file_size);
+        if (!theirs) {
+            reply.status = EINVAL;
+        } else {
+            peer.fds.dmb = -1; // the mapping's now
+            if (spec.peer_gid)
+                dev_->groups().note_attach(spec.peer_gid, peer.pid, peer.uid, 0, peer.fds.serial,
+                                           *theirs);
+        }
+    }
     if (reply.status == 0) {
         std::lock_guard lock(mu_);
         auto it = offers_.find(req.token);
         if (it == offers_.end()) {
             reply.status = EACCES; // withdrawn while we took the DMB
         } else {
-            it->second.done = Attached{peer, *ours};
+            it->second.done = Attached{peer, *ours, *theirs};
         }
     }
     if (reply.status != 0) {
         if (ours && !spec.claimed) dev_->release(*ours, kUnknownPeer);
+        if (theirs) dev_->unmap_peer(*theirs);
         close_fds(peer.fds);
         return send_with_fds(link.fd, &reply, sizeof reply, nullptr, 0);
     }
@@ -470,6 +491,7 @@ void Endpoint::withdraw(uint64_t token) {
     }
     if (done) {
         close_fds(done->peer.fds);
+        dev_->unmap_peer(done->theirs);
         if (!claimed) dev_->release(done->ours, kUnknownPeer); // (else the connection's)
     }
 }

@@ -51,12 +51,17 @@ void close_fds(Fds& f);
 struct OfferSpec {
     uint32_t dmb_size = 0;
     std::optional<Dmb> claimed;
+    // The GID the client's Proposal claimed (0: none): its link group gets
+    // the client's segment as the attach is served (Endpoint::handle).
+    uint64_t peer_gid = 0;
 };
 
-// A completed attach, server side: the peer's descriptors and our DMB.
+// A completed attach, server side: the peer, our DMB, and the peer's DMB
+// mapped (map_peer took its descriptor: peer.fds.dmb is -1).
 struct Attached {
     PeerFds peer;
     Dmb ours;
+    Dmb theirs;
 };
 
 class Endpoint {

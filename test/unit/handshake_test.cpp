@@ -5,6 +5,7 @@
 #include "engine/handshake_ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/lgr.hpp"
+#include "engine/smcd/link_group.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>
@@ -330,6 +331,42 @@ TEST_CASE_METHOD(
         delete fep;
     }
     ism::unmap(*mine);
+}
+
+TEST_CASE_METHOD(OfferingEndpoint,
+                 "a first contact's segment is in the server's link group once the attach is "
+                 "answered, before its Confirm") {
+    // The client counts its segment as the server's from the endpoint's
+    // answer on, and its next connection may name a slot of it while this
+    // one's Confirm is still on its way: the server must believe that name.
+    constexpr uint64_t kClientGid = 0xc1;
+    ism::Device client{8 << 20};
+    auto mine = client.allocate(16384, getuid());
+    REQUIRE(mine);
+    REQUIRE(mine->serial != 0);
+    ep->offer(7, {16384, std::nullopt, kClientGid});
+    auto fds = [&](uid_t) -> std::optional<ism::Fds> {
+        return ism::Fds{mine->fd, mine->size, mine->offset, mine->file_size, mine->serial};
+    };
+    auto got = ism::attach(dev.gid(), 7, fds, 500);
+    REQUIRE(got);
+    auto next = client.allocate(16384, getuid()); // the client's next connection
+    REQUIRE(next);
+    REQUIRE(next->serial == mine->serial);
+    next->control()->owner_token.store(0x5ec);
+    auto named = dev.groups().their_slot(kClientGid, next->serial, next->slot, 16384, 0x5ec);
+    CHECK(named);
+    if (named) dev.unmap_peer(*named);
+    // The Confirm of the first: its DMB, mapped by the endpoint already.
+    auto attached = ep->wait_attached(7, 500);
+    REQUIRE(attached);
+    CHECK(attached->peer.fds.dmb == -1);
+    CHECK(attached->theirs.size == 16384);
+    dev.unmap_peer(attached->theirs);
+    dev.release(attached->ours, getuid());
+    ism::close_fds(got->fds);
+    client.release(*next, getuid());
+    client.release(*mine, getuid());
 }
 
 TEST_CASE("the peer-mapping cache: a gone peer's file is unmapped, never kept idle") {
