@@ -3,6 +3,7 @@
 #include "engine/base/sys.hpp"
 
 #include <atomic>
+#include <ctime>
 #include <unistd.h>
 
 namespace usmc::log {
@@ -17,11 +18,44 @@ bool enabled(LogLevel level) {
     return static_cast<int>(level) <= g_level.load(std::memory_order_relaxed);
 }
 
-void emit(LogLevel, const char* text, size_t len) {
-    char line[600];
-    auto res = fmt::format_to_n(line, sizeof line - 1, "usmc[{}]: {}", getpid(),
+namespace {
+// A peer can make us log (a handshake it breaks on purpose, over and over),
+// and stderr may be a pipe nobody drains, where write() would block: at
+// most kLinesPerSecond lines a second go out (a line asked for at debug
+// level always does), and the next one that goes says how many did not.
+// The second and the count in it share one word.
+std::atomic<uint64_t> g_window{0};
+std::atomic<uint64_t> g_dropped{0};
+
+bool take_line() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t sec = static_cast<uint64_t>(ts.tv_sec) & 0xffffffff;
+    uint64_t w = g_window.load(std::memory_order_relaxed);
+    for (;;) {
+        uint64_t next = (w >> 32) == sec ? w + 1 : (sec << 32 | 1);
+        if ((next & 0xffffffff) > kLinesPerSecond) return false;
+        if (g_window.compare_exchange_weak(w, next, std::memory_order_relaxed)) return true;
+    }
+}
+} // namespace
+
+void emit(LogLevel level, const char* text, size_t len) {
+    if (level != LogLevel::Debug && !take_line()) {
+        g_dropped.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    char line[700];
+    size_t n = 0;
+    if (uint64_t dropped = g_dropped.exchange(0, std::memory_order_relaxed)) {
+        auto res =
+            fmt::format_to_n(line, 100, "usmc[{}]: {} lines not shown (at most {} a second)\n",
+                             getpid(), dropped, kLinesPerSecond);
+        n = res.size < 100 ? res.size : 100;
+    }
+    auto res = fmt::format_to_n(line + n, sizeof line - 1 - n, "usmc[{}]: {}", getpid(),
                                 std::string_view(text, len));
-    size_t n = res.size < sizeof line - 1 ? res.size : sizeof line - 1;
+    n += res.size < sizeof line - 1 - n ? res.size : sizeof line - 1 - n;
     line[n++] = '\n';
     // One write() so lines of concurrent processes do not interleave.
     ssize_t rc = sys::real().write(2, line, n);

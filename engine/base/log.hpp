@@ -10,6 +10,9 @@ namespace usmc::log {
 
 using config::LogLevel;
 
+// Lines a second a process writes at most (debug lines aside): see emit().
+constexpr uint64_t kLinesPerSecond = 20;
+
 void set_level(LogLevel level);
 bool enabled(LogLevel level);
 void emit(LogLevel level, const char* text, size_t len);
