@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 cd build
-ctest --output-on-failure --timeout 600 "$@"
+# One test per core at a time: each passes beside two CPU hogs (the timing-
+# sensitive ones are run 20 times so). The package test runs alone
+# (RUN_SERIAL): it installs usmc system-wide for a moment.
+ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@"
