@@ -151,7 +151,6 @@ namespace {
 std::optional<Dmb> map_whole(int fd, uint32_t file_size, const struct stat& st) {
     void* p = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return std::nullopt;
-    sys::real().close(fd);
     Dmb d;
     d.base = static_cast<uint8_t*>(p);
     d.size = d.file_size = file_size;
@@ -172,7 +171,9 @@ Dmb view_of(const Dmb& whole, uint32_t offset, uint32_t size) {
 std::optional<Dmb> map_peer_dmb(int fd, uint32_t size) {
     struct stat st;
     if (!peer_dmb_ok(fd, size, st)) return std::nullopt;
-    return map_whole(fd, size, st);
+    auto d = map_whole(fd, size, st);
+    if (d) sys::real().close(fd); // the mapping keeps the file
+    return d;
 }
 
 bool slot_claim_ok(uint32_t size, uint32_t offset, uint32_t file_size) {
@@ -585,6 +586,8 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint32_t offset, uint
             return cached(it->second);
         }
     }
+    // The descriptor is ours to close only on success: a caller closes it
+    // after a failure.
     auto d = map_whole(fd, file_size, st);
     if (!d) return d;
     std::lock_guard lock(mu_);
@@ -595,14 +598,17 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint32_t offset, uint
         // another device under the same number: this one stays uncached.
         if (it->second.dev == st.st_dev && it->second.dmb.size == file_size) {
             munmap(d->base, file_size);
+            sys::real().close(fd);
             return cached(it->second);
         }
         if (file_size != size) {
             munmap(d->base, file_size);
             return std::nullopt;
         }
+        sys::real().close(fd);
         return d;
     }
+    sys::real().close(fd);
     it->second.dmb = *d;
     it->second.dev = st.st_dev;
     it->second.refs = 1;

@@ -217,7 +217,8 @@ class Device {
     // A peer's DMB (the descriptor as map_peer_dmb), from the mapping
     // cache when this file is mapped already; give it back with unmap_peer.
     // A slot of a peer's segment: the file is `file_size` bytes, the DMB
-    // the `size` bytes at `offset`; the whole file is mapped once.
+    // the `size` bytes at `offset`; the whole file is mapped once. Takes
+    // `fd` (closed, or kept by the mapping) only when it succeeds.
     std::optional<Dmb> map_peer(int fd, uint32_t size, uint32_t offset = 0, uint32_t file_size = 0);
     // The `size` bytes at `offset` of a peer's file of `file_size` bytes
     // that this device maps already (by its inode `ino`), as map_peer gives
@@ -270,8 +271,9 @@ class Device {
     std::vector<std::shared_ptr<Segment>> segments_;
     size_t claim_pos_ = 0; // where claim_slot starts looking (rotating)
     uint32_t next_serial_;
-    std::unique_ptr<LinkGroups> groups_;
     mutable std::mutex mu_;
+    // After mu_: destroyed first, its pins unmapped through us (unmap_peer).
+    std::unique_ptr<LinkGroups> groups_;
     // Under mu_: a slot of a segment for peers of `peer_uid` (a new segment
     // if all are taken and one fits under the cap), or nullopt.
     // `make`: a new segment if none has a free slot (false: free slots only).

@@ -406,23 +406,15 @@ bool Endpoint::handle(int index) {
         ours = dev_->allocate(spec.dmb_size, peer.uid);
         if (!ours) reply.status = ENOMEM;
     }
-    // The peer's DMB, mapped now: from our reply on, the client counts its
-    // segment as one we have (LinkGroups::note_attach on its side), and its
-    // next connections may name slots of it before this one's Confirm
-    // comes. So its link group maps it before the reply goes. (Our own
-    // segment is noted at the Confirm, once the client has mapped it.)
+    // The peer's DMB, mapped now (the Confirm finds it in Attached).
     std::optional<Dmb> theirs;
     if (reply.status == 0) {
         theirs = dev_->map_peer(peer.fds.dmb, peer.fds.dmb_size, peer.fds.dmb_offset,
                                 peer.fds.file_size);
-        if (!theirs) {
+        if (!theirs)
             reply.status = EINVAL;
-        } else {
+        else
             peer.fds.dmb = -1; // the mapping's now
-            if (spec.peer_gid)
-                dev_->groups().note_attach(spec.peer_gid, peer.pid, peer.uid, 0, peer.fds.serial,
-                                           *theirs);
-        }
     }
     if (reply.status == 0) {
         std::lock_guard lock(mu_);
@@ -439,6 +431,13 @@ bool Endpoint::handle(int index) {
         close_fds(peer.fds);
         return send_with_fds(link.fd, &reply, sizeof reply, nullptr, 0);
     }
+    // From our reply on, the client counts its segment as one we have
+    // (LinkGroups::note_attach on its side), and its next connections may
+    // name slots of it before this one's Confirm comes: the link group
+    // keeps it before the reply goes. (Our own segment is noted at the
+    // Confirm, once the client has mapped it.)
+    if (spec.peer_gid)
+        dev_->groups().note_attach(spec.peer_gid, peer.pid, peer.uid, 0, peer.fds.serial, *theirs);
     reply.dmb_size = ours->size;
     reply.dmb_offset = ours->offset;
     reply.file_size = ours->file_size;

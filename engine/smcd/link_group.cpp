@@ -149,6 +149,10 @@ void LinkGroups::note_attach(uint64_t gid, pid_t pid, uid_t uid, uint32_t our_se
     if (!their_serial || !theirs.valid()) return;
     for (auto& t : it->theirs)
         if (t.serial == their_serial) return;
+    // A peer's new segments cost it nothing (sparse memfds) and each pins a
+    // mapping of ours (vm.max_map_count): past the bound its next segments
+    // are not kept, and connections in them attach (reuse is optional).
+    if (it->theirs.size() >= kMaxPinnedSegments) return;
     // Pinned: a view of the whole file keeps the mapping out of the idle list.
     if (auto pin = dev_.view_peer(theirs.ino, theirs.file_size, 0, theirs.file_size))
         it->theirs.push_back({their_serial, *pin});

@@ -45,6 +45,8 @@ namespace usmc::ism {
 class LinkGroups {
   public:
     static constexpr uint64_t kIdleMs = 60000;
+    // Segments of one peer process a group keeps mapped, at most.
+    static constexpr size_t kMaxPinnedSegments = 256;
 
     explicit LinkGroups(Device& dev);
     ~LinkGroups();

@@ -102,3 +102,32 @@ TEST_CASE("link groups: a GID two processes claim is believed for neither; a pro
     other.unmap_peer(q.view);
     ours.unmap_peer(p.view);
 }
+
+TEST_CASE("link groups: a peer's segments are kept up to kMaxPinnedSegments, the rest attach") {
+    // New segments cost a peer nothing (sparse memfds); each one kept pins
+    // a mapping of ours. Past the bound its names are not believed, so its
+    // connections attach.
+    ism::Device ours(8 << 20);
+    ism::LinkGroups& groups = ours.groups();
+    constexpr size_t kMax = ism::LinkGroups::kMaxPinnedSegments;
+    std::vector<ism::Dmb> files;
+    for (size_t i = 0; i <= kMax; ++i) {
+        auto d = ism::create_dmb(16384);
+        REQUIRE(d);
+        d->control()->owner_token.store(0x1000 + i);
+        auto view = ours.map_peer(fcntl(d->fd, F_DUPFD_CLOEXEC, 0), 16384);
+        REQUIRE(view);
+        groups.note_attach(kPeerGid, 4242, kUser, 0, uint32_t(i + 1), *view);
+        ours.unmap_peer(*view);
+        files.push_back(*d);
+    }
+    auto first = groups.their_slot(kPeerGid, 1, 0, 16384, 0x1000);
+    CHECK(first);
+    if (first) ours.unmap_peer(*first);
+    auto last = groups.their_slot(kPeerGid, uint32_t(kMax), 0, 16384, 0x1000 + kMax - 1);
+    CHECK(last);
+    if (last) ours.unmap_peer(*last);
+    CHECK_FALSE(groups.their_slot(kPeerGid, uint32_t(kMax + 1), 0, 16384, 0x1000 + kMax));
+    for (auto& d : files)
+        ism::unmap(d);
+}
