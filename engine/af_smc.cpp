@@ -842,6 +842,7 @@ void on_fork_child() {
     // its GID is the parent's. This process gets its own device, endpoint and
     // queues on first need. (The parent's objects are left alone: their
     // locks may be held.)
+    log::on_fork_child();
     peer_watch::on_fork_child();
     space_watch::on_fork_child();
     wakeup::after_fork_child();

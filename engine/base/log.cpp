@@ -50,6 +50,10 @@ bool room_on_stderr() {
 }
 } // namespace
 
+void on_fork_child() {
+    g_dropped.store(0, std::memory_order_relaxed);
+}
+
 void emit(LogLevel level, const char* text, size_t len) {
     if ((level != LogLevel::Debug && !take_line()) || !room_on_stderr()) {
         g_dropped.fetch_add(1, std::memory_order_relaxed);

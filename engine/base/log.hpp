@@ -14,6 +14,8 @@ using config::LogLevel;
 constexpr uint64_t kLinesPerSecond = 20;
 
 void set_level(LogLevel level);
+// A forked child: the lines its parent held back are the parent's to tell.
+void on_fork_child();
 bool enabled(LogLevel level);
 void emit(LogLevel level, const char* text, size_t len);
 
