@@ -120,7 +120,7 @@ TEST_CASE("log: a full stderr pipe (nobody reads it) holds the line back instead
         log::warn("into a full pipe");
         done = true;
     });
-    for (int i = 0; i < 2000 && !done; ++i) {
+    for (int i = 0; i < 10000 && !done; ++i) { // returns at once; 10 s if it blocked
         timespec pause{0, 1000000};
         nanosleep(&pause, nullptr);
     }
