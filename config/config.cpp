@@ -214,6 +214,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
         } else if (key == "testonly_server_handshake_delay_ms") {
             cfg.testonly_server_handshake_delay_ms =
                 static_cast<uint32_t>(r.integer(node, key, 0, 5000));
+        } else if (key == "testonly_clc_timeout_ms") {
+            cfg.testonly_clc_timeout_ms = static_cast<uint32_t>(r.integer(node, key, 0, 60000));
         } else if (key == "testonly_learn_hold_ms") {
             cfg.testonly_learn_hold_ms = static_cast<uint32_t>(r.integer(node, key, 0, 3'600'000));
         } else if (key == "testonly_learn_probe_gap_ms") {
@@ -251,7 +253,8 @@ Config read_config(const Reader& r, const toml::table& root, std::string_view so
                    "mode, "
                    "clc_detect_timeout_ms, busy_poll_us, busy_poll_adaptive, max_dmb_memory, "
                    "hs_workers, hs_congestion_hold_ms, learn_smc, log_level, trusted_uids, "
-                   "testonly_server_handshake_delay_ms, testonly_learn_hold_ms, "
+                   "testonly_server_handshake_delay_ms, testonly_clc_timeout_ms, "
+                   "testonly_learn_hold_ms, "
                    "testonly_learn_probe_gap_ms, [[policy]])");
         }
     }
@@ -339,6 +342,10 @@ std::string describe(const Config& cfg) {
         out += fmt::format("testonly_server_handshake_delay_ms = {} # TESTING ONLY: slows every "
                            "server handshake\n",
                            cfg.testonly_server_handshake_delay_ms);
+    if (cfg.testonly_clc_timeout_ms)
+        out += fmt::format("testonly_clc_timeout_ms = {} # TESTING ONLY: how long a handshake "
+                           "waits for a CLC message\n",
+                           cfg.testonly_clc_timeout_ms);
     if (cfg.testonly_learn_hold_ms)
         out += fmt::format("testonly_learn_hold_ms = {} # TESTING ONLY: how long a learned TCP "
                            "decision holds\n",

@@ -44,6 +44,10 @@ struct Config {
     // congestion on demand for tests and the short-lived benchmark. Never a
     // tuning knob (the name says so; `usmc config check` flags it).
     uint32_t testonly_server_handshake_delay_ms = 0;
+    // How long a handshake waits for the peer's next CLC message (0: the
+    // kernel's CLC_WAIT_TIME, 6 s). For tests that make a client give up
+    // (CLCWAIT) without waiting seconds; never a tuning knob.
+    uint32_t testonly_clc_timeout_ms = 0;
     // Learn per listener and per destination whether SMC-D pays for the
     // connections seen, and run those that would not as plain TCP
     // (engine/learn.hpp). Only where the mode is "auto": an explicit smcd

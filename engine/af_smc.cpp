@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <limits>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <new>
 #include <poll.h>
@@ -37,6 +38,7 @@
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace usmc::af_smc {
 
@@ -80,6 +82,7 @@ HandshakeConfig handshake_config() {
     if (cfg.autotune_dmb && !opts.rmem && !opts.wmem) h.dmb_roomy = 1 << 20;
     h.busy_poll_us = cfg.busy_poll_us;
     h.autocorking_size = static_cast<uint32_t>(std::min<uint64_t>(cfg.autocorking_size, 1u << 30));
+    if (cfg.testonly_clc_timeout_ms) h.clc_timeout_ms = int(cfg.testonly_clc_timeout_ms);
     return h;
 }
 
@@ -299,6 +302,21 @@ int receive_timeout_ms(int fd) {
                               std::numeric_limits<int>::max()));
 }
 
+// A client that gave up waiting (registry::announce_gave_up) has its
+// server's late answer: the server took the Proposal off the stream, and the
+// port it kept known goes.
+void forget_gave_up(int fd) {
+    sockaddr_storage local{}, server{};
+    socklen_t llen = sizeof local, slen = sizeof server;
+    if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+        sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&server), &slen) != 0)
+        return;
+    uint16_t port =
+        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    registry::announce_answered(reinterpret_cast<sockaddr*>(&server), slen, port);
+}
+
 LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
     // A blocking read's receive timeout, asked for when first needed: one
     // deadline for all its waits (new bytes, the rest of a frame begun: a
@@ -334,6 +352,7 @@ LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
         case clc::FirstBytes::OtherClc:
             if (clc::read_message(fd, rest_ms()).status != clc::ReadStatus::Message)
                 return LateClc::LookAgain;
+            forget_gave_up(fd); // (a client's: the server has answered)
             continue;
         case clc::FirstBytes::Other:
         case clc::FirstBytes::Closed:
@@ -796,8 +815,32 @@ void before_fork() {
     }
     // Each listener reserves the child's place among its holders before
     // the child exists, so its siblings never miss it (listen_share.hpp).
-    for_each_listener([gen](SmcListener& l) { l.share().before_fork(gen); });
+    for_each_listener([gen](SmcListener& l) {
+        l.share().before_fork(gen);
+        l.before_fork();
+    });
 }
+
+// glibc's parent handler, after the fork whether it succeeded or not.
+void after_fork_parent() {
+    for_each_listener([](SmcListener& l) { l.after_fork_parent(); });
+}
+
+namespace {
+// A queued connection the child inherited (SmcListener::take_given): this
+// process lets go of its copies without a word to the peer or the pool.
+void forget_given(Accepted& a) {
+    if (SmcConn* c = a.conn.release()) {
+        drop_local(c);
+        delete c;
+    }
+    if (a.fd >= 0) {
+        g_fds.clear(a.fd);
+        sys::real().close(a.fd);
+    }
+    runtime::count(counters::accept_queue, uint64_t(-1));
+}
+} // namespace
 
 // fork() returned in the parent (the shim's fork, in the thread that began
 // it). Failed: no child, so the references and reservations made for it
@@ -809,6 +852,17 @@ void before_fork() {
 void fork_returned(bool failed) {
     uint64_t gen = t_fork_gen;
     t_fork_gen = 0; // (a fork in a signal handler meanwhile: nothing undone)
+    if (!failed) {
+        std::vector<Accepted> given;
+        for_each_listener([&](SmcListener& l) {
+            for (auto& a : l.take_given())
+                given.push_back(std::move(a));
+        });
+        for (auto& a : given) // (outside g_listen_mu: drop_local takes g_engine_mu)
+            forget_given(a);
+    } else {
+        for_each_listener([](SmcListener& l) { l.keep_given(); });
+    }
     if (!gen || !failed) return;
     if (ForkScan scan; auto* conns = g_conns.load()) {
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
@@ -895,6 +949,7 @@ void on_fork_child() {
 
 namespace usmc::runtime {
 constinit const EngineHooks engine_hooks{
-    af_smc::init,          af_smc::before_fork,           af_smc::fork_returned,
-    af_smc::on_fork_child, af_smc::holds_smc_connections, af_smc::on_exit};
+    af_smc::init,          af_smc::before_fork,   af_smc::after_fork_parent,
+    af_smc::fork_returned, af_smc::on_fork_child, af_smc::holds_smc_connections,
+    af_smc::on_exit};
 } // namespace usmc::runtime

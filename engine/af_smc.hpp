@@ -107,6 +107,7 @@ int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const s
 // fork_returned(true) gives them back. The child gets its own device and
 // endpoint.
 void before_fork();
+void after_fork_parent();
 void fork_returned(bool failed);
 void on_fork_child();
 // Whether this process holds SMC-D connections (a forked child, before

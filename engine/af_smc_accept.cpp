@@ -475,8 +475,10 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4, bool here = 
     // What the learner (fed by this process and its forked children) says
     // goes to the registry entry, where clients look before connecting.
     if (l->learn_ticket) l->reg().set_learned_tcp_until(learn::listener_tcp_until(l->learn_ticket));
-    if (l->reg().pending_connects() == 0) return in;
-    bool unknown_ports = l->reg().unported_connects() > 0; // before the port table
+    // (A client that gave up waiting for our answer has left the counts but
+    // keeps its port known: its Proposal is still to be taken off the stream.)
+    bool counted = l->reg().pending_connects() > 0;
+    bool unknown_ports = counted && l->reg().unported_connects() > 0; // before the port table
     const sockaddr_storage& peer = origin.peer;
     uint16_t port =
         ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_port
@@ -536,13 +538,16 @@ bool check_backlog(SmcListener* l) {
 }
 
 // Handshakes progress without the application, as the kernel's listen work
-// runs without it: once this process has accepted on a listener, the loop of
-// ours takes connections the application has left waiting for a while
-// (kGraceMs) into the listener's queue, handshakes included, up to the
-// backlog. (Not before: a pre-fork parent that never accepts must not take
-// its children's connections.)
-// (On the engine's event loop: the listener's readiness, then a timer for
-// the grace.)
+// (smc_tcp_listen_work) runs without accept(): from listen() on, the loop of
+// ours takes connections into the listener's queue, handshakes included, up
+// to the backlog, so a client's connect() never waits for the server's
+// accept() (an FTP client accepts its data connection only after the
+// server's reply to a command, which the server sends once its connect()
+// has returned). Once the application has accepted, it gets the first
+// chance (kGraceMs) at what arrives. A pre-fork parent that never accepts
+// hands what it took to its first child (SmcListener::before_fork); while
+// another process may accept, nothing is taken (listen_share.hpp).
+// (On the engine's event loop: the listener's readiness, then a timer.)
 constexpr int kGraceMs = 10;
 std::mutex g_watch_mu;
 struct WatchedListener {
@@ -607,8 +612,12 @@ void listener_event(uint64_t key, bool grace_over) {
     if (!g_watched) return;
     auto it = g_watched->find(key);
     if (it == g_watched->end()) return; // closed meanwhile
-    // Readable: give the application its chance first.
-    if (grace_over) watch_listener(it->second.l);
+    // Readable: an application that accepts gets its chance first; one that
+    // has not accepted yet is not waited for. Either way the timer comes
+    // between two looks (what is left waiting, plain connections, stays
+    // readable: no spin).
+    SmcListener* l = it->second.l;
+    if (grace_over == l->app_accepted()) watch_listener(l);
     arm_listener(key, it->second, !grace_over);
 }
 
@@ -633,6 +642,7 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
     bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
     bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
     l->note_accept_flags((want_nonblock ? SOCK_NONBLOCK : 0) | (want_cloexec ? SOCK_CLOEXEC : 0));
+    l->note_app_accept();
     if (!l->accepts_here()) listen_watch_add(l, lfd);
     l->share().accepting();
     bool took = false; // this call queued a handshake
@@ -774,6 +784,7 @@ void on_listen(int fd, int backlog) {
     if (runtime::get().cfg.learn_smc && s.has(kFlagAllowD) && s.has(kFlagAllowR))
         l->learn_ticket = learn::listener_ticket(reinterpret_cast<sockaddr*>(&local), len);
     g_listeners[fd].store(l, std::memory_order_release);
+    listen_watch_add(l, fd); // handshakes run whether or not accept() is called
 }
 
 namespace {

@@ -145,14 +145,45 @@ void SmcListener::unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
+void SmcListener::before_fork() {
+    if (app_accepted()) return; // the parent hands out its own connections
+    mu_.lock();
+    fork_hold_ = true;
+    give_queue_ = !done_.empty() && !closed_;
+}
+
+void SmcListener::after_fork_parent() {
+    if (!fork_hold_) return;
+    fork_hold_ = false;
+    mu_.unlock();
+}
+
+std::deque<Accepted> SmcListener::take_given() {
+    std::lock_guard lock(mu_);
+    if (!give_queue_) return {};
+    give_queue_ = false;
+    // (Taken out of the count of those queued: the child hands them out.)
+    std::deque<Accepted> given;
+    while (!done_.empty()) {
+        given.push_back(std::move(done_.front()));
+        done_.pop_front();
+    }
+    drain_event();
+    return given;
+}
+
 void SmcListener::after_fork_child() {
     new (&mu_) std::mutex();
     new (&intake_mu_) std::mutex();
-    for (auto& a : done_) {
-        (void)a.conn.release(); // the parent's; its memory is just a copy here
-        if (a.fd >= 0) sys::real().close(a.fd);
+    bool inherit = give_queue_;
+    fork_hold_ = give_queue_ = false;
+    if (!inherit) {
+        for (auto& a : done_) {
+            (void)a.conn.release(); // the parent's; its memory is just a copy here
+            if (a.fd >= 0) sys::real().close(a.fd);
+        }
+        done_.clear();
     }
-    done_.clear();
     for (int fd : in_flight_) // the parent's workers own these connections
         sys::real().close(fd);
     in_flight_.clear();
@@ -163,9 +194,16 @@ void SmcListener::after_fork_child() {
     refs_.store(1);
     stalled_.store(false);
     accepts_here_.store(false);
+    app_accepted_.store(false);
     if (done_event_ >= 0) sys::real().close(done_event_);
     done_event_ = sys::place_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     event_written_ = false;
+    if (!done_.empty() && done_event_ >= 0) { // inherited: readable for accept()
+        uint64_t one = 1;
+        ssize_t rc = sys::real().write(done_event_, &one, sizeof one);
+        (void)rc;
+        event_written_ = true;
+    }
 }
 
 std::deque<Accepted> SmcListener::close() {

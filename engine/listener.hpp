@@ -104,9 +104,14 @@ class SmcListener {
     // backlog check and the intake are one step for accept() and the watcher.
     std::mutex& intake_mu() { return intake_mu_; }
 
-    // This process has called accept() on it (the listen watcher may help).
+    // The listen watcher runs for it in this process (from listen() on).
     bool accepts_here() const { return accepts_here_.load(std::memory_order_relaxed); }
     void set_accepts_here() { accepts_here_.store(true, std::memory_order_relaxed); }
+    // The application of this process has called accept() on it.
+    bool app_accepted() const { return app_accepted_.load(std::memory_order_relaxed); }
+    void note_app_accept() {
+        if (!app_accepted()) app_accepted_.store(true, std::memory_order_relaxed);
+    }
 
     // The processes that hold it (listen_share.hpp).
     ListenShare& share() { return share_; }
@@ -115,8 +120,19 @@ class SmcListener {
     void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
     void unref();
     // In a forked child: the parent's queue, handshakes, epoll sets and
-    // eventfd stay the parent's; this copy starts empty with its own.
+    // eventfd stay the parent's; this copy starts empty with its own...
     void after_fork_child();
+    // ... except where the parent never accepted (a pre-fork master whose
+    // engine took connections before its workers existed): the child
+    // inherits the completed connections, which the parent could never hand
+    // out, and the parent forgets them (take_given). The queue is held still
+    // across the fork: before_fork() locks it, after_fork_parent() and the
+    // child's handler let go.
+    void before_fork();
+    void after_fork_parent();
+    // In the parent once the fork succeeded: what the child inherited.
+    std::deque<Accepted> take_given();
+    void keep_given() { give_queue_ = false; } // the fork failed: still ours
 
     // Its learner (learn.hpp; 0: not learning: learn_smc off, or an
     // explicit mode). Set at listen(), before any fork shares it.
@@ -141,6 +157,9 @@ class SmcListener {
     std::atomic<int> refs_{1};
     std::atomic<bool> stalled_{false};
     std::atomic<bool> accepts_here_{false};
+    std::atomic<bool> app_accepted_{false};
+    bool fork_hold_ = false;  // mu_ held across a fork by before_fork()
+    bool give_queue_ = false; // that fork's child inherits done_
     mutable std::mutex mu_;
     std::mutex intake_mu_;
     std::deque<Accepted> done_;

@@ -30,6 +30,11 @@ constexpr uint32_t kMagic = 0x55534d4c; // "USML"
 // 2: congested_until_ns; 3: Pending shared by the endpoint; 4: learned_tcp_until_ns
 constexpr uint32_t kVersion = 4;
 constexpr uint64_t kPendingTtlNs = 6'000'000'000ull; // CLC_WAIT_TIME
+// How long the port of a client that gave up waiting for its server's answer
+// stays known: its Proposal (and the Decline after it) is still on the
+// stream, and the server must take them off before its application reads,
+// however late it accepts. Withdrawn earlier once the server's answer came.
+constexpr uint64_t kGaveUpTtlNs = 3600'000'000'000ull;
 
 uint64_t now_ns() {
     return sys::mono_ns();
@@ -566,7 +571,7 @@ bool publisher_alive(const sockaddr* addr, socklen_t len, int32_t pid) {
 namespace {
 // Places (begin) or removes the port's slot; whether it was there to place
 // or to remove.
-bool announce_port(Pending* p, uint16_t port, bool begin) {
+bool announce_port(Pending* p, uint16_t port, bool begin, uint64_t ttl_ns = kPendingTtlNs) {
     uint64_t now_ms = now_ns() / 1000000;
     for (unsigned i = 0; i < 8; ++i) {
         auto& slot = p->ports[(port + i) % Pending::kPortSlots];
@@ -577,8 +582,8 @@ bool announce_port(Pending* p, uint16_t port, bool begin) {
             continue;
         }
         bool free = v == 0 || (v & ((1ull << 48) - 1)) <= now_ms;
-        if ((free || mine) && slot.compare_exchange_strong(
-                                  v, uint64_t{port} << 48 | (now_ms + kPendingTtlNs / 1000000)))
+        if ((free || mine) &&
+            slot.compare_exchange_strong(v, uint64_t{port} << 48 | (now_ms + ttl_ns / 1000000)))
             return true;
     }
     return false;
@@ -634,6 +639,28 @@ Pending* pending_of(const sockaddr* addr, socklen_t len, std::unique_lock<std::m
     return m;
 }
 } // namespace
+
+bool announce_gave_up(const sockaddr* addr, socklen_t len, uint16_t client_port) {
+    std::unique_lock lock(g_cache_mu);
+    Pending* p = pending_of(addr, len, lock, false);
+    if (!p || !client_port) return false;
+    // Its slot kept for long (or placed now) before the counts end as for
+    // any end: a server looking meanwhile still knows the port.
+    bool was_placed = false;
+    for (unsigned i = 0; i < 8; ++i)
+        was_placed |=
+            (p->ports[(client_port + i) % Pending::kPortSlots].load() >> 48) == client_port;
+    bool placed = announce_port(p, client_port, true, kGaveUpTtlNs);
+    if (!was_placed) count_down(p->unported); // it never left the count
+    count_down(p->connects);
+    return placed;
+}
+
+bool announce_answered(const sockaddr* addr, socklen_t len, uint16_t client_port) {
+    std::unique_lock lock(g_cache_mu);
+    Pending* p = pending_of(addr, len, lock, false);
+    return p && client_port && announce_port(p, client_port, false);
+}
 
 bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port) {
     std::unique_lock lock(g_cache_mu);

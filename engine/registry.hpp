@@ -177,5 +177,13 @@ bool publisher_alive(const sockaddr* addr, socklen_t len, int32_t pid);
 // could not be made: the connection must then not send CLC (the server
 // would take it as plain TCP).
 bool announce_pending(const sockaddr* addr, socklen_t len, bool begin, uint16_t client_port = 0);
+// The end of a connect that gave up waiting for the server's answer
+// (CLCWAIT) with its Proposal on the stream: its port stays known for long
+// (not only CLC_WAIT_TIME), so a server that accepts it however late still
+// takes the Proposal and the Decline after it off the stream. False if the
+// port could not be kept (no slot free).
+bool announce_gave_up(const sockaddr* addr, socklen_t len, uint16_t client_port);
+// The server's late answer came: the port kept by announce_gave_up goes.
+bool announce_answered(const sockaddr* addr, socklen_t len, uint16_t client_port);
 
 } // namespace usmc::registry

@@ -166,7 +166,8 @@ void full_init() {
     }
     if (engine()) engine()->init(capacity, s.config_ok ? s.cfg.busy_poll_us : 0);
     spin::set_adaptive(!s.config_ok || s.cfg.busy_poll_adaptive);
-    pthread_atfork(engine() ? engine()->before_fork : nullptr, nullptr, on_fork_child);
+    pthread_atfork(engine() ? engine()->before_fork : nullptr,
+                   engine() ? engine()->after_fork_parent : nullptr, on_fork_child);
     log::info("usmc active in {} (modes {}, rmem {}{}, wmem {}{}, config {})", program,
               config::mode_name(s.opts.modes), config::format_size(s.cfg.rmem),
               s.opts.rmem ? " from SMC_RCVBUF" : "", config::format_size(s.cfg.wmem),

@@ -56,6 +56,7 @@ struct State {
 struct EngineHooks {
     void (*init)(uint32_t capacity, uint32_t busy_poll_us);
     void (*before_fork)();
+    void (*after_fork_parent)(); // glibc's parent handler: success or not
     void (*fork_returned)(bool failed);
     void (*on_fork_child)();
     bool (*holds_connections)();

@@ -42,7 +42,8 @@ bool same(const Config& a, const Config& b) {
            a.testonly_server_handshake_delay_ms == b.testonly_server_handshake_delay_ms &&
            a.testonly_learn_hold_ms == b.testonly_learn_hold_ms &&
            a.testonly_learn_probe_gap_ms == b.testonly_learn_probe_gap_ms &&
-           a.log_level == b.log_level && a.trusted_uids == b.trusted_uids;
+           a.testonly_clc_timeout_ms == b.testonly_clc_timeout_ms && a.log_level == b.log_level &&
+           a.trusted_uids == b.trusted_uids;
 }
 
 } // namespace
