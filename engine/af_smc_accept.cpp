@@ -784,6 +784,9 @@ void on_listen(int fd, int backlog) {
     if (runtime::get().cfg.learn_smc && s.has(kFlagAllowD) && s.has(kFlagAllowR))
         l->learn_ticket = learn::listener_ticket(reinterpret_cast<sockaddr*>(&local), len);
     g_listeners[fd].store(l, std::memory_order_release);
+    // Put in epoll sets before listen(): the queue's eventfd joins them, or
+    // connections the engine completes would wake nobody.
+    if (s.has(kFlagEpollEarly)) l->adopt_epoll_regs();
     listen_watch_add(l, fd); // handshakes run whether or not accept() is called
 }
 

@@ -3,8 +3,14 @@
 #include "engine/base/sys.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
 #include <new>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace usmc {
 
@@ -127,6 +133,56 @@ int SmcListener::epoll_ctl(int epfd, int op, epoll_event* ev) {
     edge_triggered_ = std::any_of(regs_.begin(), regs_.end(),
                                   [](const Reg& r) { return (r.ev.events & EPOLLET) != 0; });
     return 0;
+}
+
+int SmcListener::adopt_epoll_regs() {
+    struct stat self {};
+    if (fstat(fd_, &self) != 0) return 0;
+    DIR* dir = opendir("/proc/self/fd");
+    if (!dir) return 0;
+    int found = 0;
+    while (dirent* e = readdir(dir)) {
+        char* end = nullptr;
+        long epfd = std::strtol(e->d_name, &end, 10);
+        if (*e->d_name == '\0' || *end != '\0' || epfd == dirfd(dir) || epfd == fd_) continue;
+        char link[64] = {};
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/self/fd/%ld", epfd);
+        if (readlink(path, link, sizeof link - 1) <= 0 ||
+            std::strcmp(link, "anon_inode:[eventpoll]") != 0)
+            continue;
+        std::snprintf(path, sizeof path, "/proc/self/fdinfo/%ld", epfd);
+        FILE* f = std::fopen(path, "re");
+        if (!f) continue;
+        char line[256];
+        while (std::fgets(line, sizeof line, f)) {
+            int tfd = -1;
+            unsigned events = 0;
+            unsigned long long data = 0, ino = 0;
+            // tfd: N events: HEX data: HEX pos:N ino:HEX sdev:HEX
+            if (std::sscanf(line, "tfd: %d events: %x data: %llx pos:%*d ino:%llx", &tfd, &events,
+                            &data, &ino) != 4 ||
+                tfd != fd_ || ino != static_cast<unsigned long long>(self.st_ino))
+                continue;
+            epoll_event ev{};
+            ev.events = events;
+            ev.data.u64 = data;
+            std::lock_guard lock(mu_);
+            bool known = std::any_of(regs_.begin(), regs_.end(),
+                                     [&](const Reg& r) { return r.epfd == int(epfd); });
+            if (known) continue;
+            epoll_event done{};
+            done.events = EPOLLIN | (events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE));
+            done.data = ev.data;
+            if (sys::real().epoll_ctl(int(epfd), EPOLL_CTL_ADD, done_event_, &done) != 0) continue;
+            regs_.push_back({int(epfd), ev});
+            edge_triggered_ |= (events & EPOLLET) != 0;
+            ++found;
+        }
+        std::fclose(f);
+    }
+    closedir(dir);
+    return found;
 }
 
 void SmcListener::set_stalled(bool stalled) {

@@ -97,6 +97,10 @@ class SmcListener {
 
     // The application's epoll_ctl on the listener fd, and the stall switch.
     int epoll_ctl(int epfd, int op, epoll_event* ev);
+    // The socket was put in epoll sets before listen() (asyncore, pyftpdlib):
+    // finds those registrations (/proc/self/fdinfo) and puts the queue's
+    // eventfd beside each, as epoll_ctl() would have. Returns how many.
+    int adopt_epoll_regs();
     void set_stalled(bool stalled);
     bool stalled() const { return stalled_.load(std::memory_order_relaxed); }
 
