@@ -251,6 +251,21 @@ void discard(SmcConn* c) {
 }
 
 void discard_accepted(Accepted& a) {
+    if (a.claim) {
+        // A copy another process may still hand out (SmcListener::claim):
+        // ours goes without a word to the peer or the DMB pool. (The last
+        // copy's TCP close tells the peer if nobody does.)
+        if (SmcConn* c = a.conn.release()) {
+            drop_local(c);
+            delete c;
+        }
+        if (a.fd >= 0) {
+            g_fds.clear(a.fd);
+            sys::real().close(a.fd);
+            a.fd = -1;
+        }
+        return;
+    }
     if (a.conn) discard(a.conn.release());
     if (a.fd >= 0) {
         g_fds.clear(a.fd);
@@ -826,22 +841,6 @@ void after_fork_parent() {
     for_each_listener([](SmcListener& l) { l.after_fork_parent(); });
 }
 
-namespace {
-// A queued connection the child inherited (SmcListener::take_given): this
-// process lets go of its copies without a word to the peer or the pool.
-void forget_given(Accepted& a) {
-    if (SmcConn* c = a.conn.release()) {
-        drop_local(c);
-        delete c;
-    }
-    if (a.fd >= 0) {
-        g_fds.clear(a.fd);
-        sys::real().close(a.fd);
-    }
-    runtime::count(counters::accept_queue, uint64_t(-1));
-}
-} // namespace
-
 // fork() returned in the parent (the shim's fork, in the thread that began
 // it). Failed: no child, so the references and reservations made for it
 // go, each only while still this fork's (a compare-and-swap of the mark:
@@ -852,17 +851,6 @@ void forget_given(Accepted& a) {
 void fork_returned(bool failed) {
     uint64_t gen = t_fork_gen;
     t_fork_gen = 0; // (a fork in a signal handler meanwhile: nothing undone)
-    if (!failed) {
-        std::vector<Accepted> given;
-        for_each_listener([&](SmcListener& l) {
-            for (auto& a : l.take_given())
-                given.push_back(std::move(a));
-        });
-        for (auto& a : given) // (outside g_listen_mu: drop_local takes g_engine_mu)
-            forget_given(a);
-    } else {
-        for_each_listener([](SmcListener& l) { l.keep_given(); });
-    }
     if (!gen || !failed) return;
     if (ForkScan scan; auto* conns = g_conns.load()) {
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {

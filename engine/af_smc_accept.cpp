@@ -649,6 +649,10 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
     while (true) {
         if (auto a = l->pop_done()) {
             runtime::count(counters::accept_queue, uint64_t(-1));
+            if (!SmcListener::claim(*a)) { // a process forked since took it
+                discard_accepted(*a);
+                continue;
+            }
             return hand_out(*a, addr, len, want_nonblock, want_cloexec);
         }
         std::unique_lock intake_lock(l->intake_mu());

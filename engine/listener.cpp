@@ -58,6 +58,7 @@ std::optional<Accepted> SmcListener::push_done(Accepted a) {
         event_written_ = true;
     }
     if (a.error) return a;
+    if (!app_accepted() && (a.claim = forkref::alloc())) a.claim_v = a.claim->load();
     done_.push_back(std::move(a));
     return std::nullopt;
 }
@@ -205,7 +206,6 @@ void SmcListener::before_fork() {
     if (app_accepted()) return; // the parent hands out its own connections
     mu_.lock();
     fork_hold_ = true;
-    give_queue_ = !done_.empty() && !closed_;
 }
 
 void SmcListener::after_fork_parent() {
@@ -214,32 +214,29 @@ void SmcListener::after_fork_parent() {
     mu_.unlock();
 }
 
-std::deque<Accepted> SmcListener::take_given() {
-    std::lock_guard lock(mu_);
-    if (!give_queue_) return {};
-    give_queue_ = false;
-    // (Taken out of the count of those queued: the child hands them out.)
-    std::deque<Accepted> given;
-    while (!done_.empty()) {
-        given.push_back(std::move(done_.front()));
-        done_.pop_front();
-    }
-    drain_event();
-    return given;
+bool SmcListener::claim(Accepted& a) {
+    if (!a.claim) return true;
+    uint64_t v = a.claim_v;
+    // (A word given back and handed out again has a new generation: the
+    // old value never matches it.)
+    bool won = a.claim->compare_exchange_strong(v, a.claim_v - 1, std::memory_order_acq_rel);
+    if (won) forkref::free(a.claim);
+    if (won) a.claim = nullptr;
+    return won;
 }
 
 void SmcListener::after_fork_child() {
     new (&mu_) std::mutex();
     new (&intake_mu_) std::mutex();
-    bool inherit = give_queue_;
-    fork_hold_ = give_queue_ = false;
-    if (!inherit) {
-        for (auto& a : done_) {
-            (void)a.conn.release(); // the parent's; its memory is just a copy here
-            if (a.fd >= 0) sys::real().close(a.fd);
-        }
-        done_.clear();
-    }
+    fork_hold_ = false;
+    // Those queued before the parent first accepted are both processes'
+    // (claim); the others are the parent's.
+    std::erase_if(done_, [](Accepted& a) {
+        if (a.claim) return false;
+        (void)a.conn.release(); // the parent's; its memory is just a copy here
+        if (a.fd >= 0) sys::real().close(a.fd);
+        return true;
+    });
     for (int fd : in_flight_) // the parent's workers own these connections
         sys::real().close(fd);
     in_flight_.clear();

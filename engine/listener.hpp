@@ -15,6 +15,7 @@
 // adds it to, with the application's epoll_data. While stalled at the
 // backlog the kernel listener leaves those sets (it is readable, but
 // accept() would not take from it: a level-triggered loop would spin).
+#include "engine/base/forkref.hpp"
 #include "engine/conn.hpp"
 #include "engine/listen_share.hpp"
 #include "engine/registry.hpp"
@@ -48,6 +49,11 @@ struct Accepted {
     bool late_clc = false;         // TCP, but a CLC Proposal may still arrive
     bool error = false;            // not handed out (its handshake could not be queued)
     Origin origin;
+    // Queued before this process first accepted: a process forked
+    // meanwhile holds a copy too, and whichever accept()s first takes it
+    // (this word, shared by fork only, from claim_v to taken). Null: ours.
+    forkref::Count* claim = nullptr;
+    uint64_t claim_v = 0;
 };
 
 class SmcListener {
@@ -127,16 +133,16 @@ class SmcListener {
     // eventfd stay the parent's; this copy starts empty with its own...
     void after_fork_child();
     // ... except where the parent never accepted (a pre-fork master whose
-    // engine took connections before its workers existed): the child
-    // inherits the completed connections, which the parent could never hand
-    // out, and the parent forgets them (take_given). The queue is held still
-    // across the fork: before_fork() locks it, after_fork_parent() and the
-    // child's handler let go.
+    // engine took connections before its workers existed, or a server that
+    // forks before its accept loop): the completed connections it queued
+    // until then stay in both queues, and the first process to accept one
+    // takes it (claim()); the other forgets its copy. The queue is held
+    // still across the fork: before_fork() locks it, after_fork_parent()
+    // and the child's handler let go.
     void before_fork();
     void after_fork_parent();
-    // In the parent once the fork succeeded: what the child inherited.
-    std::deque<Accepted> take_given();
-    void keep_given() { give_queue_ = false; } // the fork failed: still ours
+    // Whether this process takes `a` (popped): false if another took it.
+    static bool claim(Accepted& a);
 
     // Its learner (learn.hpp; 0: not learning: learn_smc off, or an
     // explicit mode). Set at listen(), before any fork shares it.
@@ -162,8 +168,7 @@ class SmcListener {
     std::atomic<bool> stalled_{false};
     std::atomic<bool> accepts_here_{false};
     std::atomic<bool> app_accepted_{false};
-    bool fork_hold_ = false;  // mu_ held across a fork by before_fork()
-    bool give_queue_ = false; // that fork's child inherits done_
+    bool fork_hold_ = false; // mu_ held across a fork by before_fork()
     mutable std::mutex mu_;
     std::mutex intake_mu_;
     std::deque<Accepted> done_;

@@ -23,6 +23,9 @@ packages=(
   # postgresql (Debian's supported major version: server, initdb, pgbench,
   # psql), haproxy in front of nginx, iperf3
   postgresql haproxy iperf3
+  # it_ftp: pyftpdlib's FTP server against ftplib, and CPython's own
+  # test_ftplib (with test.support) from the interpreter's test suite
+  python3-pyftpdlib libpython3.11-testsuite
 )
 
 missing=()
