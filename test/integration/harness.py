@@ -7,7 +7,9 @@ import signal
 import socket
 import subprocess
 import sys
+import queue
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -313,3 +315,41 @@ def read_ready(p, timeout=15.0):
         if not line and p.poll() is not None:
             break
     raise RuntimeError(f"server did not become ready: {p.stderr.read() if p.poll() is not None else ''}")
+
+
+class Lines:
+    """A process's stdout lines, read by a thread of their own, so a wait
+    for one is bounded and none is lost; all() keeps every line seen."""
+
+    def __init__(self, p):
+        self.q = queue.Queue()
+        self.seen = []
+        self.t = threading.Thread(target=self._read, args=(p.stdout,), daemon=True)
+        self.t.start()
+
+    def _read(self, f):
+        try:
+            for line in f:
+                self.seen.append(line.strip())
+                self.q.put(line.strip())
+        except (OSError, ValueError):
+            pass
+        self.q.put(None)
+
+    def first(self, prefix, timeout=15.0):
+        """The next line starting with `prefix` (a string or tuple), or ''."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                return ""
+            if line is None:
+                self.q.put(None)  # (later waits see the end too)
+                return ""
+            if line.startswith(prefix):
+                return line
+
+    def all(self, timeout=5):
+        self.t.join(timeout)
+        return list(self.seen)

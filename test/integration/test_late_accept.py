@@ -40,13 +40,11 @@ exited (--live), the clients' are the rest.
 import argparse
 import json
 import os
-import queue
 import signal
 import subprocess
-import threading
 import time
 
-from harness import APPS, PYTHON, USMC, Env, check, finish
+from harness import APPS, PYTHON, USMC, Env, Lines, check, finish
 
 APP = os.path.join(APPS, "late_accept_app.py")
 MODES = ("blocking", "nonblocking", "timeout")
@@ -60,44 +58,6 @@ ap.add_argument("--delays", default=os.environ.get("USMC_LATE_ACCEPT_DELAYS", "0
 opts = ap.parse_args()
 DELAYS = [float(d) for d in opts.delays.split(",") if d.strip()]
 DELAYS6 = [d for d in DELAYS if d <= 1.5] or DELAYS[:1]
-
-
-class Lines:
-    """A process's stdout lines, read by a thread of their own, so a wait
-    for one is bounded and none is lost; all() keeps every line seen."""
-
-    def __init__(self, p):
-        self.q = queue.Queue()
-        self.seen = []
-        self.t = threading.Thread(target=self._read, args=(p.stdout,), daemon=True)
-        self.t.start()
-
-    def _read(self, f):
-        try:
-            for line in f:
-                self.seen.append(line.strip())
-                self.q.put(line.strip())
-        except (OSError, ValueError):
-            pass
-        self.q.put(None)
-
-    def first(self, prefix, timeout):
-        """The next line starting with `prefix` (a string or tuple), or ''."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                return ""
-            if line is None:
-                self.q.put(None)  # (later waits see the end too)
-                return ""
-            if line.startswith(prefix):
-                return line
-
-    def all(self, timeout=5):
-        self.t.join(timeout)
-        return list(self.seen)
 
 
 class Run:

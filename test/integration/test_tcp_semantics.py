@@ -8,13 +8,11 @@ from a client that talked SMC-D to it before; urgent data (MSG_OOB,
 SIOCATMARK, SO_OOBINLINE, POLLPRI) behaves as Linux TCP's, pinned down
 against plain TCP first."""
 import os
-import queue
 import socket
 import subprocess
-import threading
 import time
 
-from harness import APPS, BIN, PYTHON, Env, check, finish, read_ready
+from harness import APPS, BIN, PYTHON, Env, Lines, check, finish, read_ready
 
 APP = os.path.join(APPS, "semantics_app.py")
 RAWCLOSE = os.path.join(APPS, "rawclose_app.py")
@@ -23,35 +21,6 @@ BURST = os.path.join(APPS, "burst_app.py")
 EXEC = os.path.join(APPS, "exec_app.py")
 REFUSE = os.path.join(APPS, "refuse_app.py")
 
-
-class Lines:
-    """A process's stdout lines, read by a thread of their own, so a wait
-    for one is bounded in time and none buffered away is missed."""
-
-    def __init__(self, p):
-        self.q = queue.Queue()
-        threading.Thread(target=self._read, args=(p.stdout,), daemon=True).start()
-
-    def _read(self, f):
-        try:
-            for line in f:
-                self.q.put(line.strip())
-        except (OSError, ValueError):
-            pass  # closed under us when the test ends
-        self.q.put(None)
-
-    def first(self, prefix, timeout=15.0):
-        """The next line that starts with `prefix`, or '' (timeout, end)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                return ""
-            if line is None:
-                return ""
-            if line.startswith(prefix):
-                return line
 
 # 1. socketserver's loop (select, then a blocking accept) while clients
 #    connect and close at once, their handshakes broken half way: every
