@@ -251,6 +251,12 @@ void discard(SmcConn* c) {
 }
 
 void discard_accepted(Accepted& a) {
+    // No fork since it was queued: no other process holds a copy, and it
+    // goes as any connection does (the peer told, the DMB back in the pool).
+    if (a.claim && forkref::forks_so_far() == a.claim_forks) {
+        forkref::free(a.claim);
+        a.claim = nullptr;
+    }
     if (a.claim) {
         // A copy another process may still hand out (SmcListener::claim):
         // ours goes without a word to the peer or the DMB pool. (The last

@@ -58,7 +58,10 @@ std::optional<Accepted> SmcListener::push_done(Accepted a) {
         event_written_ = true;
     }
     if (a.error) return a;
-    if (!app_accepted() && (a.claim = forkref::alloc())) a.claim_v = a.claim->load();
+    if (!app_accepted() && (a.claim = forkref::alloc())) {
+        a.claim_v = a.claim->load();
+        a.claim_forks = forkref::forks_so_far();
+    }
     done_.push_back(std::move(a));
     return std::nullopt;
 }

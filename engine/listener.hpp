@@ -54,6 +54,7 @@ struct Accepted {
     // (this word, shared by fork only, from claim_v to taken). Null: ours.
     forkref::Count* claim = nullptr;
     uint64_t claim_v = 0;
+    uint32_t claim_forks = 0; // forkref::forks_so_far() when queued: no copy elsewhere while equal
 };
 
 class SmcListener {
