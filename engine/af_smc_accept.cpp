@@ -544,9 +544,10 @@ bool check_backlog(SmcListener* l) {
 // accept() (an FTP client accepts its data connection only after the
 // server's reply to a command, which the server sends once its connect()
 // has returned). Once the application has accepted, it gets the first
-// chance (kGraceMs) at what arrives. A pre-fork parent that never accepts
-// hands what it took to its first child (SmcListener::before_fork); while
-// another process may accept, nothing is taken (listen_share.hpp).
+// chance (kGraceMs) at what arrives. What a process queued before it first
+// accepted is held by its forked children too, and the first accept() of
+// any of them takes it (SmcListener::claim); while another process may
+// accept, nothing is taken (listen_share.hpp).
 // (On the engine's event loop: the listener's readiness, then a timer.)
 constexpr int kGraceMs = 10;
 std::mutex g_watch_mu;

@@ -185,14 +185,13 @@ core::ClientEvent event_of(const ConnectResult& result) {
 // for the server's answer (CLCWAIT, or declined for want of a worker after
 // its Proposal went out: `late`) keeps its port known, so the server takes
 // its Proposal off the stream however late it accepts.
-void end_announcement(const sockaddr_storage& addr, socklen_t len, uint16_t port,
+void end_announcement(const sockaddr* addr, socklen_t len, uint16_t port,
                       const ConnectResult& result, bool late) {
     auto* fb = std::get_if<Fallback>(&result);
-    const auto* a = reinterpret_cast<const sockaddr*>(&addr);
     if (fb && port && (late || fb->reason == fallback::CLCWAIT) &&
-        registry::announce_gave_up(a, len, port))
+        registry::announce_gave_up(addr, len, port))
         return;
-    registry::announce_pending(a, len, false, port);
+    registry::announce_pending(addr, len, false, port);
 }
 
 // The handshake is over (on the application's thread, the event loop or a
@@ -200,7 +199,8 @@ void end_announcement(const sockaddr_storage& addr, socklen_t len, uint16_t port
 void end_client(ClientHandshake h, const ConnectResult& result, core::ClientEvent why) {
     h.on(why);
     SmcConn* c = h.c;
-    end_announcement(h.addr, h.len, h.port, result, c->late_clc.load());
+    end_announcement(reinterpret_cast<sockaddr*>(&h.addr), h.len, h.port, result,
+                     c->late_clc.load());
     uint32_t reason = 0;
     bool smc = std::holds_alternative<std::monostate>(result);
     bool tcp_failed =
@@ -452,11 +452,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
         result = smc_connect_handshake(fd, *conn, devices(), handshake_config(), false,
                                        acceptor ? acceptor : publisher_gid);
     hs_track::advance(state, event_of(result), fd);
-    {
-        sockaddr_storage where{};
-        std::memcpy(&where, addr, std::min<size_t>(len, sizeof where));
-        end_announcement(where, len, port, result, false);
-    }
+    end_announcement(addr, len, port, result, false);
     if (std::holds_alternative<std::monostate>(result)) {
         note_acceptor(key, conn->peer_gid);
         install(fd, std::move(conn), false);
