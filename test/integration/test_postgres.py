@@ -6,15 +6,31 @@ persistent connections ran SMC-D on both ends (pgbench and the backends the
 postmaster forked after accept), and every -C connection is accounted."""
 import os
 import re
+import shutil
 import subprocess
 import time
 
 from apps import PG_BIN, as_postgres, postgres_cmd, prepare_cluster, stop_postgres, wait_postgres
-from harness import USMC_RUN, Env, check, explain_hang, finish, free_port, slow_machine_config
+from harness import BUILD, Env, check, explain_hang, finish, free_port, slow_machine_config
+
+
+def readable_launcher(top):
+    """usmc-run and its library copied under `top` (bin/, lib/: the layout
+    the launcher finds its library by), so the postgres user can run them
+    wherever the checkout lives (one under a directory only root may read
+    failed with "cannot find libusmc-preload.so")."""
+    for sub, name, mode in (("bin", "usmc-run", 0o755), ("lib", "libusmc-preload.so", 0o644)):
+        os.makedirs(os.path.join(top, sub), mode=0o755, exist_ok=True)
+        dst = os.path.join(top, sub, name)
+        shutil.copy(os.path.join(BUILD, sub, name), dst)
+        os.chmod(dst, mode)
+    return os.path.join(top, "bin", "usmc-run")
+
 
 with Env() as env:
     os.chmod(env.dir, 0o755)  # postgres (not root) runs in it
     os.chmod(env.stats_dir, 0o1777)
+    USMC_RUN = readable_launcher(os.path.join(env.dir, "usmc"))
     slow_machine_config(env)
     port = free_port()
     pgdir = prepare_cluster(env.dir)
