@@ -215,8 +215,9 @@ void release(SmcConn* c) {
         learn::end(*c); // unpaid, unless some process of ours saw it pay
         // The last process holding this side: tell the peer. Unread data
         // means an abort, as TCP answers with a reset.
-        if (c->shared_by_fork()) c->adopt_published();
-        smc_close(*c, smc_rx_available(*c) > 0);
+        if (c->shared_by_fork() && !c->moved) c->adopt_published();
+        // (Moved to TCP: the TCP close tells the peer.)
+        if (!c->moved) smc_close(*c, smc_rx_available(*c) > 0);
         std::lock_guard lock(g_engine_mu);
         // A forked child that closes an inherited connection last gives its
         // DMB back to the process that made it (a slot: through the state
@@ -534,7 +535,10 @@ Closed on_close(int fd) {
         // running on the loop or a worker: microseconds.
         wait_for_worker(c);
     }
-    if (c->phase.load() == Phase::Active)
+    // The peer moved to TCP and we never looked: what we wrote that it did
+    // not read goes over TCP before our close does.
+    if (c->phase.load() == Phase::Active && smc_move_noticed(*c)) take_move(fd, c);
+    if (c->phase.load() == Phase::Active || c->moved.load())
         release(c);
     else
         discard(c);
@@ -560,7 +564,7 @@ void on_dup(int from, int to) {
     if (old && !is_late(old) && old->fd_refs.fetch_sub(1) == 1) {
         wait_for_fork_scans();
         wait_for_worker(old);
-        if (old->phase.load() == Phase::Active)
+        if (old->phase.load() == Phase::Active || old->moved.load())
             release(old);
         else
             discard(old);
@@ -570,6 +574,7 @@ void on_dup(int from, int to) {
 ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     if (is_late(c)) return handle_late_clc(c, fd, flags) ? kPassThrough : fail(EAGAIN);
     if (c->phase.load(std::memory_order_acquire) == Phase::Tcp) {
+        if (c->moved_left.load(std::memory_order_acquire)) return moved_recv(c, iov, iovcnt, flags);
         if (c->late_clc.load(std::memory_order_acquire) && !handle_late_clc(c, fd, flags))
             return fail(EAGAIN);
         return kPassThrough;
@@ -593,6 +598,10 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     }
     ssize_t r = smc_recv(*c, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL), nonblock,
                          c->rcvtimeo_ms.load());
+    if (r == kSmcMoved) [[unlikely]] {
+        if (!take_move(fd, c)) return fail(ECONNRESET);
+        return recv(c, fd, iov, iovcnt, flags); // (once: it is TCP now)
+    }
     if (!(flags & MSG_PEEK)) count_request(counters::kRx, iov, iovcnt, r);
     if (r < 0) return fail(int(-r));
     if (!(flags & MSG_PEEK)) {
@@ -606,6 +615,11 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     bool nonblock = c->nonblock.load(std::memory_order_relaxed) || (flags & MSG_DONTWAIT);
     if (c->phase.load(std::memory_order_acquire) != Phase::Active) {
         ssize_t r = await_handshake(c, nonblock);
+        if (r == kPassThrough && c->moved_left.load(std::memory_order_acquire))
+            if (int pushed = moved_push(c, fd, nonblock); pushed != 0) {
+                if (pushed == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
+                return fail(-pushed);
+            }
         if (r == kPassThrough) {
             msghdr m{};
             m.msg_iov = const_cast<iovec*>(iov);
@@ -616,6 +630,10 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     }
     ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE,
                          flags & MSG_OOB);
+    if (r == kSmcMoved) [[unlikely]] {
+        if (!take_move(fd, c)) return fail(ECONNRESET);
+        return send(c, fd, iov, iovcnt, flags); // (once: it is TCP now)
+    }
     size_t asked = count_request(counters::kTx, iov, iovcnt, r);
     if (asked > c->transport.tx_ring_size()) [[unlikely]]
         runtime::count_traffic(counters::kTx, counters::kTooSmallPeer);
@@ -629,6 +647,9 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
 ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
     if (c->phase.load(std::memory_order_acquire) != Phase::Active) {
         ssize_t r = await_handshake(c, c->nonblock.load());
+        if (r == kPassThrough && c->moved_left.load(std::memory_order_acquire))
+            if (int pushed = moved_push(c, fd, c->nonblock.load()); pushed != 0)
+                return fail(-pushed);
         if (r == kPassThrough) return sys::real().sendfile(fd, in_fd, offset, count);
         if (r < 0) return fail(int(-r));
     }
@@ -662,8 +683,14 @@ ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
 }
 
 int shutdown(SmcConn* c, int fd, int how) {
-    if (c->phase.load(std::memory_order_acquire) != Phase::Active)
+    if (c->phase.load(std::memory_order_acquire) == Phase::Active && smc_move_noticed(*c))
+        take_move(fd, c);
+    if (c->phase.load(std::memory_order_acquire) != Phase::Active) {
+        // Moved to TCP: its resend goes before the end of the stream.
+        if (how != SHUT_RD && c->moved_left.load(std::memory_order_acquire))
+            moved_push(c, fd, false);
         return sys::real().shutdown(fd, how); // mid-handshake: the handshake fails, TCP stays
+    }
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return fail(EINVAL);
     if (how != SHUT_RD) {
         smc_flush(*c); // held (corked) bytes go before the end of the stream
@@ -753,6 +780,16 @@ void each_conn(Fn fn) {
 void on_exit() {
     static std::atomic<bool> done{false};
     if (done.exchange(true)) return; // exit() after an _exit() we saw, or twice
+    // Moved to TCP (by the peer, noticed or not): what we wrote that it
+    // never read goes over TCP before our exit closes it.
+    each_fd([](uint32_t fd, SmcConn* c) {
+        if (smc_move_noticed(*c)) take_move(int(fd), c, false);
+    });
+    if (auto* conns = g_conns.load())
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+            if (SmcConn* c = conns[fd].load();
+                c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
+                moved_at_exit(int(fd), c, false);
     each_conn([](SmcConn* c) {
         // Held by another process too (a forked child, or the parent): its
         // close is now the last, and tells the peer.
@@ -776,6 +813,21 @@ void detail::conns_before_exec() {
         int fl = sys::real().fcntl(int(fd), F_GETFD);
         if (fl >= 0 && !(fl & FD_CLOEXEC)) c->exec_closes = false;
     });
+    // One the new program holds moves to TCP with its peer: the new program
+    // reads and writes the socket, wrapped or not (af_smc_move.cpp). One
+    // whose peer moved already follows it (its resend goes below).
+    each_fd([](uint32_t fd, SmcConn* c) {
+        if (smc_move_noticed(*c))
+            take_move(int(fd), c, false);
+        else if (!c->exec_closes)
+            move_out(int(fd), c, true);
+    });
+    // Moved before, with a resend left: it goes now, for a while.
+    if (auto* conns = g_conns.load())
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+            if (SmcConn* c = conns[fd].load();
+                c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
+                moved_at_exit(int(fd), c, true);
     // Count this process out of those another process still holds (a forked
     // child that execs: its parent's close is then the last, and tells the
     // peer). The last holder stays counted: its exec ends the TCP
@@ -787,7 +839,30 @@ void detail::conns_before_exec() {
     });
 }
 
+void before_sandbox() {
+    // A seccomp filter may forbid what the SMC data path calls (OpenSSH's
+    // preauth sandbox kills on sendto): every connection moves to TCP
+    // first, while this process may still make any call.
+    runtime::note_sandboxed();
+    each_fd([](uint32_t fd, SmcConn* c) {
+        if (smc_move_noticed(*c))
+            take_move(int(fd), c);
+        else
+            move_out(int(fd), c, false);
+    });
+    // A resend goes now, for a while: under the filter `send` may be fatal.
+    if (auto* conns = g_conns.load())
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+            if (SmcConn* c = conns[fd].load();
+                c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
+                moved_at_exit(int(fd), c, false);
+}
+
 void detail::conns_exec_failed() {
+    if (auto* conns = g_conns.load())
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+            if (SmcConn* c = conns[fd].load(); c && !is_late(c) && c->moved.load())
+                moved_exec_failed(int(fd), c);
     each_conn([](SmcConn* c) {
         if (!c->exec_out) return;
         if (forkref::rehold(*c->owner_refs, c->exec_gen)) {

@@ -120,6 +120,9 @@ bool holds_smc_connections();
 // may not speak it. exec_failed() marks them live again.
 void before_exec();
 void exec_failed();
+// Before this process installs a seccomp filter: its SMC connections move
+// to TCP with their peers (the filter may forbid what the data path calls).
+void before_sandbox();
 // Process exit (library destructor, or _exit): connections still open are
 // closed in order, so peers read EOF as they would from TCP, not a reset;
 // one another process still holds (fork) is counted out, so that process's

@@ -83,6 +83,28 @@ void release(SmcConn* c);
 // back in if the exec failed.
 void conns_before_exec();
 void conns_exec_failed();
+
+// Moving a connection to TCP with its peer (af_smc_move.cpp). take_move:
+// the peer moved (smc_move_noticed): this side follows; false if it did not
+// after all, or its cursors were impossible (the connection is broken).
+// move_out: this process stops using the rings (an exec the descriptor
+// survives, `exec`; a seccomp filter).
+// `wait` false: only if no thread holds the connection's locks (exit and
+// exec, which a signal handler may call over a thread inside a recv).
+bool take_move(int fd, SmcConn* c, bool wait = true);
+void move_out(int fd, SmcConn* c, bool exec);
+// A moved connection with bytes left (SmcConn::moved_left): a read served
+// from the stash (kPassThrough when none is left), a write's resend pushed
+// first (0, or -errno), whether the stash waits (poll), an epoll_ctl on
+// the socket followed on `sig` while it does, and the resend pushed (for a
+// while) before an exec or exit.
+ssize_t moved_recv(SmcConn* c, const iovec* iov, int iovcnt, int flags);
+int moved_push(SmcConn* c, int fd, bool nonblock);
+bool moved_stash_waiting(const SmcConn* c);
+void moved_ctl(SmcConn* c, int epfd, int op, const epoll_event* ev);
+void moved_at_exit(int fd, SmcConn* c, bool exec);
+// An exec that failed after its moves: the connection runs as TCP here.
+void moved_exec_failed(int fd, SmcConn* c);
 // Frees a connection whose handshake failed or that never reached the
 // application (its wake-up pair, DMBs, the object).
 void discard(SmcConn* c);

@@ -225,8 +225,12 @@ int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const s
 
 bool any_smc(const pollfd* fds, nfds_t n) {
     if (!g_conns.load(std::memory_order_acquire)) return false;
-    for (nfds_t i = 0; i < n; ++i)
-        if (is_smc(conn_of(fds[i].fd)) || is_listener(fds[i].fd)) return true;
+    for (nfds_t i = 0; i < n; ++i) {
+        SmcConn* c = conn_of(fds[i].fd);
+        if (is_smc(c) || is_listener(fds[i].fd)) return true;
+        if (reinterpret_cast<uintptr_t>(c) > 2 && c->moved_left.load(std::memory_order_relaxed))
+            return true;
+    }
     return false;
 }
 
@@ -271,9 +275,19 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         for (nfds_t i = 0; i < n; ++i) {
             fds[i].revents = 0;
             SmcConn* c = conn_of(fds[i].fd);
+            // Moved to TCP by the peer: follow it now, and ask the kernel.
+            if (is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active &&
+                smc_move_noticed(*c))
+                take_move(fds[i].fd, c);
             built_smc[i] = is_smc(c);
             bool active = built_smc[i] && c->phase.load(std::memory_order_acquire) == Phase::Active;
             short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+            // A stash of the rings to read before the kernel's bytes.
+            if (!built_smc[i] && reinterpret_cast<uintptr_t>(c) > 2 && (want & POLLIN) &&
+                moved_stash_waiting(c)) {
+                fds[i].revents = POLLIN;
+                ++ready;
+            }
             if (built_smc[i] && !active && (want & (POLLIN | POLLOUT | POLLPRI))) {
                 // Connecting: its `sig` may be retired under us once it is
                 // TCP; counted in, it stays until we leave (after the wait).
@@ -343,6 +357,9 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             if (built_smc[i]) {
                 SmcConn* c = conn_of(fds[i].fd);
                 fds[i].revents = 0;
+                if (is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active &&
+                    smc_move_noticed(*c))
+                    take_move(fds[i].fd, c);
                 if (!is_smc(c)) {
                     changed = true; // went TCP under us: ask the kernel instead
                 } else if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
@@ -378,6 +395,11 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
 int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
     if (op != EPOLL_CTL_DEL && !ev) return fail(EFAULT);
     SmcConn* c = conn_of(fd);
+    // Moved to TCP by the peer: follow it first (its registrations move to
+    // the socket), then this one is the kernel's.
+    if (is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active &&
+        smc_move_noticed(*c))
+        take_move(fd, c);
     if (is_smc(c)) {
         std::unique_lock lock(c->epoll_mu);
         switch (c->phase.load(std::memory_order_acquire)) {
@@ -388,6 +410,11 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
         case Phase::Tcp:
             break;
         }
+    } else if (reinterpret_cast<uintptr_t>(c) > 2 && moved_stash_waiting(c)) {
+        // `sig` stands beside the socket while the stash waits: it follows.
+        int rc = sys::real().epoll_ctl(epfd, op, fd, ev);
+        if (rc == 0) moved_ctl(c, epfd, op, ev);
+        return rc;
     } else if (SmcListener* l = acquire_listener(fd)) {
         int rc = l->epoll_ctl(epfd, op, ev);
         int saved = errno;

@@ -29,6 +29,8 @@
 #include "engine/smcd/conn_part.hpp"
 
 #include <atomic>
+#include <cerrno>
+#include <memory>
 #include <mutex>
 #include <sys/epoll.h>
 #include <sys/types.h>
@@ -45,6 +47,26 @@ enum class Phase : uint8_t { Active, Connecting, Tcp };
 // The transport a connection runs on. SMC-D only, for now: SMC-R's part
 // comes beside it (engine/smcr), and then this becomes the choice of one.
 using Transport = smcd::ConnPart;
+
+// A connection moved to TCP with bytes of the rings still to hand over
+// (af_smc_move.cpp): shared with the event loop, which pushes the resend
+// when the application does not write.
+struct MovedLeft {
+    std::mutex mu;               // the resend's: the application's writes and the loop
+    std::vector<uint8_t> resend; // to the TCP socket before any later write
+    size_t resent = 0;
+    int push_fd = -1;     // the loop's duplicate of the socket while it pushes
+    bool shut_wr = false; // we had shut down writing: TCP's FIN goes after the resend
+    std::atomic<bool> resend_left{false};
+    std::vector<uint8_t> stash; // to the application's reads before the kernel's (rx_mu)
+    size_t stashed = 0;
+    std::atomic<bool> stash_left{false};
+};
+
+// smc_recv / smc_send: the connection moved to TCP (core::kMovedFlags): the
+// caller takes the move and makes the call on the TCP socket. Never seen by
+// the application.
+constexpr ssize_t kSmcMoved = -EXDEV;
 
 struct SmcConn {
     std::atomic<Phase> phase{Phase::Active};
@@ -185,6 +207,11 @@ struct SmcConn {
     std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
+    // Moved to TCP with the peer (af_smc_move.cpp): this process's copy is
+    // Tcp phase, and `moved_left` while `left` holds bytes to hand over.
+    std::atomic<bool> moved{false};
+    std::atomic<bool> moved_left{false};
+    std::shared_ptr<MovedLeft> left;
 
     // System calls saved on `sig` (rx.cpp, tx.cpp). The peer sends a
     // wake-up only after taking our kWaitData flag, so while the flag is
@@ -208,6 +235,9 @@ struct SmcConn {
     // in the peer's control line. A short spin lock keeps the word monotonic.
     void publish_cons();
     void publish_flags();
+    // Our consumer cursor, exact, with `move` (core::kMovedFlags) added to
+    // our flags: false if a process holding our side moved it first.
+    bool publish_move(uint8_t move);
     // A connection shared across fork() is closed by whichever process
     // closes last, which may not be the one that used it last: its own
     // cursors and flags are then stale. Take those all processes published
@@ -234,6 +264,14 @@ struct SmcConn {
     core::Cursor announced_; // consumer cursor last published, under pub_lock_
     void store_cons_word();
 };
+
+// The connection moved to TCP: the peer moved (its flags in our line), or
+// a process of ours did (fork: our flags as sent, in the peer's line).
+inline bool smc_move_noticed(const SmcConn& c) {
+    if (c.moved.load(std::memory_order_acquire)) return true;
+    if (c.transport.peer_conn_flags() & core::kMovedFlags) return true;
+    return c.shared_by_fork() && (c.transport.sent_conn_flags() & core::kMovedFlags);
+}
 
 // The transport's CDC receive for this connection (core/cdc.hpp): what the
 // peer last said, to be checked against our cursors before it counts.

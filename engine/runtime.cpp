@@ -334,8 +334,17 @@ bool default_limit_hs() {
     return v >= 0 ? v == 1 : s.cfg.limit_smc_hs;
 }
 
+namespace {
+std::atomic<bool> g_sandboxed{false}; // note_sandboxed
+}
+
 config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, uint32_t* reason) {
     State& s = get();
+    // Under a seccomp filter the data path's calls may be fatal.
+    if (g_sandboxed.load(std::memory_order_relaxed)) {
+        *reason = fallback::SECCOMP;
+        return 0;
+    }
     if (!s.config_ok) {
         *reason = fallback::CONFIG;
         return 0;
@@ -369,10 +378,19 @@ void quick_exit_conns() {
     if (initialised() && engine()) engine()->on_exit();
 }
 
+void note_sandboxed() {
+    g_sandboxed.store(true, std::memory_order_release);
+    // Nor does it write usmc's lines but errors from here on: stderr may be
+    // a file the sandbox forbids growing (OpenSSH sets RLIMIT_FSIZE to 0:
+    // a write is SIGXFSZ).
+    log::set_level(config::LogLevel::Error);
+}
+
 void shutdown() {
     State& s = storage();
     if (initialised() && engine()) engine()->on_exit();
     if (!s.seg || s.seg->pid != getpid()) return;
+    if (g_sandboxed.load(std::memory_order_acquire)) return;
     if (g_seg_deferred.load(std::memory_order_acquire) != 0) {
         // Never published: what it counted (if anything) still goes to the totals.
         if (statseg::counted_anything(s.seg)) statseg::retire(s.seg);

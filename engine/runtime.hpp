@@ -107,6 +107,11 @@ config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, u
 // Adds this process's counters to the retired totals and removes its
 // segment file (library destructor).
 void shutdown();
+// This process installed a seccomp filter (af_smc::before_sandbox): at its
+// exit the segment is left as a killed process leaves it (`usmc stats`
+// retires it): the filter may kill on the open and unlink that retiring
+// takes (OpenSSH's does). It logs errors only from then on.
+void note_sandboxed();
 // _exit: the connections only (see af_smc::on_exit); the segment is left as
 // a killed process leaves it.
 void quick_exit_conns();

@@ -389,7 +389,10 @@ void smc_self_wake(SmcConn& c) {
 }
 
 void SmcConn::store_cons_word() {
-    transport.send_cons(announced_, conn_flags.load(std::memory_order_acquire));
+    uint8_t flags = conn_flags.load(std::memory_order_acquire);
+    // A move another process holding our side published stays (fork).
+    if (shared_by_fork()) flags |= transport.sent_conn_flags() & core::kMovedFlags;
+    transport.send_cons(announced_, flags);
 }
 
 void SmcConn::publish_cons() {
@@ -462,6 +465,20 @@ void SmcConn::reset_locks_after_fork() {
     sink.compare_exchange_strong(making, -1, std::memory_order_acq_rel);
 }
 
+bool SmcConn::publish_move(uint8_t move) {
+    while (pub_lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    core::Cursor cons = rx_cons.load();
+    bool ours = transport.send_move(cons, conn_flags.load(std::memory_order_acquire), move);
+    if (ours) {
+        announced_ = cons;
+        conn_flags.fetch_or(move, std::memory_order_acq_rel);
+    }
+    pub_lock_.clear(std::memory_order_release);
+    if (ours) rx_cons_announced = cons;
+    return ours;
+}
+
 void SmcConn::publish_flags() {
     while (pub_lock_.test_and_set(std::memory_order_acquire)) {
     }
@@ -475,6 +492,9 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     for (int i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
     std::lock_guard lock(c.rx_mu);
+    // Moved to TCP while we waited for the lock: its stash has the ring's bytes.
+    if (c.moved.load(std::memory_order_acquire)) [[unlikely]]
+        return kSmcMoved;
     if (c.shared_by_fork() && !c.adopt_published_rx()) [[unlikely]] {
         log::warn("fd {}: impossible published consumer cursor: connection broken", c.tcp_fd);
         smc_break(c);
@@ -499,6 +519,9 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
     };
     while (true) {
         if (c.closing.load(std::memory_order_acquire)) return got ? ssize_t(got) : -EBADF;
+        // (This process moved it: our threads stop copying at once.)
+        if (c.moved.load(std::memory_order_relaxed)) [[unlikely]]
+            return got ? ssize_t(got) : kSmcMoved;
         if (smc_broken(c)) return got ? ssize_t(got) : -ECONNRESET;
         core::PeerCdc peer = smc_peer_cdc(c);
         auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.transport.rx_ring_size());
@@ -546,6 +569,10 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // (Bytes there that this read may not take: an urgent byte MSG_PEEK
         // passes over. Wait for more than those.)
         uint32_t hidden = *avail;
+        // Nothing left in the ring of a connection that moved to TCP: the
+        // rest is the TCP socket's (af_smc_move.cpp). Before the close
+        // state: the peer's end of TCP may come after its move.
+        if (smc_move_noticed(c)) return got ? ssize_t(got) : kSmcMoved;
         // Nothing to read: EOF, reset, or wait.
         core::AtEnd end = core::recv_at_end(smc_close_state(c));
         // (Its TCP socket gone without a word: its end is in the state now.)
@@ -575,6 +602,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         smc_arm_for_data(c, got == 0);
         drained = true;
         if (woken_meanwhile(c, hidden)) continue;
+        // (The peer moves, then takes our request: one of us sees the other.)
+        if (smc_move_noticed(c)) return got ? ssize_t(got) : kSmcMoved;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;
         int left = -1;
         if (timeout_ms >= 0) {
@@ -683,6 +712,8 @@ short smc_poll_events(SmcConn& c) {
     core::PeerCdc peer = smc_peer_cdc(c);
     auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.transport.rx_ring_size());
     if (!avail || st == core::CloseState::Broken) return core::end_events(core::CloseState::Broken);
+    // Moved to TCP: the next call on it takes the move (af_smc_move.cpp).
+    if (smc_move_noticed(c)) return POLLIN | POLLOUT;
     uint32_t data = *avail;
     if (peer.urg_count != c.rx_urg_key.load(std::memory_order_relaxed)) [[unlikely]] {
         // POLLPRI while the urgent byte waits for recv(MSG_OOB). At the mark

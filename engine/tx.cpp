@@ -200,6 +200,7 @@ void smc_open_writable(SmcConn& c, bool filled_here) {
 
 bool smc_tx_space_or_end(SmcConn& c) {
     if (c.closing.load(std::memory_order_acquire)) return true;
+    if (smc_move_noticed(c)) return true; // (the writer takes the move)
     if (core::send_gate(smc_close_state(c)) != core::SendGate::Go) return true;
     auto free = peer_free(c);
     return !free || *free > 0;
@@ -216,6 +217,10 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         smc_break(c);
         return -ECONNRESET;
     }
+    // Moved to TCP (af_smc_move.cpp): what we wrote that the peer never
+    // read goes again over TCP, and this call's bytes after it.
+    if (smc_move_noticed(c)) [[unlikely]]
+        return kSmcMoved;
     constexpr uint8_t kWeStopped =
         core::kPeerDoneWriting | core::kPeerConnClosed | core::kPeerConnAbort;
     if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped) return -EPIPE;
@@ -242,6 +247,8 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     bool filled = false;     // this call filled `sig` (armed for space)
     while (sent < total) {
         if (c.closing.load(std::memory_order_acquire)) return sent ? ssize_t(sent) : -EBADF;
+        if (c.moved.load(std::memory_order_relaxed)) [[unlikely]]
+            return sent ? ssize_t(sent) : kSmcMoved;
         core::SendGate gate = core::send_gate(smc_close_state(c));
         if (gate == core::SendGate::Reset) return sent ? ssize_t(sent) : -ECONNRESET;
         if (gate != core::SendGate::Go) {
@@ -283,6 +290,8 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // Look again at all a drain of the far end can mean: space, and
             // the peer's close or death (its drain may have come before our
             // fill, and the peer watch's after the look at the top).
+            // (The peer moves, then takes our request: one of us sees the other.)
+            if (smc_move_noticed(c)) return sent ? ssize_t(sent) : kSmcMoved;
             free = peer_free(c);
             if (free && *free > 0) continue;
             if (!free || core::send_gate(smc_close_state(c)) != core::SendGate::Go)
@@ -327,6 +336,10 @@ void smc_flush(SmcConn& c) {
     // backstop publishes): no waiting here behind a sender blocked for space.
     std::unique_lock lock(c.tx_mu, std::try_to_lock);
     if (lock.owns_lock()) flush_locked(c);
+}
+
+void smc_flush_locked(SmcConn& c) {
+    flush_locked(c);
 }
 
 void smc_set_cork(SmcConn& c, bool on) {

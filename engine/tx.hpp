@@ -31,6 +31,8 @@ constexpr bool cork_hold(uint32_t held, uint32_t n, uint32_t ring, uint32_t auto
 // Publishes held bytes and wakes the reader (TCP_CORK cleared, TCP_NODELAY
 // set, shutdown, close).
 void smc_flush(SmcConn& c);
+// The same, the caller holding tx_mu.
+void smc_flush_locked(SmcConn& c);
 // setsockopt(IPPROTO_TCP, TCP_CORK) on an SMC connection.
 void smc_set_cork(SmcConn& c, bool on);
 // The connection is going away: the backstop flusher forgets it.

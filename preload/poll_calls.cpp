@@ -28,7 +28,7 @@ bool sets_hold_smc(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
     if (!af_smc::g_conns.load(std::memory_order_acquire)) return false;
     for (int fd = 0; fd < n; ++fd)
         if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
-            (shim::smc(fd) || af_smc::is_listener(fd)))
+            (shim::smc_or_moved(fd) || af_smc::is_listener(fd)))
             return true;
     return false;
 }
@@ -115,7 +115,7 @@ USMC_EXPORT int epoll_create1(int flags) noexcept {
 }
 
 USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
-    if ((shim::smc(fd) || af_smc::is_listener(fd)) && !shim::vfork_child())
+    if ((shim::smc_or_moved(fd) || af_smc::is_listener(fd)) && !shim::vfork_child())
         return af_smc::epoll_ctl(epfd, op, fd, ev);
     int rc = sys::real().epoll_ctl(epfd, op, fd, ev);
     if (rc == 0 && op == EPOLL_CTL_ADD && !shim::vfork_child()) af_smc::note_epoll_add(fd);

@@ -28,6 +28,8 @@ struct VforkMark {
 };
 extern thread_local VforkMark t_vfork __attribute__((tls_model("initial-exec")));
 bool vfork_child_slow();
+// Before a seccomp filter (sandbox_calls.cpp).
+void before_sandbox();
 inline bool vfork_child() {
     return __builtin_expect(t_vfork.active, 0) && vfork_child_slow();
 }
@@ -55,8 +57,20 @@ inline SmcConn* smc(int fd) {
 // For writes: notes that the application wrote before a late CLC Proposal
 // was seen (1 -> 2), then as smc().
 inline SmcConn* smc_for_write(int fd) {
-    if (reinterpret_cast<uintptr_t>(af_smc::conn_of(fd)) == 1 && !vfork_child())
-        af_smc::note_late_write(fd);
+    SmcConn* c = af_smc::conn_of(fd);
+    if (reinterpret_cast<uintptr_t>(c) == 1 && !vfork_child()) af_smc::note_late_write(fd);
+    // Moved to TCP with a resend left: it goes before this write.
+    if (reinterpret_cast<uintptr_t>(c) > 2 && c->moved_left.load(std::memory_order_relaxed) &&
+        !vfork_child())
+        return c;
+    return smc(fd);
+}
+// Also a connection moved to TCP with bytes of its rings left to hand over.
+inline SmcConn* smc_or_moved(int fd) {
+    SmcConn* c = af_smc::conn_of(fd);
+    if (reinterpret_cast<uintptr_t>(c) > 2 && c->moved_left.load(std::memory_order_relaxed) &&
+        !vfork_child())
+        return c;
     return smc(fd);
 }
 // For reads: also the late-CLC marker, which af_smc::recv handles.
@@ -64,7 +78,9 @@ inline SmcConn* smc_or_late(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
     if (c && vfork_child()) return nullptr;
     if (reinterpret_cast<uintptr_t>(c) <= 2 && c) return c;
-    if (c && c->late_clc.load(std::memory_order_relaxed)) return c;
+    if (c && (c->late_clc.load(std::memory_order_relaxed) ||
+              c->moved_left.load(std::memory_order_relaxed)))
+        return c;
     return smc(fd);
 }
 

@@ -138,7 +138,8 @@ USMC_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
 }
 
 USMC_EXPORT int shutdown(int fd, int how) noexcept {
-    if (SmcConn* c = shim::smc(fd)) return af_smc::shutdown(c, fd, how);
+    // (smc_for_write: also a connection moved to TCP whose resend must go first.)
+    if (SmcConn* c = shim::smc_for_write(fd)) return af_smc::shutdown(c, fd, how);
     return sys::real().shutdown(fd, how);
 }
 

@@ -17,8 +17,10 @@
 
 #include <csignal>
 #include <cstdarg>
+#include <linux/seccomp.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -166,6 +168,12 @@ USMC_EXPORT long syscall(long n, ...) {
         return execve(ptr<const char>(a), ptr<char* const>(b), ptr<char* const>(c));
     case SYS_execveat:
         return execveat(fd, ptr<const char>(b), ptr<char* const>(c), ptr<char* const>(d), int(e));
+    // A seccomp filter about to be installed (sandbox_calls.cpp).
+    case SYS_prctl:
+        return prctl(int(a), b, c, d, e);
+    case SYS_seccomp:
+        if (a == SECCOMP_SET_MODE_STRICT || a == SECCOMP_SET_MODE_FILTER) shim::before_sandbox();
+        break;
     default:
         break;
     }

@@ -31,6 +31,8 @@ namespace usmc::counters {
     X(dmb_reused, "DMBs reused for a peer of the same user")                                       \
     X(peer_maps_reused, "peer DMBs found mapped already (no mmap)")                                \
     X(late_proposals, "CLC Proposals declined after the connection went TCP")                      \
+    X(moved_to_tcp, "SMC-D connections moved to TCP with their peer (exec, seccomp)")              \
+    X(moved_bytes_lost, "bytes a move to TCP could not hand over (both ends moved at once)")       \
     X(handshakes_inflight, "gauge: server handshakes queued or running")                           \
     X(accept_queue, "gauge: SMC connections handshaken, not yet accepted")                         \
     X(backlog_stalls, "times accept() stopped taking from the kernel (backlog full)")              \

@@ -40,6 +40,9 @@ namespace usmc::fallback {
       "usmc: learned that SMC does not pay for these connections (short-lived): TCP")              \
     X(EPOLLEARLY, 0x0a0b0000,                                                                      \
       "usmc: in an epoll set before connect(): readiness is the TCP socket's")                     \
+    X(MOVED, 0x0a0c0000,                                                                           \
+      "usmc: moved to TCP with its peer (an exec or a seccomp filter in a process holding it)")    \
+    X(SECCOMP, 0x0a0d0000, "usmc: the process runs under a seccomp filter: TCP")                   \
     X(NOISM2SUPP, 0x03030003, "hardware has no ISMv2 support")                                     \
     X(NOV2DEXT, 0x03030005, "peer sent no SMC-Dv2 extension")                                      \
     X(NOSMCD2DEV, 0x03030007, "no SMC-Dv2 device found")                                           \

@@ -80,6 +80,7 @@ namespace usmc::sys {
     X(setegid, int, (gid_t))                                                                       \
     X(setregid, int, (gid_t, gid_t))                                                               \
     X(setresgid, int, (gid_t, gid_t, gid_t))                                                       \
+    X(prctl, int, (int, ...))                                                                      \
     X(syscall, long, (long, ...))
 
 struct Table {

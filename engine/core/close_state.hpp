@@ -46,8 +46,18 @@ enum ConnFlags : uint8_t {
     kPeerDoneWriting = 0x80, // shutdown(SHUT_WR)
     kPeerConnClosed = 0x40,  // orderly close
     kPeerConnAbort = 0x20,   // abnormal close
+    // usmc's own, in two bits the kernel reserves: the connection moved to
+    // TCP with both ends (engine/af_smc_move.cpp). Out: this side stopped
+    // using the rings (an exec its descriptor survives, a seccomp filter);
+    // the consumer cursor in the same word is final, and the peer sends
+    // what it wrote past it again, over TCP. Took: this side followed the
+    // peer's move; it drains its own ring and sends what the peer never
+    // read over TCP. Neither ends anything by itself: not "known" below.
+    kMovedOut = 0x08,
+    kMovedTook = 0x04,
 };
 inline constexpr uint8_t kConnFlagsKnown = kPeerDoneWriting | kPeerConnClosed | kPeerConnAbort;
+inline constexpr uint8_t kMovedFlags = kMovedOut | kMovedTook;
 
 // A peer's flag byte as events, applied in the order a peer says them: done
 // writing, closed, aborted.

@@ -166,6 +166,21 @@ inline void send_urgent_mark(Control& peer_line, Cursor after, uint16_t urg_coun
 inline void send_cons(Control& peer_line, Cursor cons, uint8_t conn_flags) {
     peer_line.cons.store(pack_cons(cons, 0, conn_flags), std::memory_order_seq_cst);
 }
+// A move to TCP (core::kMovedFlags): our consumer cursor and flags with
+// `move` added, stored only if no process holding our side (fork) set a move
+// flag first. False: one did (the move is its).
+inline bool send_move(Control& peer_line, Cursor cons, uint8_t conn_flags, uint8_t move) {
+    uint64_t w = peer_line.cons.load(std::memory_order_seq_cst);
+    do {
+        if (conn_flags_of(w) & core::kMovedFlags) return false;
+    } while (!peer_line.cons.compare_exchange_weak(w, pack_cons(cons, 0, conn_flags | move),
+                                                   std::memory_order_seq_cst));
+    return true;
+}
+// The connection flags alone, one load: the peer's in our line, ours in its.
+inline uint8_t conn_flags(const Control& line) {
+    return conn_flags_of(line.cons.load(std::memory_order_seq_cst));
+}
 // What this side has sent, as the peer receives it: the line is shared by
 // every process that holds the connection (fork), so it is the one record
 // of what all of them sent. The peer can write there too: checked before use.

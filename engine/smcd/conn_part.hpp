@@ -43,6 +43,13 @@ class ConnPart final {
         smcd::send_cons(peer(), cons, conn_flags);
     }
     core::PeerCdc sent() const { return smcd::sent(peer()); }
+    // Moving to TCP (core::kMovedFlags): the flags alone, the peer's and
+    // ours as sent, and our move flag stored once among our processes.
+    uint8_t peer_conn_flags() const { return smcd::conn_flags(own()); }
+    uint8_t sent_conn_flags() const { return smcd::conn_flags(peer()); }
+    bool send_move(core::Cursor cons, uint8_t conn_flags, uint8_t move) {
+        return smcd::send_move(peer(), cons, conn_flags, move);
+    }
 
     void ask_for_data() { smcd::ask_for_data(peer()); }
     void ask_for_space() { smcd::ask_for_space(peer()); }
@@ -79,8 +86,10 @@ class ConnPart final {
     void release(ism::Device& dev, uid_t peer_uid) {
         if (rx.valid()) {
             uint8_t flags = core::cdc_ending_flags(receive());
-            bool peer_done =
-                !tx.valid() || (flags & (core::kPeerConnClosed | core::kPeerConnAbort));
+            // (A peer that moved to TCP never writes here again either.)
+            bool peer_done = !tx.valid() ||
+                             (flags & (core::kPeerConnClosed | core::kPeerConnAbort)) ||
+                             (receive().conn_flags & core::kMovedFlags);
             dev.release(rx, peer_uid, peer_done);
         }
         rx = ism::Dmb{};

@@ -239,7 +239,8 @@ size_t Device::spare_count() const {
 }
 
 namespace {
-constexpr uint8_t kPeerDone = core::kPeerConnClosed | core::kPeerConnAbort;
+// (A peer that moved to TCP never writes the DMB again either.)
+constexpr uint8_t kPeerDone = core::kPeerConnClosed | core::kPeerConnAbort | core::kMovedFlags;
 
 // A DMB given to a new connection: the old connection's bytes zeroed (its
 // peer wrote only up to the producer cursor it published; held bytes are

@@ -304,6 +304,12 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
     bool urgent = op & 0x20;
     uint16_t count = c.tx_urg_count;
     ssize_t r = smc_send(c, &iov, 1, !blocking, blocking ? 0 : -1, false, urgent);
+    // A move to TCP in the peer's flags: the caller takes it, nothing is written.
+    if (smcd::conn_flags_of(cons_word) & core::kMovedFlags) {
+        FUZZ_CHECK(r == kSmcMoved);
+        FUZZ_CHECK(c.tx_prod.load() == before);
+        return;
+    }
     if (urgent && r > 0 && !taken_unsent) {
         // The mark is at the end of what was sent, with the count published.
         uint64_t mark = c.transport.tx.control()->urg.load();

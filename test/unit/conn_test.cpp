@@ -413,7 +413,7 @@ TEST_CASE("hostile peer cursors break only this connection") {
         // (A reader that took any nonzero flag byte as news looked again at
         // once, forever: these calls would not return.)
         Pair p;
-        p.b.transport.rx.control()->cons.store(smcd::pack_cons({0, 0}, 0, 0x04));
+        p.b.transport.rx.control()->cons.store(smcd::pack_cons({0, 0}, 0, 0x01));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, false, 0) == -EAGAIN);
@@ -431,6 +431,36 @@ TEST_CASE("hostile peer cursors break only this connection") {
         CHECK(send_buf(good.a, "ok", 2) == 2);
         CHECK(recv_buf(good.b, buf, sizeof buf) == 2);
     }
+}
+
+TEST_CASE("a peer's move to TCP: the ring first, then every call says moved; one claim each") {
+    Pair p;
+    CHECK(send_buf(p.a, "abc", 3) == 3);
+    char buf[8];
+    // a stops using the rings: its consumer cursor and kMovedOut, once.
+    CHECK(p.a.publish_move(core::kMovedOut));
+    CHECK_FALSE(p.a.publish_move(core::kMovedTook));
+    CHECK(smcd::conn_flags(*p.b.transport.rx.control()) == core::kMovedOut);
+    CHECK_FALSE(smc_move_noticed(p.a)); // (a's own flag: the peer's line is b's)
+    CHECK(smc_move_noticed(p.b));
+    // b reads what a wrote before it moved, then is told to use TCP.
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 3);
+    CHECK(std::memcmp(buf, "abc", 3) == 0);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == kSmcMoved);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, false) == kSmcMoved); // never sleeps
+    CHECK(send_buf(p.b, "x", 1) == kSmcMoved);
+    CHECK(smc_poll_events(p.b) == (POLLIN | POLLOUT));
+    CHECK(p.b.publish_move(core::kMovedTook));
+    CHECK(smcd::conn_flags(*p.a.transport.rx.control()) == core::kMovedTook);
+}
+
+TEST_CASE("the move flag of a side is claimed once among its processes") {
+    smcd::Control line{};
+    CHECK(smcd::send_move(line, {0, 7}, core::kPeerDoneWriting, core::kMovedTook));
+    CHECK(smcd::conn_flags(line) == (core::kPeerDoneWriting | core::kMovedTook));
+    CHECK(smcd::unpack_cons(line.cons.load()) == core::Cursor{0, 7});
+    CHECK_FALSE(smcd::send_move(line, {0, 9}, 0, core::kMovedOut));
+    CHECK(smcd::unpack_cons(line.cons.load()) == core::Cursor{0, 7}); // untouched
 }
 
 // [fork-threads]: the child's writer, waiting for space, starts the engine
