@@ -26,6 +26,10 @@ packages=(
   # it_ftp: pyftpdlib's FTP server against ftplib, and CPython's own
   # test_ftplib (with test.support) from the interpreter's test suite
   python3-pyftpdlib libpython3.11-testsuite
+  # it_openssh: sshd (an instance of its own on a loopback port; the
+  # package's service does not start, see below), ssh, scp, sftp, and the
+  # SFTP server sshd runs for sftp and scp
+  openssh-server openssh-client openssh-sftp-server
 )
 
 missing=()

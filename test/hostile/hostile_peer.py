@@ -43,6 +43,18 @@ misbehaves, in one of these modes:
   stray-wakeups   not a peer at all: one datagram to the wake-up socket of
                   each of --pid's connections (their names are in
                   /proc/net/unix); prints 'SENT <n>'
+  move-lies       a move to TCP (kMovedOut in the consumer word of the
+                  server's line, engine/af_smc_move.cpp), by --variant:
+                    cons  with a consumer cursor ahead of all the server produced
+                    cons-behind  ... more than a ring behind it
+                    prod  with a producer cursor a ring and more ahead of the
+                          server's consumer cursor
+                    good  a well-formed move: bytes of ours unread in the server's
+                          ring, bytes of the server's we never consumed; then
+                          checks that TCP carries exactly those, then an echo
+                    flip  kMovedOut set and cleared over and over while sending
+                          (rings and TCP)
+                  prints one 'MOVE <variant> ...' line of what it saw, then holds
 
 Modes that hold something print 'HELD <n>' and keep it until a line (or EOF)
 arrives on stdin, or --hold seconds pass; they then close everything and
@@ -254,6 +266,9 @@ CDC_TYPE = 0xFE
 CTRL = 64
 PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40  # OWNER_REFS: where usmc kept its fork count (2ccbe20)
 CONN_CLOSED = 0x40
+MOVED_OUT, MOVED_TOOK = 0x08, 0x04  # usmc's move to TCP (engine/core/close_state.hpp)
+WAIT_DATA = 1  # (offset 32: wake me when data arrives)
+CURSOR_MASK = (1 << 48) - 1
 
 
 class Dmb:
@@ -806,6 +821,286 @@ def stray_wakeups(args):
     print(f"SENT {sent}", flush=True)
 
 
+def unpack_cursor(word):
+    """(wrap, count) of a cursor in the low 48 bits of a word."""
+    return word & 0xFFFF, (word >> 16) & 0xFFFFFFFF
+
+
+def distance(older, newer, size):
+    """core::distance (engine/core/cursor.cpp): bytes from `older` to
+    `newer`, or None when `newer` is behind or more than a ring ahead."""
+    (ow, oc), (nw, nc) = older, newer
+    if oc >= size or nc >= size:
+        return None
+    if nw == ow:
+        return nc - oc if nc >= oc else None
+    if nw == (ow + 1) & 0xFFFF:
+        return size - oc + nc if nc <= oc else None
+    return None
+
+
+def advance(cur, n, size):
+    wrap, count = cur
+    count += n
+    return ((wrap + 1) & 0xFFFF, count - size) if count >= size else (wrap, count)
+
+
+def pattern(tag, n):
+    """n bytes that say where they come from."""
+    unit = f"<{tag}>".encode()
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+class Rings:
+    """A Session's data path, as a usmc client runs it (engine/rx.cpp,
+    engine/tx.cpp): we produce into the server's ring (our producer cursor
+    in its line), it produces into ours (its producer cursor in our line)
+    and reads our consumer cursor in its line, with our flags in its top
+    byte."""
+
+    def __init__(self, s):
+        self.s = s
+        self.in_ring = s.theirs.size - CTRL  # the server's ring: we write there
+        self.out_ring = s.size - CTRL        # ours: the server writes here
+
+    def flags(self):
+        """Our connection flags, as the server reads them."""
+        return self.s.theirs.get(CONS) >> 56
+
+    def set_flags(self, flags):
+        word = self.s.theirs.get(CONS)
+        self.s.theirs.put(CONS, word & ~(0xFF << 56) | (flags & 0xFF) << 56)
+
+    def server_flags(self):
+        """The server's connection flags, in our line."""
+        return self.s.ours.get(CONS) >> 56
+
+    def consumed(self):
+        return unpack_cursor(self.s.theirs.get(CONS))
+
+    def produced_by_server(self):
+        return unpack_cursor(self.s.ours.get(PROD))
+
+    def unread(self):
+        """Bytes the server produced that we have not consumed (None: its
+        cursor is impossible)."""
+        return distance(self.consumed(), self.produced_by_server(), self.out_ring)
+
+    def write(self, data):
+        """Into the server's ring if it has room (its consumer cursor is in
+        our line): the bytes, then our producer cursor. No wake-up."""
+        prod = unpack_cursor(self.s.theirs.get(PROD))
+        used = distance(unpack_cursor(self.s.ours.get(CONS)), prod, self.in_ring)
+        if used is None or self.in_ring - used < len(data):
+            return False
+        at = prod[1]
+        first = min(len(data), self.in_ring - at)
+        self.s.theirs.map[CTRL + at:CTRL + at + first] = data[:first]
+        self.s.theirs.map[CTRL:CTRL + len(data) - first] = data[first:]
+        self.s.theirs.put(PROD, cursor(*advance(prod, len(data), self.in_ring)))
+        return True
+
+    def peek(self, n):
+        """The next n bytes the server produced for us, unconsumed."""
+        at = self.consumed()[1]
+        first = min(n, self.out_ring - at)
+        return bytes(self.s.ours.map[CTRL + at:CTRL + at + first]) + \
+            bytes(self.s.ours.map[CTRL:CTRL + n - first])
+
+    def consume(self):
+        """Everything the server produced: read, and our consumer cursor
+        moved past it (our flags kept). Returns the bytes."""
+        n = self.unread() or 0
+        data = self.peek(n)
+        cons = advance(self.consumed(), n, self.out_ring)
+        self.s.theirs.put(CONS, cursor(*cons) | self.flags() << 56)
+        return data
+
+    def wait_unread(self, n, timeout=TIMEOUT):
+        """Until the server has produced n bytes we have not consumed: our
+        request for data in its line, then its wake-up on our `sig` (as a
+        usmc reader sleeps). False if it did not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if (self.unread() or 0) >= n:
+                return True
+            self.s.theirs.put(WAITING, WAIT_DATA)
+            if (self.unread() or 0) >= n:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # (Capped: a wake-up the server sent before our request landed.)
+            if select.select([self.s.sig], [], [], min(left, 0.2))[0]:
+                try:
+                    while self.s.sig.recv(64):
+                        pass
+                except BlockingIOError:
+                    pass
+
+
+def tcp_fate(tcp, sent, timeout=TIMEOUT):
+    """After a lie: what the server does with the TCP connection we send
+    `sent` on. ECHO (it runs it as TCP: `sent` came back, with the bytes
+    before it), EOF or RESET (it ended it), SILENT (neither, in `timeout`)."""
+    got = bytearray()
+    tcp.settimeout(timeout)
+    try:
+        tcp.sendall(sent)
+    except (BrokenPipeError, ConnectionResetError):
+        return "RESET", got
+    deadline = time.monotonic() + timeout
+    while sent not in got:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "SILENT", got
+        tcp.settimeout(left)
+        try:
+            chunk = tcp.recv(65536)
+        except ConnectionResetError:
+            return "RESET", got
+        except socket.timeout:
+            return "SILENT", got
+        if not chunk:
+            return "EOF", got
+        got += chunk
+    return "ECHO", got
+
+
+def move_lie(s, rings, what):
+    """After a lie in our line with kMovedOut: wake the server, send on
+    TCP, and say what it did."""
+    s.wake_server()
+    fate, got = tcp_fate(s.tcp, pattern(f"after the {what} lie", 200))
+    print(f"MOVE {what} fate={fate} tcp_bytes={len(got)} server_flags={rings.server_flags():#04x}",
+          flush=True)
+
+
+def move_cons(s, rings):
+    """Our consumer cursor 5000 bytes ahead of what the server produced
+    (same wrap, inside the ring), with kMovedOut."""
+    wrap, count = rings.produced_by_server()
+    lie = (wrap, count + 5000)
+    s.theirs.put(CONS, cursor(*lie) | MOVED_OUT << 56)
+    move_lie(s, rings, "cons")
+
+
+def move_cons_behind(s, rings):
+    """Our consumer cursor a ring and 100 bytes behind what the server
+    produced (two wraps back), with kMovedOut."""
+    wrap, count = rings.produced_by_server()
+    lie = ((wrap - 2) & 0xFFFF, count + 100)
+    s.theirs.put(CONS, cursor(*lie) | MOVED_OUT << 56)
+    move_lie(s, rings, "cons-behind")
+
+
+def move_prod(s, rings):
+    """Our producer cursor a ring and 100 bytes ahead of the server's
+    consumer cursor, with kMovedOut and a consumer cursor that is right."""
+    theirs_cons = unpack_cursor(s.ours.get(CONS))
+    wrap, count = theirs_cons
+    s.theirs.put(PROD, cursor((wrap + 1) & 0xFFFF, count + 100))
+    s.theirs.put(CONS, cursor(*rings.consumed()) | MOVED_OUT << 56)
+    move_lie(s, rings, "prod")
+
+
+def move_good(s, rings):
+    """A move as a usmc client makes it (move_out): bytes the server
+    echoed that we never consumed (A: its resend), our last bytes B in its
+    ring unread, then our exact consumer cursor with kMovedOut and a
+    wake-up. TCP must carry A then B (B's echo, read from its ring or its
+    stash), then echo C, all exactly."""
+    a, b, c = pattern("A unread by the peer", 3000), pattern("B unread by the server", 1000), \
+        pattern("C over TCP", 500)
+    ok_a = rings.write(a)
+    s.wake_server()
+    if not ok_a or not rings.wait_unread(len(a)):
+        raise ConnectionError(f"the server did not echo A in its ring (unread {rings.unread()})")
+    if rings.peek(len(a)) != a:
+        raise ConnectionError("the server's echo of A is not A")
+    ok_b = rings.write(b)  # our last bytes; no wake-up of their own
+    rings.set_flags(rings.flags() | MOVED_OUT)  # the consumer cursor: as it stands, before A
+    s.wake_server()
+    resend = bytearray()
+    s.tcp.settimeout(TIMEOUT)
+    try:
+        resend += recv_exact(s.tcp, len(a) + len(b))
+    except (ConnectionError, OSError) as e:
+        print(f"MOVE good resend=failed ({e!r}) ring_b={ok_b} server_flags={rings.server_flags():#04x}",
+              flush=True)
+        return
+    resent = "exact" if resend == a + b else f"WRONG(starts {bytes(resend[:24])!r})"
+    took = bool(rings.server_flags() & MOVED_TOOK)
+    try:
+        s.tcp.sendall(c)
+        echo = "exact" if recv_exact(s.tcp, len(c)) == c else "WRONG"
+    except (ConnectionError, OSError) as e:
+        echo = f"failed({e!r})"
+    print(f"MOVE good resend={resent} bytes={len(resend)} took={int(took)} tcp_echo={echo} "
+          f"server_flags={rings.server_flags():#04x}", flush=True)
+
+
+def move_flip(s, rings, rounds=400, seconds=3.0):
+    """kMovedOut set, a wake-up, 16 bytes on TCP, kMovedOut cleared, a
+    wake-up, `rounds` times (at most `seconds`), with 64 bytes into the
+    server's ring each round while it has room and its echoes consumed."""
+    s.tcp.setblocking(False)
+    ring_sent = ring_back = tcp_sent = tcp_back = n = 0
+    tcp_end = "-"
+    took_at = None
+    deadline = time.monotonic() + seconds
+    while n < rounds and time.monotonic() < deadline:
+        if rings.write(pattern(f"ring {n}", 64)):
+            ring_sent += 64
+        rings.set_flags(rings.flags() | MOVED_OUT)
+        s.wake_server()
+        if tcp_end == "-":
+            try:
+                tcp_sent += s.tcp.send(pattern(f"tcp {n}", 16))
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                tcp_end = type(e).__name__
+        rings.set_flags(rings.flags() & ~MOVED_OUT)
+        s.wake_server()
+        if rings.unread() is not None:
+            ring_back += len(rings.consume())
+        while tcp_end == "-":
+            try:
+                chunk = s.tcp.recv(65536)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                tcp_end = type(e).__name__
+                break
+            if not chunk:
+                tcp_end = "EOF"
+                break
+            tcp_back += len(chunk)
+        if took_at is None and rings.server_flags() & MOVED_TOOK:
+            took_at = n
+        n += 1
+    s.tcp.settimeout(TIMEOUT)
+    print(f"MOVE flip rounds={n} took_at={took_at} ring_sent={ring_sent} ring_back={ring_back} "
+          f"tcp_sent={tcp_sent} tcp_back={tcp_back} tcp_end={tcp_end} "
+          f"server_flags={rings.server_flags():#04x} our_flags={rings.flags():#04x}", flush=True)
+
+
+MOVE_VARIANTS = {"cons": move_cons, "cons-behind": move_cons_behind, "prod": move_prod,
+                 "good": move_good, "flip": move_flip}
+
+
+def move_lies(args):
+    s = Session(args.host, args.port)
+    s.wait_accepted()
+    rings = Rings(s)
+    MOVE_VARIANTS[args.variant](s, rings)
+    hold(args, f"connection after a move to TCP ({args.variant})", 1)
+    # A peer that moved says nothing more in the rings: its TCP close ends
+    # it (one that is still SMC-D after the flips says so in its line too).
+    s.close(flag_closed=not rings.server_flags() & MOVED_TOOK)
+
+
 MODES = {
     "flip-flags": flip_flags,
     "garbage-cursors": garbage_cursors,
@@ -818,6 +1113,7 @@ MODES = {
     "late-half-clc": late_half_clc,
     "zero-pending": zero_pending,
     "stray-wakeups": stray_wakeups,
+    "move-lies": move_lies,
 }
 
 
@@ -831,6 +1127,8 @@ def main():
                    help="silent-after-proposal: how many connections announce no port")
     p.add_argument("--hold", type=float, default=60, help="longest time to hold (s)")
     p.add_argument("--pid", type=int, default=0, help="stray-wakeups: whose connections")
+    p.add_argument("--variant", choices=MOVE_VARIANTS, default="good",
+                   help="move-lies: which lie (see above)")
     args = p.parse_args()
     try:
         return MODES[args.mode](args) or 0

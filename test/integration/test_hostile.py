@@ -5,7 +5,7 @@ byte for byte, within a bounded time, no crash (exit codes checked), and
 only the hostile connection affected.
 
     test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors forged_reuse stray
-              late_half_clc late_rcvtimeo
+              late_half_clc late_rcvtimeo move_lies
 
 The server is a single-threaded selectors echo server (apps/steady_app.py)
 under usmc-run on 127.0.0.1; its clients are plain (unwrapped) processes,
@@ -627,6 +627,84 @@ def stray_on(env, selector):
           f"the idle connection is echoed once its client writes ({line}, {tail(env, 'client', 300)!r})")
     env.stop(client)
     check_served(env, port, "after the stray wake-ups")
+    stop_server(env, server)
+
+
+MOVE_LIES = ("cons", "cons-behind", "prod", "good", "flip")
+MOVE_FATE = re.compile(r"MOVE (\S+) fate=(\w+) tcp_bytes=(\d+)")
+
+
+def case_move_lies(env):
+    """A peer's move to TCP (kMovedOut in the consumer word of the
+    server's line, engine/af_smc_move.cpp) with the cursors it carries:
+    impossible consumer cursors (ahead of all the server produced, more
+    than a ring behind it) or an impossible producer cursor (beyond a ring
+    ahead of the server's consumer cursor) end or reset that connection
+    only; a well-formed move hands over exactly what each side had not read
+    and then runs as TCP; the flag set and cleared over and over while the
+    peer sends breaks nothing else. For each, while the hostile connection
+    is held: the server is alive, idle without spinning, and serves
+    everyone else (with epoll and with poll: the server's poll() follows a
+    move itself, its recv() is where an epoll server does)."""
+    for selector in ("epoll", "poll"):
+        print(f"  {selector}")
+        move_lies_on(env, selector)
+
+
+def move_lines(env):
+    """The server's log lines about moves and impossible cursors."""
+    return [l for l in tail(env, "server", 1 << 20).splitlines() if "move" in l or "impossible" in l]
+
+
+def move_lies_on(env, selector):
+    # (Info lines: the server's account of each move, how many bytes it
+    # sent again and how many it stashed.)
+    server, port = start_server(env, config='log_level = "info"\n', extra=("--selector", selector))
+    resident = Resident(env, port)
+    check_served(env, port, "before the attack", resident)
+    logged = 0
+    for variant in MOVE_LIES:
+        before = env.stats()
+        peer = hostile(env, "move-lies", port, "--variant", variant)
+        line = expect(peer, ("MOVE", "ERROR"), 30)
+        if not check(line and line.startswith(f"MOVE {variant} "),
+                     f"{variant}: the peer made its move ({line or tail(env, 'hostile', 500)!r})"):
+            env.stop(peer, timeout=5)
+            raise Abort()
+        print(f"    {line}")
+        held(env, peer)
+        moved = stat_delta(before, env.stats(), "moved_to_tcp")
+        if variant == "good":
+            check("resend=exact bytes=4000 took=1 tcp_echo=exact" in line,
+                  f"good: TCP carries exactly the 3000 bytes the server wrote that the peer never "
+                  f"read, then the echo of the 1000 it never read, then echoes as TCP ({line})")
+            check(moved == 1, f"good: the server counts one move to TCP ({moved})")
+        elif variant == "flip":
+            print(f"    info moves the server followed: {moved}")
+        else:
+            m = MOVE_FATE.match(line)
+            fate = m[2] if m else None
+            # (ECHO: it runs the connection as TCP; then only the peer's
+            # bytes come back, nothing of the rings.)
+            check(fate in ("EOF", "RESET") or (fate == "ECHO" and m[3] == "200"),
+                  f"{variant}: the server ends, resets or runs as TCP that one connection ({line})")
+            check(moved == 0, f"{variant}: an impossible move is not counted as one ({moved})")
+        check(server.poll() is None, f"{variant}: the server is alive (exit {server.poll()})")
+        lines = move_lines(env)
+        for l in lines[logged:]:
+            print(f"    info server: {l}")
+        logged = len(lines)
+        cpu0, sw0 = cpu_and_switches(server.pid)
+        time.sleep(1)  # measuring an idle interval: there is no event to wait for
+        cpu1, sw1 = cpu_and_switches(server.pid)
+        check(cpu1 - cpu0 < 0.3, f"{variant}: the server does not spin with the connection held "
+                                 f"({cpu1 - cpu0:.2f} s CPU, {sw1 - sw0} context switches in 1 s)")
+        check_served(env, port, f"{variant}: hostile connection held", resident)
+        end_peer(env, peer)
+        check(server.poll() is None, f"{variant}: the server is alive after the peer closed "
+                                     f"(exit {server.poll()})")
+        check_served(env, port, f"{variant}: after the hostile connection closed", resident)
+    resident.stop()
     stop_server(env, server)
 
 
