@@ -775,6 +775,16 @@ void each_conn(Fn fn) {
         fn(c);
     });
 }
+// Connections moved to TCP with a resend left: it goes now, for a while
+// (exit, exec, a seccomp filter: the loop will not push it any more, or
+// `send` may be fatal).
+void push_moved_left(bool exec) {
+    auto* conns = g_conns.load();
+    for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd)
+        if (SmcConn* c = conns[fd].load();
+            c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
+            moved_at_exit(int(fd), c, exec);
+}
 } // namespace
 
 void on_exit() {
@@ -785,11 +795,7 @@ void on_exit() {
     each_fd([](uint32_t fd, SmcConn* c) {
         if (smc_move_noticed(*c)) take_move(int(fd), c, false);
     });
-    if (auto* conns = g_conns.load())
-        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
-            if (SmcConn* c = conns[fd].load();
-                c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
-                moved_at_exit(int(fd), c, false);
+    push_moved_left(false);
     each_conn([](SmcConn* c) {
         // Held by another process too (a forked child, or the parent): its
         // close is now the last, and tells the peer.
@@ -822,12 +828,7 @@ void detail::conns_before_exec() {
         else if (!c->exec_closes)
             move_out(int(fd), c, true);
     });
-    // Moved before, with a resend left: it goes now, for a while.
-    if (auto* conns = g_conns.load())
-        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
-            if (SmcConn* c = conns[fd].load();
-                c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
-                moved_at_exit(int(fd), c, true);
+    push_moved_left(true);
     // Count this process out of those another process still holds (a forked
     // child that execs: its parent's close is then the last, and tells the
     // peer). The last holder stays counted: its exec ends the TCP
@@ -850,12 +851,7 @@ void before_sandbox() {
         else
             move_out(int(fd), c, false);
     });
-    // A resend goes now, for a while: under the filter `send` may be fatal.
-    if (auto* conns = g_conns.load())
-        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
-            if (SmcConn* c = conns[fd].load();
-                c && !is_late(c) && c->moved_left.load(std::memory_order_acquire))
-                moved_at_exit(int(fd), c, false);
+    push_moved_left(false);
 }
 
 void detail::conns_exec_failed() {

@@ -54,24 +54,22 @@ inline SmcConn* smc(int fd) {
                ? c
                : nullptr;
 }
-// For writes: notes that the application wrote before a late CLC Proposal
-// was seen (1 -> 2), then as smc().
-inline SmcConn* smc_for_write(int fd) {
-    SmcConn* c = af_smc::conn_of(fd);
-    if (reinterpret_cast<uintptr_t>(c) == 1 && !vfork_child()) af_smc::note_late_write(fd);
-    // Moved to TCP with a resend left: it goes before this write.
-    if (reinterpret_cast<uintptr_t>(c) > 2 && c->moved_left.load(std::memory_order_relaxed) &&
-        !vfork_child())
-        return c;
-    return smc(fd);
-}
 // Also a connection moved to TCP with bytes of its rings left to hand over.
 inline SmcConn* smc_or_moved(int fd) {
     SmcConn* c = af_smc::conn_of(fd);
-    if (reinterpret_cast<uintptr_t>(c) > 2 && c->moved_left.load(std::memory_order_relaxed) &&
-        !vfork_child())
-        return c;
-    return smc(fd);
+    return reinterpret_cast<uintptr_t>(c) > 2 &&
+                   (c->phase.load(std::memory_order_relaxed) != Phase::Tcp ||
+                    c->moved_left.load(std::memory_order_relaxed)) &&
+                   !vfork_child()
+               ? c
+               : nullptr;
+}
+// For writes: notes that the application wrote before a late CLC Proposal
+// was seen (1 -> 2), then as smc_or_moved() (a resend goes before the write).
+inline SmcConn* smc_for_write(int fd) {
+    if (reinterpret_cast<uintptr_t>(af_smc::conn_of(fd)) == 1 && !vfork_child())
+        af_smc::note_late_write(fd);
+    return smc_or_moved(fd);
 }
 // For reads: also the late-CLC marker, which af_smc::recv handles.
 inline SmcConn* smc_or_late(int fd) {
