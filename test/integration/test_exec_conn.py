@@ -266,6 +266,19 @@ def client_cmd(case, port, pre, post, epoll, out):
             "--post", str(post), "--out", out, "--timeout", str(CLIENT_TIME), *(["--epoll"] if epoll else [])]
 
 
+def end_server(case, server, slines, how, exits):
+    """The exit status of the exec'd program: the server's own process
+    (nofork), or its forked child, reaped by the server, which then exits."""
+    if how == "nofork":
+        return case.wait_exit(server, exits)
+    tell(server, "REAP")
+    reaped = case.wait_line(slines, "CHILD-EXIT", "the forked child exits")
+    src = int(reaped.split()[1]) if reaped and reaped.split()[1].lstrip("-").isdigit() else reaped
+    tell(server, "EXIT")
+    case.wait_exit(server, "the server exits")
+    return src
+
+
 def finish_client(case, client, clines):
     """The client's end: 'RECV' (or its failure), then EXIT and its status."""
     recv = case.wait_line(clines, ("RECV", "STALL", "SEND-ERROR", "ERROR"), "the client reads to the end")
@@ -323,14 +336,7 @@ def inetd_steps(case, how, wrapped_child, pre, m, post, epoll):
         tell(server, "CLOSE")
         case.wait_line(slines, "PARENT-CLOSED", "the parent closes its copy")
     recv, crc = finish_client(case, client, clines)
-    if how == "nofork":
-        src = case.wait_exit(server, "the exec'd program (the server's process) exits")
-    else:
-        tell(server, "REAP")
-        reaped = case.wait_line(slines, "CHILD-EXIT", "the forked child exits")
-        src = int(reaped.split()[1]) if reaped and reaped.split()[1].lstrip("-").isdigit() else reaped
-        tell(server, "EXIT")
-        case.wait_exit(server, "the server exits")
+    src = end_server(case, server, slines, how, "the exec'd program (the server's process) exits")
     sent = payload(case.seed, "client", pre + post)
     check(done == f"CHILD-DONE {len(sent)} {sha(sent)}",
           f"{case.name}: the exec'd program read exactly the client's {pre} + {post} bytes ({done[:60]!r})")
@@ -379,14 +385,7 @@ def both_steps(case, how, wrapped_server, wrapped_client, size):
     s_done = case.wait_line(slines, ("TALK-DONE", "TALK-"), "the server side's talker reads to the end")
     c_done = case.wait_line(clines, ("TALK-DONE", "TALK-"), "the client side's talker reads to the end")
     crc = case.wait_exit(client, "the client side's talker exits")
-    if how == "nofork":
-        src = case.wait_exit(server, "the server side's talker exits")
-    else:
-        tell(server, "REAP")
-        reaped = case.wait_line(slines, "CHILD-EXIT", "the forked child exits")
-        src = int(reaped.split()[1]) if reaped and reaped.split()[1].lstrip("-").isdigit() else reaped
-        tell(server, "EXIT")
-        case.wait_exit(server, "the server exits")
+    src = end_server(case, server, slines, how, "the server side's talker exits")
     to_client = payload(case.seed, "talk-server", size)
     to_server = payload(case.seed, "talk-client", size)
     check(bool(s_exec and c_exec), f"{case.name}: both ends exec'd ({s_exec!r}, {c_exec!r})")

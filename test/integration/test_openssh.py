@@ -245,6 +245,24 @@ class Case:
                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
                 "-i", os.path.join(self.keys, "client_ed25519"), port_flag, str(self.port)]
 
+    def give_up(self, p):
+        """A client past its time: where things wait is shown (once a case),
+        then it and what it started (scp's and sftp's ssh) are killed by PID;
+        what it wrote is returned."""
+        if p.poll() is None and not self.explained:
+            self.explained = True
+            explain_hang([p.pid, self.sshd.pid], types.SimpleNamespace(stats_dir=self.stats_dir,
+                                                                       env=self.sshd_env), [self.log])
+        for pid in reversed(_descendants([p.pid])):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            return p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return b"", b""
+
     def client(self, what, cmd, timeout=OP_S, input=None):
         """Runs `cmd` under usmc-run --smcd; bounded: at `timeout` it is
         explained (the first time in a case), it and its descendants are
@@ -262,19 +280,7 @@ class Case:
             out, err = p.communicate(input=input, timeout=timeout)
             rc = p.returncode
         except subprocess.TimeoutExpired:
-            if not self.explained:
-                self.explained = True
-                explain_hang([p.pid, self.sshd.pid], types.SimpleNamespace(stats_dir=self.stats_dir,
-                                                                           env=self.sshd_env), [self.log])
-            for pid in reversed(_descendants([p.pid])):  # (scp's and sftp's ssh too)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                out, err = p.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                out, err = b"", b""
+            out, err = self.give_up(p)
             rc = None
             err += f"\n(still running after {timeout} s: killed)".encode()
             self.given_up = f"{what} timed out after {timeout} s"
@@ -423,19 +429,7 @@ class Case:
                 raise subprocess.TimeoutExpired(cmd, OP_S)
             out, err = p.communicate(input=b"bye\n", timeout=OP_S)
         except subprocess.TimeoutExpired:
-            if p.poll() is None and not self.explained:
-                self.explained = True
-                explain_hang([p.pid, self.sshd.pid], types.SimpleNamespace(stats_dir=self.stats_dir,
-                                                                           env=self.sshd_env), [self.log])
-            for pid in reversed(_descendants([p.pid])):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                out, err = p.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                out, err = b"", b""
+            out, err = self.give_up(p)
             self.given_up = "the held session did not echo its line"
         check(ready and p.returncode == 0 and buf + out == b"ready\nbye\n",
               f"{self.name}: a held session (echo ready; cat) echoed a line (rc {p.returncode}, "
