@@ -1,5 +1,6 @@
 #include "engine/registry.hpp"
 
+#include "engine/base/sockdiag.hpp"
 #include "engine/base/statseg.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/smcd/ism.hpp"
@@ -335,6 +336,8 @@ Listener Listener::publish(const sockaddr* addr, socklen_t len, uint64_t gid, ui
                 if (m.key == key) m.until_ns = 0;
     }
     l.path_ = path_of(name);
+    // sin_port and sin6_port share their offset; entry_name checked the family.
+    l.port_ = ntohs(reinterpret_cast<const sockaddr_in*>(addr)->sin_port);
     // One Pending memory per user that announces (kPendingUsers), all under
     // one token: the endpoint gives each user its own (ism::share), so no
     // user can zero or forge what another user's clients announced.
@@ -386,6 +389,7 @@ Listener& Listener::operator=(Listener&& o) noexcept {
             o.pending_[i] = nullptr;
         }
         pending_token_ = o.pending_token_;
+        port_ = o.port_;
         o.entry_ = nullptr;
         o.pending_token_ = 0;
         o.path_.clear();
@@ -453,24 +457,10 @@ uint64_t Listener::unported_connects() const {
     return add_up(pending_, &Pending::unported, std::memory_order_seq_cst);
 }
 
-bool still_listening(uint64_t inode) {
-    for (const char* path : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
-        FILE* f = std::fopen(path, "re");
-        if (!f) continue;
-        char line[512];
-        bool found = false;
-        while (!found && std::fgets(line, sizeof line, f)) {
-            unsigned state = 0;
-            unsigned long long ino = 0;
-            // sl local rem st tx:rx tr:when retr uid timeout inode
-            if (std::sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %llu", &state, &ino) == 2 &&
-                state == 0x0A && ino == inode)
-                found = true;
-        }
-        std::fclose(f);
-        if (found) return true;
-    }
-    return false;
+bool still_listening(uint64_t inode, uint16_t port) {
+    // Not known (no netlink here) counts as gone: an entry left behind would
+    // send clients' Proposals to whatever binds the port next.
+    return sockdiag::tcp_listening(inode, port).value_or(false);
 }
 
 void Listener::drop_pending() {
@@ -502,7 +492,7 @@ bool holds_socket(pid_t pid, int fd, uint64_t inode) {
 void Listener::socket_closed(uint64_t inode, int fd) {
     bool stays =
         entry_ && ((entry_->pid != getpid() && fd >= 0 && holds_socket(entry_->pid, fd, inode)) ||
-                   still_listening(inode));
+                   still_listening(inode, port_));
     if (entry_ && !stays) {
         entry_->withdrawn.store(1, std::memory_order_release);
         unlink(path_.c_str());

@@ -149,11 +149,13 @@ class Listener {
     Entry* entry_ = nullptr;
     Pending* pending_[kPendingUsers] = {}; // one per user that announces (ism::share)
     uint64_t pending_token_ = 0;
+    uint16_t port_ = 0; // the published port, host order
     void drop_pending();
 };
 
-// Whether a socket with this inode is in LISTEN state in our network namespace.
-bool still_listening(uint64_t inode);
+// Whether the socket with this inode still listens on `port` in our network
+// namespace (the kernel's sock_diag answers; false when it cannot).
+bool still_listening(uint64_t inode, uint16_t port);
 
 // The trusted entry for destination `addr` (exact address first, then the
 // wildcard address of its family), or nullopt. Whether its publisher is
