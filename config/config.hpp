@@ -1,7 +1,9 @@
 #pragma once
 // usmc.toml: global knobs (the kernel's net.smc sysctls and netlink switch,
 // plus usmc's own) and [[policy]] rules. Every error names the file, the line
-// and the key; unknown keys and wrong types are errors, never ignored.
+// and the key; unknown keys and wrong types are errors, never ignored, and a
+// file is read to its end so that all its errors are told at once (but for a
+// TOML syntax error, which ends the reading).
 #include "config/policy.hpp"
 
 #include <cstdint>
@@ -19,12 +21,30 @@ inline constexpr uint64_t kBufMin = 16 << 10;
 inline constexpr uint64_t kBufMax = 1 << 20;
 const char* log_level_name(LogLevel level);
 
+// The testonly_* keys (delays and timeouts the integration tests and the
+// benchmarks set) are taken only by builds with USMC_TESTONLY_KNOBS (CMake,
+// on with the tests); elsewhere they are unknown keys like any other.
+#ifdef USMC_TESTONLY_KNOBS
+inline constexpr bool kTestonlyKnobs = true;
+#else
+inline constexpr bool kTestonlyKnobs = false;
+#endif
+
 struct Config {
     // Kernel knobs (net.smc.* sysctls / netlink), same names and defaults.
     bool limit_smc_hs = false;
     uint64_t rmem = 64 * 1024;
     uint64_t wmem = 64 * 1024;
     uint64_t autocorking_size = 64 * 1024;
+    // SMC-R's sysctls, same ranges: read and checked so that a file written
+    // after the kernel's knobs is taken as it is; nothing uses them until
+    // usmc has SMC-R.
+    uint32_t smcr_buf_type = 0;            // 0 physically, 1 virtually contiguous, 2 either
+    uint32_t smcr_testlink_time = 30;      // seconds of link inactivity before TEST_LINK; 0 off
+    uint32_t smcr_max_links_per_lgr = 2;   // 1..2
+    uint32_t smcr_max_conns_per_lgr = 255; // 16..255
+    uint32_t smcr_max_send_wr = 16;        // send work-request buffers per link, 2..2048
+    uint32_t smcr_max_recv_wr = 48;        // receive work-request buffers per link, 2..2048
     // usmc's own.
     ModeSet mode = kModeAuto;            // transports allowed when no policy rule matches
     uint32_t clc_detect_timeout_ms = 50; // server: wait this long for a CLC Proposal
@@ -42,7 +62,7 @@ struct Config {
     uint32_t hs_congestion_hold_ms = 100;
     // Sleeps this long before every server handshake: creates handshake
     // congestion on demand for tests and the short-lived benchmark. Never a
-    // tuning knob (the name says so; `usmc config check` flags it).
+    // tuning knob (the name says so; usmc-run warns of it).
     uint32_t testonly_server_handshake_delay_ms = 0;
     // How long a handshake waits for the peer's next CLC message (0: the
     // kernel's CLC_WAIT_TIME, 6 s). For tests that make a client give up
@@ -68,13 +88,19 @@ struct Config {
 };
 
 struct LoadError {
-    std::string message; // "FILE:LINE:COL: key 'x': what is wrong"
+    std::string message;           // the first: "FILE:LINE:COL: key 'x': what is wrong"
+    std::vector<std::string> more; // the others, in the order of the file
 };
 
 using LoadResult = std::variant<Config, LoadError>;
 
+struct ParseOptions {
+    bool testonly_knobs = kTestonlyKnobs; // take the testonly_* keys
+};
+
 // Parses TOML text; `source_name` is used in messages.
-LoadResult parse_config(std::string_view text, std::string_view source_name);
+LoadResult parse_config(std::string_view text, std::string_view source_name,
+                        ParseOptions options = {});
 // Reads and parses a file.
 LoadResult load_config_file(const std::string& path);
 
@@ -95,5 +121,8 @@ LoadResult load_default_config();
 
 // The effective settings as TOML text (what `usmc config check` prints).
 std::string describe(const Config& cfg);
+
+// The testonly_* keys that change something in `cfg`, as "key = value".
+std::vector<std::string> testonly_in_effect(const Config& cfg);
 
 } // namespace usmc::config

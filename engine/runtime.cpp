@@ -114,7 +114,7 @@ uint64_t env_size(const char* name, const char* config_key) {
                   config::format_size(e.bytes));
         return e.bytes;
     case EnvSize::Malformed:
-        log::warn("{}='{}' is not a size (digits with an optional k/K/m/M suffix, {}..{}); "
+        log::warn("{}='{}' is not a size (bytes, or with a unit: 64k, 64KiB, 1m, 1MiB; {}..{}); "
                   "using the configuration's {}",
                   name, text, config::format_size(config::kBufMin),
                   config::format_size(config::kBufMax), config_key);
@@ -132,8 +132,14 @@ void full_init() {
     s.opts.wmem = env_size("SMC_SNDBUF", "wmem");
     auto loaded = config::load_default_config();
     if (auto* err = std::get_if<config::LoadError>(&loaded)) {
+        // One line, whatever the file holds: usmc-run and `usmc config check`
+        // list every error; a program must not be drowned in them.
         s.config_ok = false;
-        log::error("config error: {}; running every socket as plain TCP", err->message);
+        if (err->more.empty())
+            log::error("config error: {}; running every socket as plain TCP", err->message);
+        else
+            log::error("config error: {} (and {} more); running every socket as plain TCP",
+                       err->message, err->more.size());
     } else {
         s.cfg = std::move(std::get<config::Config>(loaded));
         // The environment over the file, as USMC_MODES and USMC_LIMIT_HS.
@@ -179,31 +185,14 @@ void full_init() {
 EnvSize parse_env_size(const char* text) {
     EnvSize e;
     if (!text || !*text) return e;
-    uint64_t value = 0;
-    bool overflow = false;
-    const char* p = text;
-    for (; *p >= '0' && *p <= '9'; ++p) {
-        if (value > (UINT64_MAX - 9) / 10) overflow = true;
-        if (!overflow) value = value * 10 + static_cast<uint64_t>(*p - '0');
-    }
-    if (p == text) {
+    bool too_large = false;
+    auto value = config::parse_size(text, &too_large);
+    if (!value && !too_large) {
         e.status = EnvSize::Malformed;
         return e;
     }
-    unsigned shift = 0;
-    if (*p == 'k' || *p == 'K')
-        shift = 10;
-    else if (*p == 'm' || *p == 'M')
-        shift = 20;
-    if (shift) ++p;
-    if (*p) {
-        e.status = EnvSize::Malformed;
-        return e;
-    }
-    if (value > (UINT64_MAX >> shift)) overflow = true;
-    value = overflow ? UINT64_MAX : value << shift;
-    e.bytes = std::clamp(value, config::kBufMin, config::kBufMax);
-    e.status = e.bytes == value ? EnvSize::Ok : EnvSize::Clamped;
+    e.bytes = too_large ? config::kBufMax : std::clamp(*value, config::kBufMin, config::kBufMax);
+    e.status = !too_large && e.bytes == *value ? EnvSize::Ok : EnvSize::Clamped;
     return e;
 }
 

@@ -23,9 +23,9 @@ struct Options {
     uint64_t wmem = 0; // SMC_SNDBUF, likewise
 };
 
-// smc-tools' SMC_RCVBUF / SMC_SNDBUF: digits with an optional k/K/m/M suffix
-// (x1024, x1048576), as smc_run checks them; they replace the config's
-// rmem / wmem, within the same bounds.
+// smc-tools' SMC_RCVBUF / SMC_SNDBUF: a size as config::parse_size reads it
+// (smc_run's digits with an optional k/K/m/M suffix among them); they
+// replace the config's rmem / wmem, within the same bounds.
 struct EnvSize {
     enum Status { Unset, Ok, Clamped, Malformed };
     Status status = Unset; // Unset: absent or empty

@@ -17,9 +17,9 @@ if [[ ! -f "$dir/CMakeCache.txt" ]]; then
   CXXFLAGS="$(dpkg-buildflags --get CXXFLAGS) $cppflags" \
   LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" \
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-      -DUSMC_BUILD_TESTS=OFF -DUSMC_WERROR="${USMC_WERROR:-OFF}" >/dev/null
+      -DUSMC_BUILD_TESTS=OFF -DUSMC_TESTONLY_KNOBS=OFF -DUSMC_WERROR="${USMC_WERROR:-OFF}" >/dev/null
 else
-  cmake "$dir" -DUSMC_WERROR="${USMC_WERROR:-OFF}" >/dev/null
+  cmake "$dir" -DUSMC_TESTONLY_KNOBS=OFF -DUSMC_WERROR="${USMC_WERROR:-OFF}" >/dev/null
 fi
 cmake --build "$dir" -j "$(nproc)"
 (cd "$dir" && cpack -G DEB >/dev/null)

@@ -1,6 +1,9 @@
 #include "tools/launcher_args.hpp"
 
 #include "config/config.hpp"
+#include "config/size.hpp"
+
+#include <getopt.h>
 
 namespace usmc::tools {
 
@@ -14,132 +17,124 @@ LauncherArgs fail(LauncherArgs a, std::string message) {
     return a;
 }
 
-// A long option: true when it was one of ours (`i` may move past its value).
-bool long_option(LauncherArgs& a, std::string_view arg, int argc, const char* const* argv, int& i) {
-    std::string_view name = arg.substr(2);
-    std::string_view value;
-    bool attached = false;
-    if (auto eq = name.find('='); eq != std::string_view::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        attached = true;
-    }
-    struct Flag {
-        std::string_view name;
-        bool LauncherArgs::*field;
-    };
-    static constexpr Flag flags[] = {
-        {"smcd", &LauncherArgs::smcd},
-        {"smcr", &LauncherArgs::smcr},
-        {"tcp", &LauncherArgs::tcp},
-        {"limit-hs", &LauncherArgs::limit_hs},
-        {"no-limit-hs", &LauncherArgs::no_limit_hs},
-        {"verbose", &LauncherArgs::verbose},
-    };
-    for (const auto& f : flags)
-        if (name == f.name) {
-            if (attached) {
-                a = fail(std::move(a), "Option --" + std::string(name) + " takes no argument");
-                return true;
-            }
-            a.*f.field = true;
-            return true;
-        }
-    if (name == "config") {
-        if (!attached) {
-            if (i + 1 >= argc) {
-                a = fail(std::move(a), "Option --config requires an argument");
-                return true;
-            }
-            value = argv[++i];
-        }
-        if (value.empty()) {
-            a = fail(std::move(a), "Option --config requires an argument");
-            return true;
-        }
-        a.config_file = std::string(value);
-        return true;
-    }
-    if (name == "help" && !attached) {
-        a.action = Action::Help;
-        return true;
-    }
-    if (name == "version" && !attached) {
-        a.action = Action::Version;
-        return true;
-    }
-    return false;
+// What getopt_long returns for the long options: above every character.
+enum LongOption : int {
+    kSmcd = 256,
+    kSmcr,
+    kTcp,
+    kLimitHs,
+    kNoLimitHs,
+    kConfig,
+    kIgnoreConfigErrors,
+    kVerbose,
+    kHelp,
+    kVersion,
+};
+
+constexpr option kLongOptions[] = {
+    {"smcd", no_argument, nullptr, kSmcd},
+    {"smcr", no_argument, nullptr, kSmcr},
+    {"tcp", no_argument, nullptr, kTcp},
+    {"limit-hs", no_argument, nullptr, kLimitHs},
+    {"no-limit-hs", no_argument, nullptr, kNoLimitHs},
+    {"config", required_argument, nullptr, kConfig},
+    {"ignore-config-errors", no_argument, nullptr, kIgnoreConfigErrors},
+    {"verbose", no_argument, nullptr, kVerbose},
+    {"help", no_argument, nullptr, kHelp},
+    {"version", no_argument, nullptr, kVersion},
+    {nullptr, 0, nullptr, 0},
+};
+
+std::string long_name(int code) {
+    for (const option& o : kLongOptions)
+        if (o.name && o.val == code) return o.name;
+    return "?";
 }
+
+// '+': options end at the first non-option, as getopts (and POSIXLY_CORRECT)
+// has it; ':' (after it): a missing value is told apart from an unknown option.
+constexpr const char* kShortOptions = "+:dhr:t:v";
 
 } // namespace
 
 bool valid_buffer_size(std::string_view text) {
-    size_t digits = 0;
-    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
-        ++digits;
-    if (digits == 0) return false;
-    std::string_view rest = text.substr(digits);
-    return rest.empty() || (rest.size() == 1 &&
-                            (rest[0] == 'k' || rest[0] == 'K' || rest[0] == 'm' || rest[0] == 'M'));
+    // Well formed is enough: a size beyond the range is clamped where it is
+    // used (runtime::parse_env_size), as smc_run leaves it to the kernel.
+    bool too_large = false;
+    return config::parse_size(text, &too_large) || too_large;
 }
 
 LauncherArgs parse_launcher_args(int argc, const char* const* argv) {
     LauncherArgs a;
-    int i = 1;
-    for (; i < argc; ++i) {
-        std::string_view arg(argv[i]);
-        if (arg == "--") {
-            ++i;
+    // getopt_long keeps its state in globals: optind 0 starts afresh (glibc),
+    // opterr 0 keeps its own messages to itself.
+    optind = 0;
+    opterr = 0;
+    // With '+' getopt_long permutes nothing: argv is only read.
+    auto* words = const_cast<char* const*>(argv);
+    for (int c; (c = getopt_long(argc, words, kShortOptions, kLongOptions, nullptr)) != -1;) {
+        switch (c) {
+        case 'd':
+            a.debug = true;
             break;
-        }
-        if (arg.size() < 2 || arg[0] != '-') break; // the first non-option: PROGRAM
-        if (arg[1] == '-') {
-            if (!long_option(a, arg, argc, argv, i))
-                return fail(std::move(a), "Invalid option: " + std::string(arg));
-            if (a.action != Action::Run) return a; // --help, --version, or an error
-            continue;
-        }
-        // A cluster of short options, getopts "dhr:t:v": processed in order, so
-        // -h and -v act (and errors stop) where they stand.
-        for (size_t j = 1; j < arg.size(); ++j) {
-            char c = arg[j];
-            switch (c) {
-            case 'd':
-                a.debug = true;
-                break;
-            case 'h':
-                a.action = Action::Help;
-                return a;
-            case 'v':
-                a.action = Action::Version;
-                return a;
-            case 'r':
-            case 't': {
-                std::string value;
-                if (j + 1 < arg.size()) {
-                    value = std::string(arg.substr(j + 1));
-                } else if (i + 1 < argc) {
-                    value = argv[++i];
-                } else {
-                    return fail(std::move(a),
-                                std::string("Option -") + c + " requires an argument");
-                }
-                if (!valid_buffer_size(value))
-                    return fail(std::move(a), "Invalid buffer size specified: '" + value + "'");
-                (c == 'r' ? a.rcvbuf : a.sndbuf) = std::move(value);
-                j = arg.size(); // the rest of the cluster was the value
-                break;
-            }
-            default:
-                return fail(std::move(a), std::string("Invalid option: -") + c);
-            }
+        case 'h':
+        case kHelp:
+            a.action = Action::Help; // acts where it stands: what follows is not looked at
+            return a;
+        case 'v':
+        case kVersion:
+            a.action = Action::Version;
+            return a;
+        case 'r':
+        case 't':
+            if (!valid_buffer_size(optarg))
+                return fail(std::move(a),
+                            "Invalid buffer size specified: '" + std::string(optarg) + "'");
+            (c == 'r' ? a.rcvbuf : a.sndbuf) = optarg;
+            break;
+        case kSmcd:
+            a.smcd = true;
+            break;
+        case kSmcr:
+            a.smcr = true;
+            break;
+        case kTcp:
+            a.tcp = true;
+            break;
+        case kLimitHs:
+            a.limit_hs = true;
+            break;
+        case kNoLimitHs:
+            a.no_limit_hs = true;
+            break;
+        case kVerbose:
+            a.verbose = true;
+            break;
+        case kIgnoreConfigErrors:
+            a.ignore_config_errors = true;
+            break;
+        case kConfig:
+            if (!*optarg) return fail(std::move(a), "Option --config requires an argument");
+            a.config_file = optarg;
+            break;
+        case ':': // a value missing at the end of the line
+            if (optopt < kSmcd)
+                return fail(std::move(a),
+                            std::string("Option -") + char(optopt) + " requires an argument");
+            return fail(std::move(a), "Option --" + long_name(optopt) + " requires an argument");
+        default: // '?': an unknown option, or a value given to one that takes none
+            if (optopt >= kSmcd)
+                return fail(std::move(a), "Option --" + long_name(optopt) + " takes no argument");
+            if (optopt) return fail(std::move(a), std::string("Invalid option: -") + char(optopt));
+            // An unknown or ambiguous long option: getopt_long has passed it.
+            return fail(std::move(a), "Invalid option: " + std::string(argv[optind - 1]));
         }
     }
     if (a.tcp && (a.smcd || a.smcr))
         return fail(std::move(a), "--tcp cannot be combined with --smcd or --smcr");
     if (a.limit_hs && a.no_limit_hs)
         return fail(std::move(a), "--limit-hs cannot be combined with --no-limit-hs");
-    for (; i < argc; ++i)
+    for (int i = optind; i < argc; ++i)
         a.command.emplace_back(argv[i]);
     if (a.command.empty()) return fail(std::move(a), "Missing command parameter");
     return a;
@@ -161,12 +156,17 @@ std::string launcher_usage() {
            "   --limit-hs       SMC_LIMIT_HS on for new sockets (overrides limit_smc_hs)\n"
            "   --no-limit-hs    SMC_LIMIT_HS off for new sockets\n"
            "   --config FILE    usmc.toml to use (default: $USMC_CONFIG, " USMC_SYSTEM_CONFIG ")\n"
+           "   --ignore-config-errors\n"
+           "                    start COMMAND even if the configuration has errors (every\n"
+           "                    socket then runs as plain TCP); without it usmc-run lists\n"
+           "                    the errors and exits 1\n"
            "   --verbose        say what usmc-run and usmc do on stderr\n"
            "   --help, --version\n"
-           "SIZE is a number of bytes with an optional k/K or m/M suffix (x1024, x1048576);\n"
-           "usmc takes 16k..1M and clamps others to that range. Options end at COMMAND or\n"
-           "after \"--\". Without --smcd/--smcr/--tcp the configuration decides; they narrow\n"
-           "what it allows, they never widen a rule that says tcp.\n";
+           "SIZE is a number of bytes with an optional unit, in any case: k, KiB (x1024),\n"
+           "m, MiB (x1048576), g, GiB; usmc takes 16k..1M and clamps others to that range.\n"
+           "Options end at COMMAND or after \"--\". Without --smcd/--smcr/--tcp the\n"
+           "configuration decides; they narrow what it allows, they never widen a rule\n"
+           "that says tcp.\n";
 }
 
 } // namespace usmc::tools

@@ -1,18 +1,17 @@
 #pragma once
 // usmc-run's command line: smc_run's short options with their meanings
-// (getopts "dhr:t:v"), usmc's own choices as long options only.
+// (getopts "dhr:t:v"), usmc's own choices as long options only, read by
+// glibc's getopt_long with "+" first, whose rules are getopts': clusters
+// (-dv), attached values (-r1M), the next word as a value even if it starts
+// with '-', options end at the first non-option or after "--".
 //
-//   -d  -h  -r SIZE  -t SIZE  -v             smc_run's, getopts rules: clusters
-//                                            (-dv), attached values (-r1M), the
-//                                            next word as value even if it starts
-//                                            with '-', options end at the first
-//                                            non-option or after "--"
+//   -d  -h  -r SIZE  -t SIZE  -v             smc_run's
 //   --smcd --smcr --tcp --limit-hs --no-limit-hs --config FILE|--config=FILE
-//   --verbose --help --version               usmc's, anywhere among the short ones
+//   --ignore-config-errors --verbose --help --version
+//                                            usmc's, anywhere among the short
+//                                            ones (a unique prefix will do)
 //
-// Hand-written rather than CLI11: CLI11 takes "-r -d" as -r without a value
-// followed by -d, where getopts gives -r the value "-d" (and smc_run then
-// rejects it as a size); and it cannot print smc_run's messages.
+// The messages are smc_run's ("Invalid option: -x"), not getopt's.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,15 +31,18 @@ struct LauncherArgs {
     bool smcd = false, smcr = false, tcp = false;
     bool limit_hs = false, no_limit_hs = false;
     bool verbose = false;
+    bool ignore_config_errors = false; // run with a bad configuration (every socket TCP)
     std::string config_file;
 
     std::vector<std::string> command; // PROGRAM [ARGS...]
 };
 
-// argv[0] is the launcher's own name and is skipped.
+// argv[0] is the launcher's own name and is skipped. Uses getopt_long's
+// globals (resets them first): one parse at a time.
 LauncherArgs parse_launcher_args(int argc, const char* const* argv);
 
-// smc_run's size syntax: ^[0-9]+[kKmM]?$
+// A size as the file and the environment take it (config/size.hpp): smc_run's
+// digits with an optional k/K/m/M suffix, and more units.
 bool valid_buffer_size(std::string_view text);
 
 // The -h/--help text.

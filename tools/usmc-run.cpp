@@ -81,13 +81,34 @@ int main(int argc, char** argv) {
         }
         setenv("USMC_CONFIG", resolved, 1);
     }
-    // Check the configuration now, where the error is easy to see; the program
-    // still runs (every socket as plain TCP), as it would under a shim that
-    // finds the same error.
+    // The configuration is checked here, where a mistake can still stop the
+    // launch: every error is told and the program does not start, unless
+    // told otherwise (then it runs as under a library that finds the same
+    // errors: every socket plain TCP). A program already running never
+    // stops for its configuration (runtime.cpp).
     auto loaded = usmc::config::load_default_config();
-    if (auto* err = std::get_if<usmc::config::LoadError>(&loaded))
-        fmt::print(stderr, "usmc-run: config error: {}; every socket will run as plain TCP\n",
-                   err->message);
+    if (auto* err = std::get_if<usmc::config::LoadError>(&loaded)) {
+        if (args.ignore_config_errors) {
+            fmt::print(stderr, "usmc-run: config error: {}{}; every socket will run as plain TCP\n",
+                       err->message,
+                       err->more.empty() ? "" : fmt::format(" (and {} more)", err->more.size()));
+        } else {
+            fmt::print(stderr, "usmc-run: {}\n", err->message);
+            for (const auto& more : err->more)
+                fmt::print(stderr, "usmc-run: {}\n", more);
+            fmt::print(stderr,
+                       "usmc-run: not starting {}: the configuration has {} error{} "
+                       "(--ignore-config-errors starts it with every socket as plain TCP)\n",
+                       command.front(), 1 + err->more.size(), err->more.empty() ? "" : "s");
+            return 1;
+        }
+    } else {
+        // Only a test build takes these keys; say so where a user would look.
+        const auto& cfg = std::get<usmc::config::Config>(loaded);
+        for (const auto& key : usmc::config::testonly_in_effect(cfg))
+            fmt::print(stderr, "usmc-run: warning: test-only setting in effect: {} ({})\n", key,
+                       cfg.source);
+    }
 
     const std::string& program = command.front();
     std::string path = usmc::tools::find_program(program, std::getenv("PATH"));

@@ -393,6 +393,8 @@ int cmd_config_check(const std::string& file) {
     auto loaded = file.empty() ? config::load_default_config() : config::load_config_file(file);
     if (auto* err = std::get_if<config::LoadError>(&loaded)) {
         fmt::print(stderr, "usmc: {}\n", err->message);
+        for (const auto& more : err->more)
+            fmt::print(stderr, "usmc: {}\n", more);
         return 1;
     }
     fmt::print("{}", config::describe(std::get<config::Config>(loaded)));

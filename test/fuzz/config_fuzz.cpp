@@ -43,7 +43,13 @@ bool same(const Config& a, const Config& b) {
            a.testonly_learn_hold_ms == b.testonly_learn_hold_ms &&
            a.testonly_learn_probe_gap_ms == b.testonly_learn_probe_gap_ms &&
            a.testonly_clc_timeout_ms == b.testonly_clc_timeout_ms && a.log_level == b.log_level &&
-           a.trusted_uids == b.trusted_uids;
+           a.trusted_uids == b.trusted_uids && a.smcr_buf_type == b.smcr_buf_type &&
+           a.smcr_testlink_time == b.smcr_testlink_time &&
+           a.smcr_max_links_per_lgr == b.smcr_max_links_per_lgr &&
+           a.smcr_max_conns_per_lgr == b.smcr_max_conns_per_lgr &&
+           a.smcr_max_send_wr == b.smcr_max_send_wr && a.smcr_max_recv_wr == b.smcr_max_recv_wr &&
+           a.autotune_dmb == b.autotune_dmb && a.busy_poll_adaptive == b.busy_poll_adaptive &&
+           a.learn_smc == b.learn_smc;
 }
 
 } // namespace
@@ -53,6 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto r = parse_config(text, "fuzz.toml");
     if (auto* e = std::get_if<LoadError>(&r)) {
         FUZZ_CHECK(e->message.rfind("fuzz.toml:", 0) == 0);
+        for (const auto& more : e->more)
+            FUZZ_CHECK(more.rfind("fuzz.toml:", 0) == 0);
         return 0;
     }
     const Config& cfg = std::get<Config>(r);

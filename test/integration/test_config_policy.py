@@ -36,15 +36,22 @@ with Env() as env:
     check(r.returncode == 0 and env.stats()["fallback_reasons"].get("POLICY", 0) - before == 2,
           "usmc-run --tcp: both ends TCP by policy")
 
-    # A broken config file: one line per process on stderr, everything works.
+    # A broken config file: usmc-run refuses to start the program; told to
+    # start it anyway, one line per process on stderr, everything works as
+    # plain TCP (as a program whose file turns bad between two of its
+    # processes).
     bad = os.path.join(env.dir, "bad.toml")
     with open(bad, "w") as f:
         f.write("[[policy]]\nmode = \"warp\"\n")
     e = dict(env.env)
     e["USMC_CONFIG"] = bad
-    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", "2"]), env=e)
+    r = env.run(env.wrap([PYTHON, APP, "server", "--conns", "2"]), env=e, timeout=30)
+    check(r.returncode == 1 and "READY" not in r.stdout and f"{bad}:2:" in r.stderr,
+          f"bad config: usmc-run does not start the server ({r.returncode}, {r.stderr[-300:]!r})")
+    ignore = "--ignore-config-errors"
+    server = env.start(env.wrap([PYTHON, APP, "server", "--conns", "2"], ignore), env=e)
     port = read_ready(server)
-    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", "2"]), env=e)
+    r = env.run(env.wrap([PYTHON, APP, "client", "--port", str(port), "--conns", "2"], ignore), env=e)
     out, err = server.communicate(timeout=30)
     check(r.returncode == 0 and server.returncode == 0, "bad config: connections still work")
     for who, text in (("client", r.stderr), ("server", err)):

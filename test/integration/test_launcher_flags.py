@@ -74,7 +74,7 @@ with Env() as env:
         r = env.run([USMC_RUN, *argv])
         check(r.returncode == 1 and r.stderr == "usmc-run: Error: Missing command parameter\n",
               f"no command after {argv}: exit 1")
-    for size in ("12x", "1G", "1.5M", "-d", "64KiB"):
+    for size in ("12x", "1.5M", "-d", "64Ki"):
         r = env.run([USMC_RUN, "-r", size, "/bin/true"])
         check(r.returncode == 1 and r.stderr == f"usmc-run: Error: Invalid buffer size specified: '{size}'\n",
               f"-r {size}: invalid size, exit 1")
@@ -93,6 +93,8 @@ with Env() as env:
         (["--smcd", "-r", "32K", "--verbose"], "0|32K||smcd|1"),
         (["--tcp", "-d"], "1|||tcp|"),
         (["--smcd", "--smcr"], "0|||auto|"),
+        # The file's size grammar: any case, KiB/MiB (passed on as given).
+        (["-r", "64KiB", "-t1mib"], "0|64KiB|1mib||"),
     ]:
         r = env.run([USMC_RUN, *argv, *SHOW])
         check(r.returncode == 0 and r.stdout.strip() == want, f"usmc-run {' '.join(argv)} -> {want} "
@@ -148,6 +150,11 @@ with Env() as env:
     a, a_sizes, _ = pair(env, via_run(env, "--config", cfg, "-d", "-r", "32k"))
     b, b_sizes, _ = pair(env, via_env(env, USMC_CONFIG=cfg, SMC_DEBUG="1", SMC_RCVBUF="32k"))
     check(a_sizes == b_sizes == [("32KiB", "32KiB")] * 2, f"-r over the config file ({a_sizes}, {b_sizes})")
+
+    # The file's grammar in the environment too: 256KiB, any case.
+    a, a_sizes, _ = pair(env, via_run(env, "-d", "-r", "256KiB", "-t", "64kib"))
+    b, b_sizes, _ = pair(env, via_env(env, SMC_DEBUG="1", SMC_RCVBUF="256kib", SMC_SNDBUF="64KiB"))
+    check(a_sizes == b_sizes == ref_sizes, f"-r 256KiB -t 64kib: as -r 256k -t 64k ({a_sizes}, {b_sizes})")
 
     # Out of range: one message naming variable, value and bounds; the nearest bound.
     d, sizes, err = pair(env, via_run(env, "-d", "-r", "4M"))

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <unistd.h>
+#include <vector>
 
 using namespace usmc::config;
 
@@ -22,6 +24,20 @@ std::string parse_err(const std::string& text) {
     auto* e = std::get_if<LoadError>(&r);
     REQUIRE(e != nullptr);
     return e->message;
+}
+
+// Every error of a file: the first, then the others.
+std::vector<std::string> all_errors(const std::string& text, ParseOptions options = {}) {
+    auto r = parse_config(text, "test.toml", options);
+    auto* e = std::get_if<LoadError>(&r);
+    REQUIRE(e != nullptr);
+    std::vector<std::string> all{e->message};
+    all.insert(all.end(), e->more.begin(), e->more.end());
+    return all;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
 }
 
 } // namespace
@@ -128,10 +144,12 @@ TEST_CASE("errors name the file, the line and the key") {
         CHECK(m.find("unknown key") != std::string::npos);
     }
     SECTION("wrong type") {
-        auto m = parse_err("limit_smc_hs = 1\n");
+        auto m = parse_err("limit_smc_hs = \"yes\"\n");
         CHECK(m.find("test.toml:1:") == 0);
         CHECK(m.find("key 'limit_smc_hs'") != std::string::npos);
-        CHECK(m.find("expected a boolean") != std::string::npos);
+        CHECK(m.find("expected a boolean (true/false or 1/0), got a string") != std::string::npos);
+        CHECK(parse_err("learn_smc = 2\n").find("expected a boolean (true/false or 1/0), got 2") !=
+              std::string::npos);
     }
     SECTION("size below the kernel's minimum") {
         auto m = parse_err("rmem = 1000\n");
@@ -287,4 +305,150 @@ TEST_CASE("files: missing file and the USMC_CONFIG variable") {
     CHECK(std::get<Config>(loaded).source == path);
     unsetenv("USMC_CONFIG");
     unlink(path);
+}
+
+TEST_CASE("every error of a file is told, in the order of the file") {
+    // toml++ hands keys over sorted by name; the errors come in file order.
+    auto errors = all_errors("wmem = \"2M\"\nbusy_poll_us = -1\nmode = \"fast\"\n");
+    REQUIRE(errors.size() == 3);
+    CHECK(errors[0].rfind("test.toml:1:8: key 'wmem': must be between 16KiB and 1MiB", 0) == 0);
+    CHECK(errors[1].rfind("test.toml:2:16: key 'busy_poll_us': must be between", 0) == 0);
+    CHECK(errors[2].rfind("test.toml:3:8: key 'mode': must be one of", 0) == 0);
+
+    // Errors inside [[policy]] tables and arrays count one by one, beside the
+    // global ones; a good key between them changes nothing.
+    errors = all_errors(R"(rmme = 1
+hs_workers = 4
+trusted_uids = [1, -1, "x"]
+[[policy]]
+port = 70000
+mode = "warp"
+[[policy]]
+program = "x"
+)");
+    REQUIRE(errors.size() == 6);
+    CHECK(contains(errors[0], "test.toml:1:8: key 'rmme': unknown key"));
+    CHECK(contains(errors[1], "test.toml:3:20: key 'trusted_uids'"));
+    CHECK(contains(errors[2], "test.toml:3:24: key 'trusted_uids': expected an integer"));
+    CHECK(contains(errors[3], "test.toml:5:8: key 'policy.port'"));
+    CHECK(contains(errors[4], "test.toml:6:8: key 'policy.mode'"));
+    CHECK(contains(errors[5], "test.toml:7:1: key 'policy.mode': missing"));
+
+    // One error: nothing more.
+    auto r = parse_config("rmem = 1000\n", "test.toml");
+    REQUIRE(std::holds_alternative<LoadError>(r));
+    CHECK(std::get<LoadError>(r).more.empty());
+    // A syntax error ends the reading: it is the only one told.
+    CHECK(all_errors("rmem = 1000\nwmem = \n").size() == 1);
+}
+
+TEST_CASE("booleans take the kernel's 0 and 1 as well") {
+    Config c = parse_ok("limit_smc_hs = 1\nautotune_dmb = 0\nbusy_poll_adaptive = 0\n"
+                        "learn_smc = 0\n");
+    CHECK(c.limit_smc_hs);
+    CHECK_FALSE(c.autotune_dmb);
+    CHECK_FALSE(c.busy_poll_adaptive);
+    CHECK_FALSE(c.learn_smc);
+    CHECK_FALSE(parse_ok("limit_smc_hs = 0\n").limit_smc_hs);
+    CHECK(parse_ok("learn_smc = 1\n").learn_smc);
+    for (const char* bad : {"limit_smc_hs = 2", "limit_smc_hs = -1", "limit_smc_hs = 1.0",
+                            "limit_smc_hs = \"1\"", "learn_smc = \"true\""})
+        CHECK(contains(parse_err(bad), "expected a boolean (true/false or 1/0)"));
+}
+
+TEST_CASE("the kernel's smcr_* sysctls are read and checked") {
+    Config d = parse_ok("");
+    CHECK(d.smcr_buf_type == 0);
+    CHECK(d.smcr_testlink_time == 30);
+    CHECK(d.smcr_max_links_per_lgr == 2);
+    CHECK(d.smcr_max_conns_per_lgr == 255);
+    CHECK(d.smcr_max_send_wr == 16);
+    CHECK(d.smcr_max_recv_wr == 48);
+
+    Config c = parse_ok(R"(smcr_buf_type = 2
+smcr_testlink_time = 0
+smcr_max_links_per_lgr = 1
+smcr_max_conns_per_lgr = 16
+smcr_max_send_wr = 2048
+smcr_max_recv_wr = 2
+)");
+    CHECK(c.smcr_buf_type == 2);
+    CHECK(c.smcr_testlink_time == 0);
+    CHECK(c.smcr_max_links_per_lgr == 1);
+    CHECK(c.smcr_max_conns_per_lgr == 16);
+    CHECK(c.smcr_max_send_wr == 2048);
+    CHECK(c.smcr_max_recv_wr == 2);
+    Config again = parse_ok(describe(c));
+    CHECK(again.smcr_buf_type == 2);
+    CHECK(again.smcr_testlink_time == 0);
+    CHECK(again.smcr_max_links_per_lgr == 1);
+    CHECK(again.smcr_max_conns_per_lgr == 16);
+    CHECK(again.smcr_max_send_wr == 2048);
+    CHECK(again.smcr_max_recv_wr == 2);
+
+    auto errors = all_errors(R"(smcr_buf_type = 3
+smcr_testlink_time = -1
+smcr_max_links_per_lgr = 3
+smcr_max_conns_per_lgr = 15
+smcr_max_send_wr = 1
+smcr_max_recv_wr = 2049
+)");
+    REQUIRE(errors.size() == 6);
+    CHECK(contains(errors[0], "key 'smcr_buf_type': must be between 0 and 2 (got 3)"));
+    CHECK(contains(errors[1], "key 'smcr_testlink_time': must be between 0 and"));
+    CHECK(contains(errors[2], "key 'smcr_max_links_per_lgr': must be between 1 and 2"));
+    CHECK(contains(errors[3], "key 'smcr_max_conns_per_lgr': must be between 16 and 255"));
+    CHECK(contains(errors[4], "key 'smcr_max_send_wr': must be between 2 and 2048"));
+    CHECK(contains(errors[5], "key 'smcr_max_recv_wr': must be between 2 and 2048"));
+}
+
+TEST_CASE("sizes in the file: one grammar, any case") {
+    for (const char* text :
+         {"\"64k\"", "\"64K\"", "\"64KiB\"", "\"64kib\"", "\"64KB\"", "65536", "\"65536\""})
+        CHECK(parse_ok(std::string("rmem = ") + text).rmem == 65536);
+    CHECK(parse_ok("wmem = \"1m\"").wmem == 1 << 20);
+    CHECK(parse_ok("wmem = \"1MiB\"").wmem == 1 << 20);
+    CHECK(
+        contains(parse_err("rmem = \"99999999999999999999k\""), "must be between 16KiB and 1MiB"));
+}
+
+TEST_CASE("testonly_* keys only where the build takes them") {
+    const char* text = "testonly_server_handshake_delay_ms = 40\ntestonly_clc_timeout_ms = 300\n"
+                       "testonly_learn_hold_ms = 7\ntestonly_learn_probe_gap_ms = 1\n";
+    ParseOptions with{true}, without{false};
+
+    auto r = parse_config(text, "test.toml", with);
+    REQUIRE(std::holds_alternative<Config>(r));
+    const Config& c = std::get<Config>(r);
+    CHECK(c.testonly_server_handshake_delay_ms == 40);
+    CHECK(c.testonly_clc_timeout_ms == 300);
+    CHECK(c.testonly_learn_hold_ms == 7);
+    CHECK(c.testonly_learn_probe_gap_ms == 1);
+    CHECK(testonly_in_effect(c) ==
+          std::vector<std::string>{"testonly_server_handshake_delay_ms = 40",
+                                   "testonly_clc_timeout_ms = 300", "testonly_learn_hold_ms = 7",
+                                   "testonly_learn_probe_gap_ms = 1"});
+    CHECK(contains(describe(c), "testonly_clc_timeout_ms = 300 # TESTING ONLY\n"));
+    CHECK(testonly_in_effect(parse_ok("testonly_clc_timeout_ms = 0\n")).empty());
+
+    // Without: unknown keys, every one, and the known keys listed leave them out.
+    auto errors = all_errors(text, without);
+    REQUIRE(errors.size() == 4);
+    for (const auto& e : errors) {
+        CHECK(contains(e, "unknown key (known: limit_smc_hs, rmem, wmem"));
+        CHECK_FALSE(contains(e.substr(e.find("(known:")), "testonly"));
+    }
+    CHECK(contains(errors[0], "key 'testonly_server_handshake_delay_ms': unknown key"));
+    // The other keys' list names the smcr_* keys and [[policy]].
+    CHECK(contains(errors[0], "smcr_buf_type"));
+    CHECK(contains(errors[0], "[[policy]])"));
+
+    // Where they are taken, they are still not among the keys a user is told of.
+    auto m = parse_err("rmme = 1\n");
+    CHECK(contains(m, "unknown key (known: "));
+    CHECK_FALSE(contains(m, "testonly"));
+
+    // This build (the tests') takes them by default.
+    CHECK(kTestonlyKnobs);
+    CHECK(std::holds_alternative<Config>(parse_config(text, "test.toml")));
 }

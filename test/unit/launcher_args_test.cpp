@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -95,7 +97,8 @@ TEST_CASE("launcher: errors in smc_run's words") {
     a = parse({"-r", "12x", "prog"});
     CHECK(a.action == Action::Error);
     CHECK(a.error == "Invalid buffer size specified: '12x'");
-    CHECK(parse({"-t", "1G", "prog"}).error == "Invalid buffer size specified: '1G'");
+    CHECK(parse({"-t", "1.5M", "prog"}).error == "Invalid buffer size specified: '1.5M'");
+    CHECK(parse({"-t64Ki", "prog"}).error == "Invalid buffer size specified: '64Ki'");
     CHECK(parse({"-r", "", "prog"}).error == "Invalid buffer size specified: ''");
     // getopts takes the next word as the value, whatever it looks like.
     CHECK(parse({"-r", "-d", "prog"}).error == "Invalid buffer size specified: '-d'");
@@ -132,10 +135,56 @@ TEST_CASE("launcher: usmc's long options") {
     CHECK(parse({"--config", "-weird.toml", "prog"}).config_file == "-weird.toml");
 }
 
-TEST_CASE("launcher: smc_run's size syntax") {
+TEST_CASE("launcher: sizes in the file's grammar, smc_run's among them") {
     using usmc::tools::valid_buffer_size;
+    // smc_run's ^[0-9]+[kKmM]?$
     for (const char* ok : {"0", "16384", "64k", "64K", "1m", "1M", "007"})
         CHECK(valid_buffer_size(ok));
-    for (const char* bad : {"", "k", "1.5M", "1G", "1KiB", "1 k", " 1", "-1", "1kk", "0x10"})
+    // and the file's units, in any case; out of range is for the shim to clamp.
+    for (const char* ok : {"64KiB", "64kib", "1MiB", "1mb", "1G", "1 k", "99999999999999999999"})
+        CHECK(valid_buffer_size(ok));
+    for (const char* bad : {"", "k", "1.5M", "-1", "1kk", "0x10", "1Ki", "lots"})
         CHECK_FALSE(valid_buffer_size(bad));
+    auto a = parse({"-r", "64kib", "-t1MiB", "prog"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.rcvbuf == "64kib");
+    CHECK(a.sndbuf == "1MiB");
+}
+
+TEST_CASE("launcher: getopt_long's rules, smc_run's messages") {
+    // Parsed again and again: getopt_long's state starts afresh each time.
+    for (int round = 0; round < 3; ++round) {
+        auto a = parse({"-dr", "64k", "--verbose", "-t", "-d", "prog"});
+        CHECK(a.error == "Invalid buffer size specified: '-d'");
+        a = parse({"-dv"});
+        CHECK(a.action == Action::Version);
+        CHECK(parse({"--smcd", "prog"}).smcd);
+    }
+    // A unique prefix of a long option is the option (getopt_long's rule);
+    // an ambiguous one is no option.
+    auto a = parse({"--conf", "u.toml", "--no-limit", "prog"});
+    CHECK(a.config_file == "u.toml");
+    CHECK(a.no_limit_hs);
+    CHECK(parse({"--ver", "prog"}).error == "Invalid option: --ver");
+    CHECK(parse({"--sm", "prog"}).error == "Invalid option: --sm");
+    // Long options carry their own names in the messages.
+    CHECK(parse({"--verbose=yes", "prog"}).error == "Option --verbose takes no argument");
+    CHECK(parse({"--help=1"}).error == "Option --help takes no argument");
+    CHECK(parse({"--bogus=1", "prog"}).error == "Invalid option: --bogus=1");
+    // POSIXLY_CORRECT or not, options end at the command.
+    setenv("POSIXLY_CORRECT", "1", 1);
+    CHECK(parse({"prog", "-d"}).command == Words{"prog", "-d"});
+    unsetenv("POSIXLY_CORRECT");
+    CHECK(parse({"prog", "--smcd"}).command == Words{"prog", "--smcd"});
+}
+
+TEST_CASE("launcher: --ignore-config-errors") {
+    CHECK_FALSE(parse({"prog"}).ignore_config_errors);
+    auto a = parse({"--ignore-config-errors", "-d", "prog"});
+    CHECK(a.action == Action::Run);
+    CHECK(a.ignore_config_errors);
+    CHECK(a.debug);
+    CHECK(parse({"--ignore-config-errors=1", "prog"}).error ==
+          "Option --ignore-config-errors takes no argument");
+    CHECK(parse({"--ignore", "prog"}).ignore_config_errors);
 }

@@ -74,8 +74,16 @@ TEST_CASE("SMC_RCVBUF / SMC_SNDBUF sizes") {
     CHECK(e.status == EnvSize::Clamped);
     CHECK(e.bytes == config::kBufMax);
 
+    // The file's grammar (config/size.hpp): any case, KiB/MiB/GiB.
+    CHECK(parse_env_size("64KiB").bytes == 64 * 1024);
+    CHECK(parse_env_size("64kib").bytes == 64 * 1024);
+    CHECK(parse_env_size("1MiB").status == EnvSize::Ok);
+    e = parse_env_size("1G");
+    CHECK(e.status == EnvSize::Clamped);
+    CHECK(e.bytes == config::kBufMax);
+
     // Malformed: the caller keeps the configuration's value.
-    for (const char* bad : {"abc", "64KiB", "1G", "1.5M", " 64k", "64k ", "-1", "k", "0x4000"})
+    for (const char* bad : {"abc", "1.5M", "12X", "-1", "k", "0x4000", "64Ki"})
         CHECK(parse_env_size(bad).status == EnvSize::Malformed);
 }
 
