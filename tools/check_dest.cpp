@@ -403,7 +403,7 @@ int run_destination(const Options& opt, const std::string& stats_dir) {
     std::string err;
     auto t = parse_target(opt.target, &err);
     if (!t) {
-        r.fail("address", err, 0, "usmc check ADDRESS PORT, e.g. usmc check 127.0.0.1 8080");
+        r.fail("address", err, 0, "give ADDRESS PORT, e.g. usmc check 127.0.0.1 8080");
         return r.finish(false, "nothing to check", opt.json);
     }
     // The registry is read where clients read it.

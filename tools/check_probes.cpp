@@ -56,16 +56,16 @@ std::optional<config::Config> check_configuration(Report& r, bool judge_mode) {
         return std::nullopt;
     }
     auto cfg = std::get<config::Config>(loaded);
-    bool env_ok = true;
+    // USMC_MODES as the shim reads it: a value it does not know is plain TCP.
     const char* env_modes = std::getenv("USMC_MODES");
-    const char* env_limit = std::getenv("USMC_LIMIT_HS");
-    auto opts = runtime::parse_options(env_modes, env_limit, nullptr, &env_ok);
-    if (!env_ok) {
+    bool modes_ok = true;
+    auto opts = runtime::parse_options(env_modes, nullptr, nullptr, &modes_ok);
+    if (!modes_ok) {
         r.fail("environment",
-               fmt::format("USMC_MODES='{}' / USMC_LIMIT_HS='{}' is not a value usmc knows: "
-                           "every socket runs as plain TCP",
-                           env_modes ? env_modes : "", env_limit ? env_limit : ""),
-               fallback::CONFIG);
+               fmt::format("USMC_MODES='{}' is not a mode usmc knows: programs started from here "
+                           "run every socket as plain TCP",
+                           env_modes),
+               fallback::POLICY, "set USMC_MODES to auto, smcd, smcr or tcp, or unset it");
         return std::nullopt;
     }
     if (!judge_mode)

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace usmc::tools::reasons {
 
 namespace {
@@ -52,7 +54,7 @@ const Advice& advice_of(fallback::Code code) {
             "*clc_detect_timeout_ms* (the client does not run under usmc, chose TCP itself, "
             "or was late); on a client, the server answered as plain TCP.",
             "Run both ends under *usmc-run*(8). Where both run on this host, *usmc ss* shows "
-            "the client's own reason beside this one (client: NAME), and that reason says "
+            "the client's own reason beside this one (client:NAME), and that reason says "
             "what to do. On a loaded machine raise *clc_detect_timeout_ms*.",
             Origin::Usmc};
         return a;
@@ -149,7 +151,8 @@ const Advice& advice_of(fallback::Code code) {
     case POLICY: {
         static constexpr Advice a{
             "TCP was chosen on purpose: a *[[policy]]* rule, *mode = \"tcp\"* in "
-            "*usmc.toml*(5), *usmc-run --tcp*, or *USMC_MODES=tcp* in the environment.",
+            "*usmc.toml*(5), *usmc-run --tcp*, or *USMC_MODES=tcp* in the environment (or a "
+            "value of *USMC_MODES* usmc does not know).",
             "If SMC-D was wanted, find the rule with *usmc check ADDRESS PORT* (it names its "
             "line) or *usmc config check*, and change it; or drop *--tcp* / *USMC_MODES*.",
             Origin::Usmc};
@@ -157,11 +160,9 @@ const Advice& advice_of(fallback::Code code) {
     }
     case CONFIG: {
         static constexpr Advice a{
-            "The configuration file has an error, or *USMC_MODES* / *USMC_LIMIT_HS* hold a "
-            "value usmc does not know: every socket of the program runs as plain TCP.",
-            "Run *usmc config check*: it names the file, line and key. Fix the environment "
-            "variables (*usmc-run*(8) lists their values).",
-            Origin::Usmc};
+            "The configuration file has an error: every socket of the program runs as plain "
+            "TCP.",
+            "Run *usmc config check*: it names the file, line and key.", Origin::Usmc};
         return a;
     }
     case FDTABLE: {
@@ -309,12 +310,19 @@ std::string explain(uint32_t code) {
 
 namespace {
 // Words of `text` on lines of at most `width` columns, each led by a tab.
+// A bold span (*usmc check ADDRESS PORT*) stays on one line: scdoc's
+// markup does not cross lines.
 std::string wrapped(std::string_view text, size_t width) {
     std::string out, line;
     size_t pos = 0;
     while (pos < text.size()) {
         size_t end = text.find(' ', pos);
         if (end == std::string_view::npos) end = text.size();
+        auto stars = [&] { return std::count(text.begin() + pos, text.begin() + end, '*'); };
+        while (stars() % 2 && end < text.size()) {
+            end = text.find(' ', end + 1);
+            if (end == std::string_view::npos) end = text.size();
+        }
         std::string_view word = text.substr(pos, end - pos);
         if (!line.empty() && line.size() + 1 + word.size() > width) {
             out += "\t" + line + "\n";
