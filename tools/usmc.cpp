@@ -3,13 +3,16 @@
 //   usmc ss           sockets with their mode and fallback reason (like `smcss`);
 //                     -d buffers and cursors, -D SMC-D GIDs and tokens
 //   usmc config check validate a usmc.toml and print the effective settings
+//   usmc check        does SMC-D work here, or from ADDRESS PORT (like smc_chk)
 #include "config/config.hpp"
 #include "config/knob.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/statseg.hpp"
+#include "tools/check.hpp"
 #include "tools/observe.hpp"
+#include "tools/peer_reasons.hpp"
 #include "tools/procnet.hpp"
 #include "tools/smc_netlink.hpp"
 
@@ -279,6 +282,7 @@ void print_trimmed(std::string line) {
 
 int cmd_ss(const std::string& dir, const SsOptions& opt) {
     auto views = statseg::open_all(dir, true);
+    auto client_reasons = tools::ClientReasons::collect(views);
     bool want_records = opt.details || opt.smcd;
     std::map<std::pair<pid_t, int>, statseg::ConnRecord> by_fd;
     std::vector<tools::Located> all;
@@ -333,6 +337,8 @@ int cmd_ss(const std::string& dir, const SsOptions& opt) {
                                     : tools::TcpEntry{"-", "-", inode ? "UNCONN" : "gone"};
             std::string reason =
                 s.reason ? fmt::format("{} 0x{:08x}", fallback::name_of(s.reason), s.reason) : "-";
+            uint32_t client_reason = client_reasons.for_server(s, e);
+            reason = tools::with_client_reason(reason, client_reason);
             Observed o;
             if (want_records && s.mode == SockMode::SmcD)
                 o = observe(pid, static_cast<int>(fd), by_fd, all);
@@ -348,6 +354,7 @@ int cmd_ss(const std::string& dir, const SsOptions& opt) {
                            tools::json_string(e.state), tools::json_string(e.local),
                            tools::json_string(e.peer), tools::json_string(role_name(s.role)),
                            tools::json_string(mode_name(s.mode)), fb, s.has(kFlagLimitHs));
+                fmt::print(",\"client_fallback\":{}", tools::reason_json(client_reason));
                 if (opt.details) fmt::print(",\"details\":{}", details_json(o));
                 if (opt.smcd) fmt::print(",\"smcd\":{}", smcd_json(o));
                 fmt::print("}}");
@@ -500,7 +507,10 @@ int main(int argc, char** argv) {
     limit->add_option("-c,--config", knob_file,
                       "configuration file (default: $USMC_CONFIG, else " USMC_SYSTEM_CONFIG ")");
 
+    auto check_cmd = tools::check::add_command(app);
+
     CLI11_PARSE(app, argc, argv);
+    if (int rc = 0; tools::check::run_command(*check_cmd, dir, &rc)) return rc;
     if (limit->parsed()) return cmd_limit_hs(action, knob_file);
     if (reset->parsed()) {
         fmt::print("removed {} retired-counter file(s) from {}\n", statseg::reset_retired(dir),
