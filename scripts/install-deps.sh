@@ -11,7 +11,10 @@ packages=(
   clang libclang-rt-dev
   # libraries (README: why each one)
   libibverbs-dev libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
-  catch2 libfmt-dev libtomlplusplus-dev libcli11-dev libbenchmark-dev nlohmann-json3-dev
+  catch2 libfmt-dev libtomlplusplus-dev libcli11-dev libbenchmark-dev
+  # the usmc CLI: its JSON (header-only) and `usmc ss`'s socket tables from
+  # the kernel's sock_diag (libnl's idiag)
+  nlohmann-json3-dev libnl-idiag-3-dev
   # the Debian package (scripts/package.sh, test it_package): scdoc turns
   # docs/man/*.scd into man pages; CPack's DEB generator takes the library
   # dependencies from dpkg-shlibdeps (dpkg-dev), and finds the binaries to ask

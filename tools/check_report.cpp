@@ -2,10 +2,10 @@
 
 #include "engine/base/fallback.hpp"
 #include "tools/reasons.hpp"
+#include "tools/stats_view.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace usmc::tools::check {
 
@@ -62,7 +62,7 @@ const char* status_name(Status s) {
 
 int Report::finish(bool works, const std::string& verdict, bool json) const {
     if (json) {
-        auto out = nlohmann::ordered_json::object();
+        Json out{{"schema", kJsonSchema}};
         auto checks = nlohmann::ordered_json::array();
         for (const auto& i : items_) {
             nlohmann::ordered_json c;
@@ -82,7 +82,7 @@ int Report::finish(bool works, const std::string& verdict, bool json) const {
         out["checks"] = std::move(checks);
         out["smcd_works"] = works;
         out["verdict"] = verdict;
-        fmt::print("{}\n", out.dump());
+        fmt::print("{}\n", dump(out));
         return works ? 0 : 1;
     }
     std::vector<std::string> said;

@@ -127,22 +127,4 @@ std::string hex64(uint64_t v) {
     return buf;
 }
 
-std::string json_string(std::string_view s) {
-    std::string out = "\"";
-    for (char ch : s) {
-        auto u = static_cast<unsigned char>(ch);
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (u < 0x20 || u >= 0x7f) { // (bytes past ASCII too: always valid JSON)
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", unsigned{u});
-            out += buf;
-        } else {
-            out += ch;
-        }
-    }
-    return out + "\"";
-}
-
 } // namespace usmc::tools

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -76,7 +75,5 @@ std::string flags_text(const std::optional<uint8_t>& prod, const std::optional<u
 std::string shutdown_text(const Detail& d);
 // "%016llx"
 std::string hex64(uint64_t v);
-// A JSON string literal of `s` (quotes added, control bytes escaped).
-std::string json_string(std::string_view s);
 
 } // namespace usmc::tools

@@ -1,9 +1,10 @@
 #include "tools/peer_reasons.hpp"
 
 #include "engine/base/fallback.hpp"
-#include "tools/observe.hpp"
 
 #include <fmt/format.h>
+
+#include <set>
 
 namespace usmc::tools {
 
@@ -19,26 +20,35 @@ std::string unmapped(const std::string& address) {
 
 ClientReasons ClientReasons::collect(const std::vector<statseg::View>& views) {
     ClientReasons out;
+    // The client sockets that chose TCP for a reason of their own, then the
+    // kernel's view of all of them in one query.
+    struct Pending {
+        uint64_t inode;
+        uint32_t reason;
+    };
+    std::vector<Pending> clients;
+    std::map<pid_t, std::set<uint64_t>> wanted;
     for (const auto& v : views) {
         if (!v.alive) continue;
         pid_t pid = v.header->pid;
         uint32_t high = v.header->fd_high.load(std::memory_order_relaxed);
         if (high > v.header->fd_capacity) high = v.header->fd_capacity;
-        std::map<uint64_t, TcpEntry> table;
-        bool read = false;
         for (uint32_t fd = 0; fd < high; ++fd) {
             SockInfo s = SockInfo::unpack(v.slots()[fd].load(std::memory_order_relaxed));
             if (!s.tracked() || s.role != SockRole::Client || s.mode != SockMode::Tcp || !s.reason)
                 continue;
-            if (!read) { // only processes with such sockets cost a table
-                table = read_tcp_table(pid);
-                read = true;
-            }
             uint64_t inode = socket_inode(pid, static_cast<int>(fd));
-            auto it = inode ? table.find(inode) : table.end();
-            if (it == table.end()) continue;
-            out.by_pair_[{unmapped(it->second.local), unmapped(it->second.peer)}] = s.reason;
+            if (!inode) continue;
+            wanted[pid].insert(inode);
+            clients.push_back({inode, s.reason});
         }
+    }
+    if (clients.empty()) return out;
+    auto table = tcp_sockets(wanted);
+    for (const auto& c : clients) {
+        auto it = table.find(c.inode);
+        if (it == table.end()) continue;
+        out.by_pair_[{unmapped(it->second.local), unmapped(it->second.peer)}] = c.reason;
     }
     return out;
 }
@@ -55,10 +65,9 @@ std::string with_client_reason(std::string text, uint32_t client_reason) {
     return fmt::format("{} client:{}", text, fallback::name_of(client_reason));
 }
 
-std::string reason_json(uint32_t reason) {
-    if (!reason) return "null";
-    return fmt::format("{{\"name\":{},\"code\":{}}}", json_string(fallback::name_of(reason)),
-                       reason);
+Json reason_json(uint32_t reason) {
+    if (!reason) return Json();
+    return Json{{"name", fallback::name_of(reason)}, {"code", reason}};
 }
 
 } // namespace usmc::tools

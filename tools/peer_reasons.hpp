@@ -6,6 +6,7 @@
 #include "engine/base/fdtable.hpp"
 #include "engine/base/statseg.hpp"
 #include "tools/procnet.hpp"
+#include "tools/stats_view.hpp"
 
 #include <cstdint>
 #include <map>
@@ -31,7 +32,7 @@ class ClientReasons {
 // `usmc ss`'s reason text with the client's: "PEERNOSMC 0x03010000 client:LEARNED".
 std::string with_client_reason(std::string text, uint32_t client_reason);
 // JSON: {"name":..,"code":..} or null.
-std::string reason_json(uint32_t reason);
+Json reason_json(uint32_t reason);
 
 // "[::ffff:127.0.0.1]:80" -> "127.0.0.1:80": the two ends of one loopback
 // connection may see it in different families.

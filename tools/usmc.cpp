@@ -1,400 +1,33 @@
 // usmc: look at and steer usmc from the outside.
-//   usmc stats        counters summed over live processes (like `smcd stats`)
+//   usmc stats        counters summed over live processes (like `smcd stats`),
+//                     per process (-p, -n) and per interval (like `vma_stats`)
 //   usmc ss           sockets with their mode and fallback reason (like `smcss`);
 //                     -d buffers and cursors, -D SMC-D GIDs and tokens
+//   usmc linkgroup    link groups with peer processes (like `smcd linkgroup`)
+//   usmc device       each process's SMC-D device (like `smcd device`)
 //   usmc config check validate a usmc.toml and print the effective settings
 //   usmc check        does SMC-D work here, or from ADDRESS PORT (like smc_chk)
+//
+// Exit codes: 0 done, 1 an error (the view could not be made, a file not
+// valid), 2 the command line was not understood.
 #include "config/config.hpp"
 #include "config/knob.hpp"
-#include "engine/base/counters.hpp"
-#include "engine/base/fallback.hpp"
-#include "engine/base/fdtable.hpp"
 #include "engine/base/statseg.hpp"
 #include "tools/check.hpp"
-#include "tools/observe.hpp"
-#include "tools/peer_reasons.hpp"
-#include "tools/procnet.hpp"
 #include "tools/smc_netlink.hpp"
+#include "tools/views.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cstring>
-#include <map>
+#include <unistd.h>
 #include <variant>
 
 using namespace usmc;
 
 namespace {
 
-struct Totals {
-    uint64_t counters[counters::kCount] = {};
-    uint64_t fallbacks[fallback::kCount] = {};
-    uint64_t traffic[2][counters::kTrafficCount] = {};
-    size_t processes = 0; // live ones
-};
-
-Totals sum(const std::vector<statseg::View>& views, bool live_only) {
-    Totals t;
-    for (const auto& v : views) {
-        if (live_only && !v.alive) continue;
-        if (v.alive) ++t.processes;
-        // A gauge is what a live process holds now: a dead one's (not yet
-        // retired: another user's) holds nothing any more.
-        for (unsigned i = 0; i < counters::kCount; ++i)
-            if (v.alive || !counters::is_gauge(counters::Id(i)))
-                t.counters[i] += v.header->counters[i].load(std::memory_order_relaxed);
-        for (unsigned i = 0; i < fallback::kCount; ++i)
-            t.fallbacks[i] += v.header->fallbacks[i].load(std::memory_order_relaxed);
-        for (unsigned d = 0; d < 2; ++d)
-            for (unsigned i = 0; i < counters::kTrafficCount; ++i)
-                t.traffic[d][i] += v.header->traffic[d][i].load(std::memory_order_relaxed);
-    }
-    return t;
-}
-
-// One direction of `usmc stats` (smcd stats's RX and TX sections).
-struct DirStats {
-    uint64_t bytes = 0, with_data = 0, no_data = 0, buf_full = 0, buf_full_peer = 0,
-             too_small_peer = 0, reuse = 0, downgrade = 0;
-    uint64_t reqs[counters::kBuckets] = {}, bufs[counters::kBuckets] = {};
-    uint64_t requests() const { return with_data + no_data; }
-};
-
-DirStats dir_stats(const Totals& t, counters::Dir dir) {
-    using namespace counters;
-    const uint64_t* tr = t.traffic[dir];
-    DirStats d;
-    d.bytes = t.counters[dir == kRx ? smcd_bytes_rx : smcd_bytes_tx];
-    for (unsigned b = 0; b < kBuckets; ++b) {
-        d.reqs[b] = tr[kReqs + b];
-        d.bufs[b] = tr[kBufs + b];
-        d.with_data += d.reqs[b];
-    }
-    d.no_data = tr[kNoData];
-    d.buf_full = tr[kBufFull];
-    d.buf_full_peer = tr[kBufFullPeer];
-    d.too_small_peer = tr[kTooSmallPeer];
-    // RX: our DMBs reused; TX: the peer's DMBs found mapped already.
-    d.reuse = t.counters[dir == kRx ? dmb_reused : peer_maps_reused];
-    // RX: our DMBs made smaller than configured; TX has no buffer to shrink.
-    d.downgrade = dir == kRx ? t.counters[dmb_downgraded] : 0;
-    return d;
-}
-
-std::string dir_json(const DirStats& d, counters::Dir dir) {
-    using namespace counters;
-    std::string s = fmt::format("{{\"bytes\":{},\"requests\":{},\"requests_with_data\":{},"
-                                "\"requests_no_data\":{}",
-                                d.bytes, d.requests(), d.with_data, d.no_data);
-    if (dir == kRx)
-        s += fmt::format(",\"buffer_full\":{}", d.buf_full);
-    else
-        s += fmt::format(",\"buffer_full_remote\":{},\"buffer_too_small_remote\":{}",
-                         d.buf_full_peer, d.too_small_peer);
-    s += fmt::format(",\"buffer_reuse\":{},\"buffer_downgrade\":{}", d.reuse, d.downgrade);
-    for (auto [key, arr] : {std::pair{"reqs_by_size", d.reqs}, std::pair{"bufs_by_size", d.bufs}}) {
-        s += fmt::format(",\"{}\":{{", key);
-        for (unsigned b = 0; b < kBuckets; ++b)
-            s += fmt::format("{}\"{}\":{}", b ? "," : "", bucket_name(b), arr[b]);
-        s += "}";
-    }
-    return s + "}";
-}
-
-double percent(uint64_t part, uint64_t whole) {
-    return whole ? 100.0 * double(part) / double(whole) : 0.0;
-}
-
-void print_dir(const DirStats& d, counters::Dir dir) {
-    using namespace counters;
-    fmt::print("\n{} Stats\n", dir == kRx ? "RX" : "TX");
-    fmt::print("  {:<34}{:>12}\n", "Data transmitted (Bytes)", d.bytes);
-    fmt::print("  {:<34}{:>12}\n", "Total requests", d.requests());
-    fmt::print("    {:<32}{:>12}\n", "with data", d.with_data);
-    fmt::print("    {:<32}{:>12}\n", "without (EAGAIN, EOF, errors)", d.no_data);
-    if (dir == kRx) {
-        fmt::print("  {:<34}{:>12} ({:.2f}%)\n", "Buffer full", d.buf_full,
-                   percent(d.buf_full, d.requests()));
-    } else {
-        fmt::print("  {:<34}{:>12}  (no send buffer: the peer's DMB is it)\n", "Buffer full",
-                   "n/a");
-        fmt::print("  {:<34}{:>12} ({:.2f}%)\n", "Buffer full (remote)", d.buf_full_peer,
-                   percent(d.buf_full_peer, d.requests()));
-        fmt::print("  {:<34}{:>12}  (no send buffer)\n", "Buffer too small", "n/a");
-        fmt::print("  {:<34}{:>12} ({:.2f}%)\n", "Buffer too small (remote)", d.too_small_peer,
-                   percent(d.too_small_peer, d.requests()));
-    }
-    if (dir == kRx)
-        fmt::print("  {:<34}{:>12}  (DMBs below the configured size: a crowd shares the cap)\n",
-                   "Buffer downgrades", d.downgrade);
-    else
-        fmt::print("  {:<34}{:>12}  (no send buffer)\n", "Buffer downgrades", "n/a");
-    fmt::print("  {:<34}{:>12}  ({})\n", "Buffer reuses", d.reuse,
-               dir == kRx ? "our DMBs reused" : "peer DMBs found mapped already");
-    fmt::print("       ");
-    for (unsigned b = 0; b < kBuckets; ++b)
-        fmt::print(" {:>8}", bucket_name(b));
-    fmt::print("\n  Bufs ");
-    for (unsigned b = 0; b < kBuckets; ++b)
-        fmt::print(" {:>8}", d.bufs[b]);
-    fmt::print("\n  Reqs ");
-    for (unsigned b = 0; b < kBuckets; ++b)
-        fmt::print(" {:>8}", d.reqs[b]);
-    fmt::print("\n");
-}
-
-int cmd_stats(const std::string& dir, bool json, bool live_only) {
-    auto views = statseg::open_all(dir, true);
-    Totals t = sum(views, live_only);
-    using namespace counters;
-    // The gauges of each live process: the sums above do not say which
-    // process holds what (a forking server's parent and its children).
-    std::string gauges;
-    for (const auto& v : views) {
-        if (!v.alive) continue;
-        gauges += fmt::format(
-            "{}{{\"pid\":{},\"program\":{}", gauges.empty() ? "" : ",", v.header->pid,
-            tools::json_string(std::string_view(
-                v.header->program, strnlen(v.header->program, sizeof v.header->program))));
-        for (unsigned i = 0; i < kCount; ++i)
-            if (is_gauge(static_cast<Id>(i)))
-                gauges += fmt::format(",\"{}\":{}", name_of(static_cast<Id>(i)),
-                                      v.header->counters[i].load(std::memory_order_relaxed));
-        gauges += "}";
-    }
-    statseg::close_all(views);
-    uint64_t smc = t.counters[conn_smcd] + t.counters[conn_smcr];
-    uint64_t total = smc + t.counters[conn_tcp] + t.counters[handshake_errors];
-    if (json) {
-        fmt::print("{{\"processes\":{},\"total_connections\":{}", t.processes, total);
-        for (unsigned i = 0; i < kCount; ++i)
-            fmt::print(",\"{}\":{}", name_of(static_cast<Id>(i)), t.counters[i]);
-        fmt::print(",\"gauges_by_process\":[{}]", gauges);
-        fmt::print(",\"fallback_reasons\":{{");
-        bool first = true;
-        for (unsigned i = 0; i < fallback::kCount; ++i) {
-            if (!t.fallbacks[i]) continue;
-            uint32_t code = fallback::code_at(static_cast<fallback::Index>(i));
-            fmt::print("{}\"{}\":{}", first ? "" : ",", fallback::name_of(code), t.fallbacks[i]);
-            first = false;
-        }
-        fmt::print("}},\"rx\":{},\"tx\":{}}}\n", dir_json(dir_stats(t, kRx), kRx),
-                   dir_json(dir_stats(t, kTx), kTx));
-        return 0;
-    }
-    fmt::print("usmc statistics: {} live process{}{} (segments in {})\n\n", t.processes,
-               t.processes == 1 ? "" : "es",
-               live_only ? "" : " and exited ones since the last reset", dir);
-    fmt::print("Connections Summary\n");
-    fmt::print("  {:<34}{:>12}\n", "Total connections handled", total);
-    fmt::print("  {:<34}{:>12}\n", "SMC-D connections", t.counters[conn_smcd]);
-    fmt::print("  {:<34}{:>12}\n", "SMC-R connections", t.counters[conn_smcr]);
-    fmt::print("  {:<34}{:>12}\n", "TCP connections", t.counters[conn_tcp]);
-    fmt::print("    {:<32}{:>12}\n", "client (connect)", t.counters[client_connects]);
-    fmt::print("    {:<32}{:>12}\n", "server (accept)", t.counters[server_accepts]);
-    fmt::print("  {:<34}{:>12}\n", "Handshake errors", t.counters[handshake_errors]);
-    fmt::print("  {:<34}{:>12}\n", "TCP fallback (with a reason)", t.counters[fallbacks]);
-    for (unsigned i = 0; i < fallback::kCount; ++i) {
-        if (!t.fallbacks[i]) continue;
-        uint32_t code = fallback::code_at(static_cast<fallback::Index>(i));
-        fmt::print("    {:<12} 0x{:08x} {:>10}  {}\n", fallback::name_of(code), code,
-                   t.fallbacks[i], fallback::description_of(code));
-    }
-    print_dir(dir_stats(t, kRx), kRx);
-    print_dir(dir_stats(t, kTx), kTx);
-    fmt::print("\nCounters\n");
-    for (unsigned i = 0; i < kCount; ++i)
-        fmt::print("  {:<24}{:>12}  {}\n", name_of(static_cast<Id>(i)), t.counters[i],
-                   description_of(static_cast<Id>(i)));
-    return 0;
-}
-
-struct SsOptions {
-    bool all = false, listening = false;
-    bool details = false; // -d: buffers, cursors, flags
-    bool smcd = false;    // -D: GIDs and tokens, SMC-D connections only
-    bool json = false;
-};
-
-// The details of one SMC-D connection: its record (by the descriptor it was
-// made on), and copies of its two control lines (ours, and the peer's from
-// the peer process's record). Unknown parts stay unknown.
-struct Observed {
-    std::optional<tools::Located> mine, peer;
-    tools::Detail detail;
-};
-
-Observed observe(pid_t pid, int fd,
-                 const std::map<std::pair<pid_t, int>, statseg::ConnRecord>& by_fd,
-                 const std::vector<tools::Located>& all) {
-    Observed o;
-    auto it = by_fd.find({pid, fd});
-    if (it == by_fd.end()) return o;
-    o.mine = tools::Located{pid, it->second};
-    o.peer = tools::find_peer(it->second, all);
-    auto own = tools::read_control(pid, it->second);
-    std::optional<tools::ControlWords> peers;
-    if (o.peer) peers = tools::read_control(o.peer->pid, o.peer->rec);
-    o.detail = tools::detail_of(it->second, own, peers);
-    return o;
-}
-
-std::string cursor_json(const std::optional<core::Cursor>& c) {
-    return c ? fmt::format("{{\"wrap\":{},\"count\":{}}}", c->wrap, c->count) : "null";
-}
-std::string byte_json(const std::optional<uint8_t>& b) {
-    return b ? std::to_string(*b) : "null";
-}
-
-std::string details_json(const Observed& o) {
-    if (!o.mine) return "null";
-    const auto& d = o.detail;
-    return fmt::format("{{\"shutdown\":{},\"rcvbuf\":{},\"peerbuf\":{},\"sndbuf\":null,"
-                       "\"rx_prod\":{},\"rx_cons\":{},\"rx_prod_flags\":{},\"rx_conn_flags\":{},"
-                       "\"tx_prod\":{},\"tx_cons\":{},\"tx_prod_flags\":{},\"tx_conn_flags\":{},"
-                       "\"rx_consistent\":{},\"tx_consistent\":{}}}",
-                       tools::json_string(tools::shutdown_text(d)), d.rcvbuf, d.peerbuf,
-                       cursor_json(d.rx_prod), cursor_json(d.rx_cons), byte_json(d.rx_pflags),
-                       byte_json(d.rx_flags), cursor_json(d.tx_prod), cursor_json(d.tx_cons),
-                       byte_json(d.tx_pflags), byte_json(d.tx_flags), d.rx_ok, d.tx_ok);
-}
-
-std::string smcd_json(const Observed& o) {
-    if (!o.mine) return "null";
-    const auto& r = o.mine->rec;
-    return fmt::format("{{\"gid\":\"{}\",\"token\":\"{}\",\"peer_gid\":\"{}\","
-                       "\"peer_token\":\"{}\",\"dmb_size\":{},\"peer_dmb_size\":{},"
-                       "\"peer_pid\":{},\"peer_fd\":{}}}",
-                       tools::hex64(r.gid), tools::hex64(r.token), tools::hex64(r.peer_gid),
-                       tools::hex64(r.peer_token), r.dmb_size, r.peer_dmb_size,
-                       o.peer ? std::to_string(o.peer->pid) : "null",
-                       o.peer ? std::to_string(o.peer->rec.fd) : "null");
-}
-
-// The columns after the fallback reason pad to their width; the line ends
-// without trailing blanks.
-void print_trimmed(std::string line) {
-    while (!line.empty() && line.back() == ' ')
-        line.pop_back();
-    fmt::print("{}\n", line);
-}
-
-int cmd_ss(const std::string& dir, const SsOptions& opt) {
-    auto views = statseg::open_all(dir, true);
-    auto client_reasons = tools::ClientReasons::collect(views);
-    bool want_records = opt.details || opt.smcd;
-    std::map<std::pair<pid_t, int>, statseg::ConnRecord> by_fd;
-    std::vector<tools::Located> all;
-    if (want_records) {
-        for (const auto& v : views) {
-            if (!v.alive) continue;
-            for (const auto& r : statseg::live_records(v)) {
-                if (!tools::record_plausible(r)) continue;
-                by_fd.emplace(std::pair{v.header->pid, r.fd}, r);
-                all.push_back({v.header->pid, r});
-            }
-        }
-    }
-    if (!opt.json) {
-        fmt::print("{:<8} {:<16} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} ", "PID", "Program", "Fd",
-                   "State", "Local Address", "Peer Address", "Role", "Mode");
-        if (!want_records)
-            fmt::print("Fallback\n");
-        else {
-            std::string line;
-            line += fmt::format("{:<24}", "Fallback");
-            if (opt.details)
-                line += fmt::format(
-                    " {:<5} {:<16} {:>8} {:>8} {:<13} {:<13} {:<7} {:<13} {:<13} {:<7}", "Shutd",
-                    "Token", "Rcvbuf", "Peerbuf", "rxprod-Cursor", "rxcons-Cursor", "rxFlags",
-                    "txprod-Cursor", "txcons-Cursor", "txFlags");
-            if (opt.smcd)
-                line += fmt::format(" {:<16} {:<16} {:<16} {:<16}", "GID", "Token", "Peer-GID",
-                                    "Peer-Token");
-            print_trimmed(line);
-        }
-    } else {
-        fmt::print("[");
-    }
-    bool first = true;
-    for (const auto& v : views) {
-        if (!v.alive) continue;
-        pid_t pid = v.header->pid;
-        auto table = tools::read_tcp_table(pid);
-        uint32_t high = v.header->fd_high.load(std::memory_order_relaxed);
-        if (high > v.header->fd_capacity) high = v.header->fd_capacity;
-        for (uint32_t fd = 0; fd < high; ++fd) {
-            SockInfo s = SockInfo::unpack(v.slots()[fd].load(std::memory_order_relaxed));
-            if (!s.tracked()) continue;
-            bool is_listener = s.role == SockRole::Listener;
-            if (!opt.all && opt.listening != is_listener) continue;
-            if (opt.smcd && s.mode != SockMode::SmcD) continue; // as smcss -D
-            uint64_t inode = tools::socket_inode(pid, static_cast<int>(fd));
-            auto it = inode ? table.find(inode) : table.end();
-            tools::TcpEntry e = it != table.end()
-                                    ? it->second
-                                    : tools::TcpEntry{"-", "-", inode ? "UNCONN" : "gone"};
-            std::string reason =
-                s.reason ? fmt::format("{} 0x{:08x}", fallback::name_of(s.reason), s.reason) : "-";
-            uint32_t client_reason = client_reasons.for_server(s, e);
-            reason = tools::with_client_reason(reason, client_reason);
-            Observed o;
-            if (want_records && s.mode == SockMode::SmcD)
-                o = observe(pid, static_cast<int>(fd), by_fd, all);
-            if (opt.json) {
-                std::string fb =
-                    s.reason
-                        ? fmt::format("{{\"name\":{},\"code\":{}}}",
-                                      tools::json_string(fallback::name_of(s.reason)), s.reason)
-                        : "null";
-                fmt::print("{}{{\"pid\":{},\"program\":{},\"fd\":{},\"state\":{},\"local\":{},"
-                           "\"peer\":{},\"role\":{},\"mode\":{},\"fallback\":{},\"limit_hs\":{}",
-                           first ? "" : ",", pid, tools::json_string(v.header->program), fd,
-                           tools::json_string(e.state), tools::json_string(e.local),
-                           tools::json_string(e.peer), tools::json_string(role_name(s.role)),
-                           tools::json_string(mode_name(s.mode)), fb, s.has(kFlagLimitHs));
-                fmt::print(",\"client_fallback\":{}", tools::reason_json(client_reason));
-                if (opt.details) fmt::print(",\"details\":{}", details_json(o));
-                if (opt.smcd) fmt::print(",\"smcd\":{}", smcd_json(o));
-                fmt::print("}}");
-                first = false;
-                continue;
-            }
-            std::string tail = reason + (s.has(kFlagLimitHs) ? " limit_hs" : "");
-            fmt::print("{:<8} {:<16.16} {:>5} {:<12} {:<24} {:<24} {:<7} {:<5} ", pid,
-                       v.header->program, fd, e.state, e.local, e.peer, role_name(s.role),
-                       mode_name(s.mode));
-            if (!want_records) {
-                fmt::print("{}\n", tail);
-                continue;
-            }
-            std::string line;
-            line += fmt::format("{:<24}", tail);
-            if (s.mode == SockMode::SmcD && o.mine) {
-                const auto& d = o.detail;
-                if (opt.details)
-                    line += fmt::format(
-                        " {:<5} {:<16} {:08x} {:08x} {:<13} {:<13} {:<7} {:<13} {:<13} {:<7}",
-                        tools::shutdown_text(d), tools::hex64(o.mine->rec.token), d.rcvbuf,
-                        d.peerbuf, tools::cursor_text(d.rx_prod), tools::cursor_text(d.rx_cons),
-                        tools::flags_text(d.rx_pflags, d.rx_flags), tools::cursor_text(d.tx_prod),
-                        tools::cursor_text(d.tx_cons), tools::flags_text(d.tx_pflags, d.tx_flags));
-                if (opt.smcd)
-                    line += fmt::format(
-                        " {:<16} {:<16} {:<16} {:<16}", tools::hex64(o.mine->rec.gid),
-                        tools::hex64(o.mine->rec.token), tools::hex64(o.mine->rec.peer_gid),
-                        tools::hex64(o.mine->rec.peer_token));
-            } else if (s.mode == SockMode::SmcD) {
-                line += fmt::format(" (no record: see usmc ss --help)");
-            }
-            print_trimmed(line);
-        }
-    }
-    if (opt.json) fmt::print("]\n");
-    statseg::close_all(views);
-    return 0;
-}
+constexpr int kExitUsage = 2;
 
 int cmd_config_check(const std::string& file) {
     auto loaded = file.empty() ? config::load_default_config() : config::load_config_file(file);
@@ -458,16 +91,31 @@ int cmd_limit_hs(const std::string& action, std::string file) {
 int main(int argc, char** argv) {
     CLI::App app{"usmc: inspect and control the usmc SMC runtime", "usmc"};
     app.require_subcommand(1);
+    app.set_version_flag("-v,--version", "usmc " USMC_VERSION);
     std::string dir = statseg::stats_dir();
     app.add_option("--stats-dir", dir,
                    "where processes publish their stats (default $USMC_STATS_DIR or /dev/shm)");
 
     auto* stats = app.add_subcommand(
         "stats", "connection, fallback and SMC-D RX/TX counters of usmc processes");
-    bool json = false, live_only = false;
-    stats->add_flag("-j,--json", json, "print JSON");
-    stats->add_flag("--live", live_only, "live processes only (default: exited ones too)");
-    auto* reset = stats->add_subcommand("reset", "forget the counters of exited processes");
+    tools::StatsOptions st;
+    stats->add_flag("-j,--json", st.json, "print JSON (one document per interval with --interval)");
+    stats->add_flag("--live", st.live_only, "live processes only (default: exited ones too)");
+    stats->add_option("-p,--pid", st.sel.pids, "only this process (repeatable; live ones)")
+        ->allow_extra_args(false);
+    stats
+        ->add_option("-n,--name", st.sel.names,
+                     "only processes of this program name, as `usmc ss` shows it (repeatable)")
+        ->allow_extra_args(false);
+    auto* interval = stats
+                         ->add_option("-i,--interval", st.interval,
+                                      "print what changed every SECONDS (Ctrl-C ends it)")
+                         ->check(CLI::PositiveNumber);
+    stats->add_option("-c,--count", st.count, "with --interval: this many intervals, then exit")
+        ->check(CLI::Range(1u, 1u << 30))
+        ->needs(interval);
+    auto* reset = stats->add_subcommand(
+        "reset", "zero the counters of live processes and forget those of exited ones");
 
     auto* ss = app.add_subcommand("ss", "list sockets of usmc processes (connections by default)");
     ss->footer(
@@ -481,14 +129,27 @@ int main(int argc, char** argv) {
         "or has changed. -D shows SMC-D connections only, with both GIDs and both DMB tokens. "
         "A connection reached only through a dup()ed descriptor shows its details under the "
         "descriptor it was made on.");
-    SsOptions ss_opt;
+    tools::SsOptions ss_opt;
     ss->add_flag("-a,--all", ss_opt.all, "connections and listeners");
     ss->add_flag("-l,--listening", ss_opt.listening, "listeners only");
     ss->add_flag("-d,--details", ss_opt.details,
                  "SMC-D buffer sizes, cursors and shutdown flags (like smcss -d)");
     ss->add_flag("-D,--smcd", ss_opt.smcd,
                  "SMC-D connections only, with GIDs and DMB tokens (like smcss -D)");
-    ss->add_flag("-j,--json", ss_opt.json, "print JSON (an array of sockets)");
+    ss->add_flag("-W,--wide", ss_opt.wide,
+                 "columns as wide as their content: addresses and names not cut (like smcss -W)");
+    ss->add_flag("-j,--json", ss_opt.json, "print JSON (an object with the sockets in an array)");
+
+    auto* lgr = app.add_subcommand(
+        "linkgroup", "SMC-D link groups: each process's peer processes (like smcd linkgroup)");
+    lgr->alias("lgr");
+    bool lgr_json = false;
+    lgr->add_flag("-j,--json", lgr_json, "print JSON");
+
+    auto* device = app.add_subcommand(
+        "device", "each process's SMC-D device: GID, segments, DMB memory and its cap");
+    bool device_json = false;
+    device->add_flag("-j,--json", device_json, "print JSON");
 
     auto* cfg = app.add_subcommand("config", "configuration");
     cfg->require_subcommand(1);
@@ -509,16 +170,21 @@ int main(int argc, char** argv) {
 
     auto check_cmd = tools::check::add_command(app);
 
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        // --help and --version are "errors" of exit code 0 to CLI11; the rest
+        // are usage errors, whatever number CLI11 gives them.
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : kExitUsage;
+    }
     if (int rc = 0; tools::check::run_command(*check_cmd, dir, &rc)) return rc;
     if (limit->parsed()) return cmd_limit_hs(action, knob_file);
-    if (reset->parsed()) {
-        fmt::print("removed {} retired-counter file(s) from {}\n", statseg::reset_retired(dir),
-                   dir);
-        return 0;
-    }
-    if (stats->parsed()) return cmd_stats(dir, json, live_only);
-    if (ss->parsed()) return cmd_ss(dir, ss_opt);
+    if (reset->parsed()) return tools::cmd_stats_reset(dir);
+    if (stats->parsed()) return tools::cmd_stats(dir, st);
+    if (ss->parsed()) return tools::cmd_ss(dir, ss_opt);
+    if (lgr->parsed()) return tools::cmd_linkgroup(dir, lgr_json);
+    if (device->parsed()) return tools::cmd_device(dir, device_json);
     if (check->parsed()) return cmd_config_check(file);
     return 1;
 }

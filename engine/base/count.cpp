@@ -20,6 +20,10 @@ void count_into(statseg::Header* const* where) {
     g_where.store(where, std::memory_order_relaxed);
 }
 
+statseg::Header* current_segment() {
+    return segment();
+}
+
 void count(Id id, uint64_t n) {
     if (auto* seg = segment()) seg->counters[id].fetch_add(n, std::memory_order_relaxed);
 }

@@ -16,6 +16,10 @@ namespace usmc::counters {
 // The runtime's pointer to the segment, which it keeps current.
 void count_into(statseg::Header* const* where);
 
+// The segment as it is now (nullptr: none yet), for the writers of what
+// is published beside the counters (the device, link groups).
+statseg::Header* current_segment();
+
 void count(Id id, uint64_t n = 1);
 // A gauge (is_gauge) whose owner knows its value: stored, not added.
 void set_gauge(Id id, uint64_t value);

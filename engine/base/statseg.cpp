@@ -73,6 +73,8 @@ static void fill_header(Header* h, const char* program, uint32_t capacity) {
     h->program[sizeof h->program - 1] = 0;
     h->fd_capacity = capacity;
     h->conn_slots = kConnSlots;
+    h->lgr_slots = kLgrSlots;
+    h->revision = kRevision;
     h->version = kVersion;
     h->header_bytes = kHeaderBytes;
     // (The header starts a mapping: its magic is one aligned word.)
@@ -145,6 +147,13 @@ bool privatise_in_child(Header* h) {
         return false;
     std::memcpy(static_cast<void*>(h), header, kHeaderBytes);
     zero_counters(h);
+    // The parent's device and link groups are not the child's (it makes a
+    // device of its own on first need; the table after the records starts
+    // empty in the fresh mapping).
+    h->device.gid.store(0, std::memory_order_relaxed);
+    h->device.segments.store(0, std::memory_order_relaxed);
+    h->device.peer_maps.store(0, std::memory_order_relaxed);
+    h->device.link_groups.store(0, std::memory_order_relaxed);
     h->retired.store(0, std::memory_order_relaxed);
     h->fd_high.store(0, std::memory_order_relaxed);
     h->pid = getpid();
@@ -202,6 +211,16 @@ static uint32_t records_in(const Header* h, size_t bytes) {
     uint32_t n = h->conn_slots;
     if (n == 0 || n > kMaxConnSlots) return 0;
     size_t end = table_bytes(h->fd_capacity) + size_t{n} * sizeof(ConnRecord);
+    return end <= bytes ? n : 0;
+}
+
+// Link-group records the copy really holds: none before revision 1, nor
+// when the records before them, or they, do not fit in the file.
+static uint32_t groups_in(const Header* h, size_t bytes) {
+    uint32_t n = h->lgr_slots;
+    if (h->revision < 1 || n == 0 || n > kMaxLgrSlots || records_in(h, bytes) == 0) return 0;
+    size_t end = table_bytes(h->fd_capacity) + size_t{h->conn_slots} * sizeof(ConnRecord) +
+                 size_t{n} * sizeof(LgrRecord);
     return end <= bytes ? n : 0;
 }
 
@@ -288,6 +307,7 @@ static bool map_view(const std::string& path, View& v) {
         return false;
     }
     v.records = records_in(v.header, v.bytes);
+    v.groups = groups_in(v.header, v.bytes);
     return true;
 }
 
@@ -313,6 +333,37 @@ std::vector<ConnRecord> live_records(const View& v) {
         out.push_back(again[i]);
     }
     return out;
+}
+
+std::vector<LgrRecord> live_groups(const View& v) {
+    std::vector<LgrRecord> out;
+    if (v.groups == 0 || !v.alive) return out;
+    size_t len = size_t{v.groups} * sizeof(LgrRecord);
+    size_t offset =
+        table_bytes(v.header->fd_capacity) + size_t{v.header->conn_slots} * sizeof(ConnRecord);
+    std::vector<LgrRecord> again(v.groups);
+    int fd = ::open(v.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return out;
+    ssize_t n = pread(fd, static_cast<void*>(again.data()), len, static_cast<off_t>(offset));
+    sys::real().close(fd);
+    if (n != static_cast<ssize_t>(len)) return out;
+    const auto* first =
+        reinterpret_cast<const LgrRecord*>(reinterpret_cast<const char*>(v.header) + offset);
+    for (uint32_t i = 0; i < v.groups; ++i) {
+        if (!record_live(first[i].gen)) continue;
+        if (std::memcmp(static_cast<const void*>(&first[i]), static_cast<const void*>(&again[i]),
+                        sizeof(LgrRecord)) != 0)
+            continue;
+        out.push_back(again[i]);
+    }
+    return out;
+}
+
+const Header::Device* device_of(const View& v) {
+    if (v.totals || v.header->revision < 1 ||
+        v.header->device.gid.load(std::memory_order_relaxed) == 0)
+        return nullptr;
+    return &v.header->device;
 }
 
 // A dead process's segment: claim it by renaming (only one reader wins),
@@ -429,6 +480,122 @@ int reset_retired(const std::string& dir) {
             ++removed;
     closedir(d);
     return removed;
+}
+
+void zero_counters_of(Header* h) {
+    for (unsigned i = 0; i < counters::kSlots; ++i)
+        if (i >= counters::kCount || !counters::is_gauge(counters::Id(i)))
+            h->counters[i].exchange(0, std::memory_order_relaxed);
+    for (auto& c : h->fallbacks)
+        c.exchange(0, std::memory_order_relaxed);
+    for (auto& dir : h->traffic)
+        for (auto& c : dir)
+            c.exchange(0, std::memory_order_relaxed);
+}
+
+int zero_live(const std::string& dir, std::vector<pid_t>* skipped) {
+    std::vector<std::string> live;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d))
+            if (!std::strncmp(e->d_name, "usmc-live.", 10)) live.push_back(dir + "/" + e->d_name);
+        closedir(d);
+    }
+    int zeroed = 0;
+    for (const auto& path : live) {
+        // Only page 0 is mapped (the counters are all there), and only from
+        // a regular file of at least that size: the segment's owner (or
+        // root) is the only one who could shrink it under us.
+        int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) {
+            if (skipped && (errno == EACCES || errno == EPERM)) {
+                View v;
+                if (map_view(path, v)) {
+                    skipped->push_back(v.header->pid);
+                    munmap(const_cast<Header*>(v.header), v.bytes);
+                }
+            }
+            continue;
+        }
+        struct stat st;
+        void* p = MAP_FAILED;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= off_t(kHeaderBytes))
+            p = mmap(nullptr, kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        sys::real().close(fd);
+        if (p == MAP_FAILED) continue;
+        auto* h = static_cast<Header*>(p);
+        if (std::memcmp(h->magic, kMagic, sizeof kMagic) == 0 && h->version == kVersion &&
+            h->header_bytes == kHeaderBytes) {
+            zero_counters_of(h);
+            ++zeroed;
+        }
+        munmap(p, kHeaderBytes);
+    }
+    return zeroed;
+}
+
+void claim_device(Header* h, uint64_t gid, uint64_t max_dmb_memory) {
+    if (!h) return;
+    h->device.max_dmb_memory.store(max_dmb_memory, std::memory_order_relaxed);
+    h->device.segments.store(0, std::memory_order_relaxed);
+    h->device.peer_maps.store(0, std::memory_order_relaxed);
+    h->device.link_groups.store(0, std::memory_order_relaxed);
+    h->device.gid.store(gid, std::memory_order_release);
+}
+
+void publish_device(Header* h, uint64_t gid, uint64_t segments, uint64_t peer_maps) {
+    if (!h || h->device.gid.load(std::memory_order_relaxed) != gid) return;
+    h->device.segments.store(segments, std::memory_order_relaxed);
+    h->device.peer_maps.store(peer_maps, std::memory_order_relaxed);
+}
+
+void publish_link_groups(Header* h, uint64_t gid, uint64_t count) {
+    if (!h || h->device.gid.load(std::memory_order_relaxed) != gid) return;
+    h->device.link_groups.store(count, std::memory_order_relaxed);
+}
+
+namespace {
+// The generation protocol of ConnRecord (engine/diag.cpp), for LgrRecord.
+void begin_write(LgrRecord& r, uint32_t gen) {
+    std::atomic_ref<uint32_t>(r.gen).exchange(gen, std::memory_order_acq_rel);
+}
+void end_write(LgrRecord& r, uint32_t gen) {
+    std::atomic_ref<uint32_t>(r.gen).store(gen, std::memory_order_release);
+}
+uint32_t gen_of(LgrRecord& r) {
+    return std::atomic_ref<uint32_t>(r.gen).load(std::memory_order_relaxed);
+}
+} // namespace
+
+int publish_group(Header* h, int slot, const LgrRecord& rec) {
+    if (!h || h->revision < 1) return -1;
+    uint32_t n = std::min(h->lgr_slots, kMaxLgrSlots);
+    LgrRecord* recs = groups_of(h);
+    if (slot < 0)
+        for (uint32_t i = 0; i < n && slot < 0; ++i)
+            if (gen_of(recs[i]) % 4 == 0) slot = int(i);
+    if (slot < 0 || uint32_t(slot) >= n) return -1;
+    LgrRecord& r = recs[slot];
+    uint32_t gen = gen_of(r);
+    gen += gen % 2 ? 1 : 0; // (an odd one: a writer died mid-way in a forked copy)
+    begin_write(r, gen + 1);
+    LgrRecord fresh = rec;
+    fresh.gen = gen + 1;
+    r = fresh;
+    // Live is gen % 4 == 2: from free (0 mod 4) two steps; from live, four.
+    end_write(r, gen % 4 == 0 ? gen + 2 : gen + 4);
+    return slot;
+}
+
+void withdraw_group(Header* h, int slot) {
+    if (!h || slot < 0 || uint32_t(slot) >= std::min(h->lgr_slots, kMaxLgrSlots)) return;
+    LgrRecord& r = groups_of(h)[slot];
+    uint32_t gen = gen_of(r);
+    if (!record_live(gen)) return;
+    begin_write(r, gen + 1);
+    LgrRecord empty{};
+    empty.gen = gen + 1;
+    r = empty;
+    end_write(r, gen + 2);
 }
 
 void close_all(std::vector<View>& views) {

@@ -4,6 +4,7 @@
 #include "engine/smcd/link_group.hpp"
 
 #include "engine/base/count.hpp"
+#include "engine/base/statseg.hpp"
 #include "engine/base/sys.hpp"
 
 #include <algorithm>
@@ -207,7 +208,9 @@ Segment::~Segment() {
 
 Device::Device(uint64_t max_memory, bool segments, uint32_t base)
     : gid_(random64()), max_memory_(max_memory), base_size_(base), segments_on_(segments),
-      next_serial_(uint32_t(random64())), groups_(std::make_unique<LinkGroups>(*this)) {}
+      next_serial_(uint32_t(random64())), groups_(std::make_unique<LinkGroups>(*this)) {
+    statseg::claim_device(counters::current_segment(), gid_, max_memory_);
+}
 
 Device::~Device() = default;
 
@@ -555,6 +558,7 @@ void Device::uncount_live(uint32_t size) {
 void Device::publish() const {
     counters::set_gauge(counters::dmb_bytes, in_use_ - spare_bytes_ - away_bytes_);
     counters::set_gauge(counters::dmb_spare_bytes, spare_bytes_);
+    statseg::publish_device(counters::current_segment(), gid_, segments_.size(), peer_maps_.size());
 }
 
 bool Device::has_room(uint32_t size) const {
@@ -613,6 +617,7 @@ std::optional<Dmb> Device::map_peer(int fd, uint32_t size, uint32_t offset, uint
     it->second.dmb = *d;
     it->second.dev = st.st_dev;
     it->second.refs = 1;
+    publish();
     return view_of(*d, offset, size);
 }
 
@@ -656,6 +661,7 @@ void Device::unmap_peer(Dmb& dmb) {
                         peer_maps_.erase(old);
                     }
                 }
+                publish();
             }
             dmb = Dmb{};
             return;
@@ -676,6 +682,7 @@ void Device::forget_peer(uint64_t ino) {
     idle_peer_bytes_ -= it->second.dmb.size;
     unmap(it->second.dmb);
     peer_maps_.erase(it);
+    publish();
 }
 
 size_t Device::idle_peer_maps() const {

@@ -3,6 +3,7 @@
 #include "engine/base/count.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/loop.hpp"
+#include "engine/base/statseg.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/smcd/cdc_line.hpp"
 
@@ -32,7 +33,24 @@ void LinkGroups::close_pidfd(int pidfd) {
     sys::real().close(pidfd);
 }
 
+void LinkGroups::show(Group& g) {
+    statseg::LgrRecord r{};
+    r.id = g.id;
+    r.peer_pid = g.pid;
+    r.peer_uid = g.uid;
+    r.peer_gid = g.gid;
+    r.their_segments = uint32_t(g.theirs.size());
+    r.our_segments = uint32_t(g.ours.size());
+    g.shown = statseg::publish_group(counters::current_segment(), g.shown, r);
+}
+
+void LinkGroups::show_count() {
+    statseg::publish_link_groups(counters::current_segment(), dev_.gid(), groups_.size());
+}
+
 void LinkGroups::drop(Group& g) {
+    statseg::withdraw_group(counters::current_segment(), g.shown);
+    g.shown = -1;
     for (auto& t : g.theirs)
         dev_.unmap_peer(t.pin);
     g.theirs.clear();
@@ -81,6 +99,7 @@ void LinkGroups::peer_exited(int pidfd) {
             it->pidfd = -1;
             drop(*it);
             groups_.erase(it);
+            show_count();
             counters::count(counters::lgr_peer_gone);
         }
     }
@@ -100,11 +119,13 @@ void LinkGroups::abandon_after_fork() {
 }
 
 void LinkGroups::expire_locked(uint64_t now_ns) {
+    size_t before = groups_.size();
     for (size_t i = groups_.size(); i-- > 0;)
         if (now_ns - groups_[i].used_ns > kIdleMs * 1000000) {
             drop(groups_[i]);
             groups_.erase(groups_.begin() + long(i));
         }
+    if (groups_.size() != before) show_count();
 }
 
 LinkGroups::Group* LinkGroups::find_locked(uint64_t gid) {
@@ -138,24 +159,33 @@ void LinkGroups::note_attach(uint64_t gid, pid_t pid, uid_t uid, uint32_t our_se
         groups_.erase(it);
         it = groups_.end();
     }
+    bool changed = false;
     if (it == groups_.end()) {
         groups_.push_back(Group{gid, pid, uid, {}, {}, 0});
         it = groups_.end() - 1;
+        it->id = next_id_++;
         watch_peer(*it);
+        show_count();
+        changed = true;
     }
     it->used_ns = sys::mono_ns();
-    if (our_serial && std::find(it->ours.begin(), it->ours.end(), our_serial) == it->ours.end())
+    if (our_serial && std::find(it->ours.begin(), it->ours.end(), our_serial) == it->ours.end()) {
         it->ours.push_back(our_serial);
-    if (!their_serial || !theirs.valid()) return;
-    for (auto& t : it->theirs)
-        if (t.serial == their_serial) return;
+        changed = true;
+    }
     // A peer's new segments cost it nothing (sparse memfds) and each pins a
     // mapping of ours (vm.max_map_count): past the bound its next segments
     // are not kept, and connections in them attach (reuse is optional).
-    if (it->theirs.size() >= kMaxPinnedSegments) return;
-    // Pinned: a view of the whole file keeps the mapping out of the idle list.
-    if (auto pin = dev_.view_peer(theirs.ino, theirs.file_size, 0, theirs.file_size))
-        it->theirs.push_back({their_serial, *pin});
+    if (their_serial && theirs.valid() && it->theirs.size() < kMaxPinnedSegments &&
+        std::none_of(it->theirs.begin(), it->theirs.end(),
+                     [&](const TheirSeg& t) { return t.serial == their_serial; })) {
+        // Pinned: a view of the whole file keeps the mapping out of the idle list.
+        if (auto pin = dev_.view_peer(theirs.ino, theirs.file_size, 0, theirs.file_size)) {
+            it->theirs.push_back({their_serial, *pin});
+            changed = true;
+        }
+    }
+    if (changed) show(*it);
 }
 
 bool LinkGroups::peer_has(uint64_t gid, uint32_t serial) {

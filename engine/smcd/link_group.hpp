@@ -88,6 +88,8 @@ class LinkGroups {
         uint64_t used_ns;
         int pidfd = -1;     // the peer process, watched on the engine loop
         uint64_t watch = 0; // that watch (0: none)
+        uint32_t id = 0;    // its number in this process, as `usmc linkgroup` shows it
+        int shown = -1;     // its record in the stats segment (-1: none)
     };
     // What a pidfd watch's handler reaches: `owner` is cleared by the
     // destructor (under `mu`, which a running handler holds).
@@ -98,13 +100,18 @@ class LinkGroups {
     Device& dev_;
     std::mutex mu_;
     std::vector<Group> groups_; // few: one per peer process
+    uint32_t next_id_ = 1;
     std::shared_ptr<Watched> watched_;
 
     // Under mu_: the one group of `gid` (nullptr: none or several), used now.
     Group* find_locked(uint64_t gid);
     void expire_locked(uint64_t now_ns);
-    void drop(Group& g);         // its pins and its watch; under mu_ (or alone)
-    void watch_peer(Group& g);   // under mu_
+    void drop(Group& g);       // its pins and its watch; under mu_ (or alone)
+    void watch_peer(Group& g); // under mu_
+    // Under mu_: the group's record in the stats segment (statseg::LgrRecord)
+    // written or rewritten, and the number of groups.
+    void show(Group& g);
+    void show_count();
     void peer_exited(int pidfd); // the loop: `pidfd`'s process exited
     static void close_pidfd(int pidfd);
 };

@@ -17,6 +17,13 @@ BUILD = os.environ.get("USMC_BUILD_DIR") or os.path.join(HERE, "..", "..", "buil
 BIN = os.path.join(BUILD, "bin")
 USMC_RUN = os.path.join(BIN, "usmc-run")
 USMC = os.path.join(BIN, "usmc")
+
+
+def ss_sockets(text):
+    """The sockets of `usmc ss --json` output: {"schema": 1, "sockets": [...]};
+    [] for no output."""
+    doc = json.loads(text or '{"sockets": []}')
+    return doc["sockets"]
 PYTHON = "/usr/bin/python3"  # not a version-manager shim: tests wrap the real interpreter
 APPS = os.path.join(HERE, "apps")
 
@@ -287,8 +294,9 @@ class Env:
         return self.run([USMC, "--stats-dir", self.stats_dir, "ss", *flags], timeout=30).stdout
 
     def ss_json(self, *flags):
+        """The sockets of `usmc ss --json` (a list)."""
         r = self.run([USMC, "--stats-dir", self.stats_dir, "ss", "--json", *flags], timeout=30)
-        return json.loads(r.stdout or "[]")
+        return ss_sockets(r.stdout)
 
     def close(self):
         for p in self.procs:

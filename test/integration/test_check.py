@@ -87,6 +87,7 @@ with Env() as env:
     check(not any(l.startswith("FAIL") for l in r.stdout.splitlines()), "no FAIL line")
     rc, doc = check_json(env)
     check(rc == 0 and doc["smcd_works"] is True, "--json: smcd_works true, exit 0")
+    check(doc.get("schema") == 1, f"--json: schema 1 ({doc.get('schema')})")
     check(all(c["status"] in ("ok", "info") for c in doc["checks"])
           and item(doc, "test pair client").get("detail") == "SMC-D"
           and item(doc, "test pair server").get("detail") == "SMC-D",

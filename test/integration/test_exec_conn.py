@@ -48,7 +48,8 @@ import subprocess
 import sys
 import time
 
-from harness import APPS, BIN, HERE, PYTHON, USMC, USMC_RUN, Env, Lines, check, explain_hang, failures, finish
+from harness import (APPS, BIN, HERE, PYTHON, USMC, USMC_RUN, Env, Lines, check, explain_hang, failures, finish,
+                     ss_sockets)
 
 sys.path.insert(0, APPS)
 from exec_conn_app import BANNER, payload  # noqa: E402  (the payloads the processes make)
@@ -131,8 +132,8 @@ class Case:
         r = subprocess.run([USMC, "--stats-dir", self.stats_dir, "ss", "--json"], env=self.penv,
                            capture_output=True, text=True, timeout=30)
         try:
-            return json.loads(r.stdout or "[]")
-        except ValueError:
+            return ss_sockets(r.stdout)
+        except (ValueError, KeyError):
             return []
 
     def stats(self):

@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 
-from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready
+from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready, ss_sockets
 
 APP = os.path.join(APPS, "lockstep_app.py")
 SIZES = [100, 10000, 40000, 100000]
@@ -46,7 +46,7 @@ def usmc(env, *args):
 
 
 def smcd_rows(env, *flags):
-    rows = json.loads(usmc(env, "ss", "--json", *flags))
+    rows = ss_sockets(usmc(env, "ss", "--json", *flags))
     return {r["pid"]: r for r in rows if r["mode"] == "SMCD"}
 
 

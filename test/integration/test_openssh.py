@@ -43,7 +43,7 @@ import sys
 import time
 import types
 
-from harness import USMC, USMC_RUN, Env, _descendants, check, explain_hang, finish, free_port
+from harness import USMC, USMC_RUN, Env, _descendants, check, explain_hang, finish, free_port, ss_sockets
 
 SKIP = 77  # ctest SKIP_RETURN_CODE
 SSHD = "/usr/sbin/sshd"
@@ -407,8 +407,8 @@ class Case:
             r = subprocess.run([USMC, "--stats-dir", self.stats_dir, "ss", "--json"], env=self.ssh_env,
                                capture_output=True, text=True, timeout=30)
             try:
-                rows = json.loads(r.stdout or "[]")
-            except ValueError:
+                rows = ss_sockets(r.stdout)
+            except (ValueError, KeyError):
                 rows = []
             port = f":{self.port}"
             cli = [x for x in rows if x.get("program") == "ssh" and str(x.get("peer", "")).endswith(port)]

@@ -6,6 +6,8 @@
 #include "engine/diag.hpp"
 #include "engine/smcd/ism.hpp"
 #include "tools/observe.hpp"
+#include "tools/stats_view.hpp"
+#include "tools/table.hpp"
 
 #include "test/unit/stats_dir.hpp"
 
@@ -81,10 +83,114 @@ TEST_CASE("cursors, flags and shutdown read as smcss writes them") {
     CHECK(tools::shutdown_text(d) == "R-W");
 }
 
-TEST_CASE("JSON strings are escaped and always valid") {
-    CHECK(tools::json_string("nginx") == "\"nginx\"");
-    CHECK(tools::json_string("a\"b\\c") == "\"a\\\"b\\\\c\"");
-    CHECK(tools::json_string(std::string("x\n\x01\xff", 4)) == "\"x\\u000a\\u0001\\u00ff\"");
+TEST_CASE("JSON is valid UTF-8 whatever a program's name holds") {
+    using tools::Json;
+    // UTF-8 passes as it is (not byte by byte as \u00XX, which read back
+    // as "cafÃ©"); quotes and control bytes are escaped.
+    CHECK(tools::dump(Json{{"program", "caf\xc3\xa9"}}) == "{\"program\":\"caf\xc3\xa9\"}");
+    CHECK(tools::dump(Json("a\"b\\c\n\x01")) == "\"a\\\"b\\\\c\\n\\u0001\"");
+    // A name that is not UTF-8 (a truncated sequence, a stray byte) is
+    // printed with U+FFFD in their place, never an exception.
+    std::string bad = tools::dump(Json{{"program", std::string("x\xff\xc3", 3)}});
+    CHECK(bad == "{\"program\":\"x\xef\xbf\xbd\xef\xbf\xbd\"}");
+    CHECK(Json::parse(bad)["program"] == "x\xef\xbf\xbd\xef\xbf\xbd");
+    // A segment's name field without its terminator is cut at the field.
+    statseg::Header* h = statseg::create_anonymous("", 16);
+    REQUIRE(h != nullptr);
+    std::memset(h->program, 'a', sizeof h->program);
+    CHECK(tools::program_of(h) == std::string(sizeof h->program, 'a'));
+    munmap(h, statseg::segment_bytes(16));
+}
+
+TEST_CASE("an interval's counts are differences, gauges as they are now") {
+    tools::Totals before, after;
+    before.counters[counters::conn_smcd] = 10;
+    after.counters[counters::conn_smcd] = 15;
+    before.counters[counters::dmb_bytes] = 1 << 20; // a gauge
+    after.counters[counters::dmb_bytes] = 64 << 10;
+    before.traffic[counters::kTx][counters::kReqs + 2] = 3;
+    after.traffic[counters::kTx][counters::kReqs + 2] = 7;
+    before.fallbacks[1] = 4;
+    after.fallbacks[1] = 4;
+    // Zeroed meanwhile (usmc stats reset): counted from zero.
+    before.counters[counters::conn_tcp] = 100;
+    after.counters[counters::conn_tcp] = 2;
+    after.processes = 3;
+    auto d = tools::delta(before, after);
+    CHECK(d.counters[counters::conn_smcd] == 5);
+    CHECK(d.counters[counters::dmb_bytes] == (64 << 10));
+    CHECK(d.traffic[counters::kTx][counters::kReqs + 2] == 4);
+    CHECK(d.fallbacks[1] == 0);
+    CHECK(d.counters[counters::conn_tcp] == 2);
+    CHECK(d.processes == 3);
+}
+
+TEST_CASE("stats of the processes asked for: by pid or by program name, live ones only") {
+    auto make = [](const char* program, pid_t pid, uint64_t conns, bool alive) {
+        statseg::View v;
+        auto* h = statseg::create_anonymous(program, 16);
+        REQUIRE(h != nullptr);
+        h->pid = pid;
+        h->counters[counters::conn_smcd].store(conns);
+        h->counters[counters::accept_queue].store(1); // a gauge
+        v.header = h;
+        v.bytes = statseg::segment_bytes(16);
+        v.alive = alive;
+        return v;
+    };
+    std::vector<statseg::View> views{make("nginx", 100, 1, true), make("nginx", 101, 2, true),
+                                     make("curl", 102, 4, true), make("curl", 103, 8, false)};
+    tools::Selection all;
+    auto t = tools::sum(views, false, all);
+    CHECK(t.counters[counters::conn_smcd] == 15);   // the dead one's counts too
+    CHECK(t.counters[counters::accept_queue] == 3); // not its gauge
+    CHECK(t.processes == 3);
+    tools::Selection by_name{{}, {"nginx"}};
+    t = tools::sum(views, false, by_name);
+    CHECK(t.counters[counters::conn_smcd] == 3);
+    CHECK(t.processes == 2);
+    tools::Selection by_pid{{102, 103}, {}};
+    t = tools::sum(views, false, by_pid);
+    CHECK(t.counters[counters::conn_smcd] == 4);
+    tools::Selection both{{100}, {"curl"}};
+    CHECK(tools::sum(views, false, both).counters[counters::conn_smcd] == 5);
+    tools::Json j;
+    tools::stats_json(j, tools::sum(views, true, all), tools::Json::array());
+    CHECK(j["conn_smcd"] == 7);
+    CHECK(j["total_connections"] == 7);
+    CHECK(j["rx"]["reqs_by_size"].size() == counters::kBuckets);
+    CHECK(tools::process_gauges(views[0])["pid"] == 100);
+    CHECK(tools::process_gauges(views[0])["accept_queue"] == 1);
+    for (auto& v : views)
+        munmap(const_cast<statseg::Header*>(v.header), v.bytes);
+}
+
+TEST_CASE("tables: smcss's fixed widths, or as wide as their content") {
+    std::vector<tools::Column> cols{
+        {"PID", 5}, {"Program", 7, false, true}, {"Fd", 3, true}, {"Local Address", 8}};
+    std::vector<std::vector<std::string>> rows{{"1", "nginx-worker", "7", "[2001:db8::1]:8080"},
+                                               {"22", "sh", "10", "-"}};
+    auto fixed = tools::table_lines(cols, rows, false);
+    REQUIRE(fixed.size() == 3);
+    CHECK(fixed[0] == "PID   Program  Fd Local Address");
+    CHECK(fixed[1] == "1     nginx-w   7 [2001:db8::1]:8080"); // cut; the address pushes on
+    CHECK(fixed[2] == "22    sh       10 -");
+    auto wide = tools::table_lines(cols, rows, true);
+    CHECK(wide[0] == "PID Program      Fd Local Address");
+    CHECK(wide[1] == "1   nginx-worker  7 [2001:db8::1]:8080");
+    CHECK(wide[2] == "22  sh           10 -");
+    // Characters, not bytes: "café" is four columns, and is never cut
+    // inside its "é".
+    rows = {{"3", "caf\xc3\xa9-caf\xc3\xa9", "1", "-"}};
+    auto utf8 = tools::table_lines(cols, rows, false);
+    CHECK(utf8[1] == "3     caf\xc3\xa9-ca   1 -");
+    cols[1].width = 4;
+    CHECK(tools::table_lines(cols, rows, false)[1] == "3     caf\xc3\xa9   1 -");
+    CHECK(tools::table_lines(cols, rows, true)[1] == "3   caf\xc3\xa9-caf\xc3\xa9  1 -");
+    // What a program calls itself reaches the terminal harmless.
+    CHECK(tools::printable("\x1b]0;owned\x07ok") == "?]0;owned?ok");
+    CHECK(tools::printable(std::string("bad\xff\xc3", 5)) == "bad\xef\xbf\xbd\xef\xbf\xbd");
+    CHECK(tools::printable("caf\xc3\xa9") == "caf\xc3\xa9");
 }
 
 TEST_CASE("a control line copy is taken only with the CDC type and whole") {
