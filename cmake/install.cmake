@@ -7,10 +7,14 @@
 # administration (the system-wide configuration, the global knob), as
 # smc-tools' are.
 install(TARGETS usmc-run usmc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The shim is no library to link against (no SONAME, no headers): only
-# usmc-run finds it, at bin/${USMC_BIN_TO_LIB}, as smc-tools installs
-# libsmc-preload.so into the library directory.
-install(TARGETS usmc-preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The shim is no library to link against (no SONAME, no headers, no ABI
+# promised between versions): it goes into a private directory of the library
+# directory, where the dynamic linker never looks and which no package's
+# shared-library rules apply to, and only usmc-run finds it, at
+# bin/${USMC_BIN_TO_LIB}. (smc-tools puts its libsmc-preload.so straight into
+# the library directory, where Debian wants a SONAME and a package of its
+# own for it.)
+install(TARGETS usmc-preload LIBRARY DESTINATION ${USMC_PRELOAD_DIR})
 
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES examples/usmc.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
