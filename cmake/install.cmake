@@ -34,3 +34,25 @@ install(CODE "
   file(INSTALL DESTINATION \"\${_usmc_etc}/usmc\" TYPE FILE
        FILES \"${CMAKE_SOURCE_DIR}/examples/usmc.toml\")
 ")
+
+# Bash completion for both programs, where bash-completion loads a command's
+# completion on its first use: bash-completion's completionsdir (pkg-config)
+# taken relative to bash-completion's own prefix, so that it lands under
+# ours and `cmake --install --prefix P` stays under P; without pkg-config's
+# answer, the directory bash-completion looks in under every data directory.
+set(_usmc_completions ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
+find_package(PkgConfig QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_get_variable(_usmc_bc_dir bash-completion completionsdir)
+  pkg_get_variable(_usmc_bc_prefix bash-completion prefix)
+  if(_usmc_bc_dir AND _usmc_bc_prefix)
+    cmake_path(IS_PREFIX _usmc_bc_prefix "${_usmc_bc_dir}" NORMALIZE _usmc_bc_under)
+    if(_usmc_bc_under)
+      file(RELATIVE_PATH _usmc_completions "${_usmc_bc_prefix}" "${_usmc_bc_dir}")
+    endif()
+  endif()
+endif()
+set(USMC_BASH_COMPLETION_DIR ${_usmc_completions} CACHE STRING
+    "Where the bash completions go (relative: under the install prefix)")
+install(FILES tools/completion/usmc-run tools/completion/usmc
+        DESTINATION ${USMC_BASH_COMPLETION_DIR})
