@@ -23,6 +23,8 @@ leader() {
   case "$1" in
     *.c | *.cc | *.cpp | *.cxx | *.h | *.hh | *.hpp) echo "//" ;;
     CMakeLists.txt | */CMakeLists.txt | *.cmake | *.py | *.sh) echo "#" ;;
+    # bash completions: sourced, so neither extension nor shebang
+    */completion/*) echo "#" ;;
     *)
       # Extensionless scripts (.ci/run, tools for a PATH): by their shebang.
       if head -n 1 -- "$1" | grep -Eq '^#!.*[/ ](ba|da)?sh([[:space:]]|$)|^#!.*python'; then
