@@ -18,8 +18,10 @@ packages=(
   # the Debian package (scripts/package.sh, test it_package): scdoc turns
   # docs/man/*.scd into man pages; CPack's DEB generator takes the library
   # dependencies from dpkg-shlibdeps (dpkg-dev), and finds the binaries to ask
-  # about with file; man-db renders the installed pages in the test
-  scdoc dpkg-dev file man-db
+  # about with file; man-db renders the installed pages in the test; lintian
+  # checks the package as Debian would; bash-completion says where the
+  # completions go (pkg-config) and runs them in the test
+  scdoc dpkg-dev file man-db lintian bash-completion
   # the real programs the tests, demo and benchmarks wrap
   nginx wrk curl redis-server redis-tools python3 iproute2 procps sockperf util-linux
   # it_postgres, it_proxy_chain and scripts/bench/{pgbench,proxy,iperf3}.py:

@@ -20,13 +20,14 @@ namespace {
 constexpr const char* kPreloadName = "libusmc-preload.so";
 
 // Where the shim is installed relative to this binary's directory (CMake:
-// bin -> lib/x86_64-linux-gnu for prefix /usr), so any prefix works.
+// bin -> lib/x86_64-linux-gnu/usmc for prefix /usr), so any prefix works.
 #ifndef USMC_BIN_TO_LIB
-#define USMC_BIN_TO_LIB "../lib"
+#define USMC_BIN_TO_LIB "../lib/usmc"
 #endif
 
-// The shim sits in the installed library directory relative to this binary,
-// or in ../lib (the build tree), or beside it; USMC_PRELOAD_LIB overrides.
+// The shim sits in its private directory under the installed library
+// directory relative to this binary, or in ../lib (the build tree), or
+// beside it; USMC_PRELOAD_LIB overrides.
 std::string find_preload_library() {
     if (const char* env = std::getenv("USMC_PRELOAD_LIB"); env && *env) return env;
     char exe[PATH_MAX];

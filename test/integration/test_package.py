@@ -3,18 +3,24 @@
 
 Builds the package from a Release build of its own (scripts/package.sh into
 <build>/pkg-release, with -Werror: this is CI's Release build), then:
+- runs lintian on it: its full output, no error, no warning not overridden;
 - `cmake --install` of that build into a temporary prefix, and of the test
   build into another: the launcher there finds the shim in the prefix's own
-  library directory, and an SMC-D connection works from those files alone;
-- installs the package, checks the conffile, the dependencies, the files, the
-  man pages (rendered by man without warnings), that the installed
-  configuration is inert (its settings are the built-in defaults), and an
-  SMC-D connection between two wrapped python3 processes using only the
-  installed /usr/bin/usmc-run and /usr/bin/usmc;
+  private library directory, and an SMC-D connection works from those files
+  alone;
+- installs the package, checks the maintainer, the conffile, the
+  dependencies, the files (the shim in its private directory, none in the
+  public library directory), the copyright file (DEP-5, LICENSE's text) and
+  the changelog, the man pages (rendered by man without warnings), the bash
+  completions (every option --help lists, values completed), that the
+  installed configuration is inert (its settings are the built-in defaults),
+  and an SMC-D connection between two wrapped python3 processes using only
+  the installed /usr/bin/usmc-run and /usr/bin/usmc;
 - purges the package, also when a check fails, so /etc/usmc/usmc.toml does
   not stay behind for other tests.
 Needs root or sudo (installs a package); exits 77 (skipped) without either."""
 import glob
+import gzip
 import json
 import os
 import shutil
@@ -23,12 +29,17 @@ import sys
 import tempfile
 import time
 
+from completion_check import completion_checks, live_process_completion
 from harness import BUILD, PYTHON, check, finish
+from lintian_check import lintian_check
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PKG_BUILD = os.path.join(BUILD, "pkg-release")
 SYSTEM_CONFIG = "/etc/usmc/usmc.toml"
 APT = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout=120"]
+COMPLETIONS = "share/bash-completion/completions"
+# The package's maintainer unless the build says otherwise (cmake/package.cmake).
+MAINTAINER = "usmc maintainers <maintainers@users.noreply.a-seed-1eedad2c.example>"
 
 if os.geteuid() == 0:
     SUDO = []
@@ -82,9 +93,10 @@ def stop(p):
         p.wait(timeout=10)
 
 
-def smcd_check(label, usmc_run, usmc, want_lib=None):
+def smcd_check(label, usmc_run, usmc, want_lib=None, while_connected=None):
     """Two python3 processes under `usmc_run`, one connection between them:
-    `usmc ss` shows it as SMC-D on both ends, and `usmc stats` counts it."""
+    `usmc ss` shows it as SMC-D on both ends, and `usmc stats` counts it.
+    while_connected(server_pid, env) looks at them meanwhile."""
     stats_dir = tempfile.mkdtemp(prefix="usmc-pkg-stats-")
     env = clean_env(stats_dir)
     procs = []
@@ -108,6 +120,8 @@ def smcd_check(label, usmc_run, usmc, want_lib=None):
         check(len(smcd_lines) == 2, f"{label}: usmc ss shows both ends as SMC-D")
         if len(smcd_lines) != 2:
             print(ss)
+        if while_connected:
+            while_connected(server.pid, env)
         client.stdin.write("done\n")
         client.stdin.flush()
         client.wait(timeout=30)
@@ -154,11 +168,15 @@ def install_prefix_checks(build_dir, label):
         if r.returncode != 0:
             print(r.stdout[-3000:], r.stderr[-3000:])
             return
-        lib = os.path.join(prefix, libdir, "libusmc-preload.so")
-        for path in ("bin/usmc-run", "bin/usmc", f"{libdir}/libusmc-preload.so", "etc/usmc/usmc.toml",
+        lib = os.path.join(prefix, libdir, "usmc", "libusmc-preload.so")
+        for path in ("bin/usmc-run", "bin/usmc", f"{libdir}/usmc/libusmc-preload.so", "etc/usmc/usmc.toml",
                      "share/man/man8/usmc-run.8.gz", "share/man/man8/usmc.8.gz",
-                     "share/man/man5/usmc.toml.5.gz", "share/doc/usmc/README.md"):
+                     "share/man/man5/usmc.toml.5.gz", "share/doc/usmc/README.md",
+                     "share/doc/usmc/copyright", "share/doc/usmc/changelog.gz",
+                     f"{COMPLETIONS}/usmc-run", f"{COMPLETIONS}/usmc"):
             check(os.path.exists(os.path.join(prefix, path)), f"{label}: installed {path}")
+        check(not os.path.exists(os.path.join(prefix, libdir, "libusmc-preload.so")),
+              f"{label}: nothing in the public library directory {libdir}")
         check(os.path.exists(SYSTEM_CONFIG) == had_system_config,
               f"{label}: the prefix install left {SYSTEM_CONFIG} alone")
         smcd_check(label, os.path.join(prefix, "bin", "usmc-run"), os.path.join(prefix, "bin", "usmc"),
@@ -179,6 +197,36 @@ def purge():
     return r.returncode == 0
 
 
+def license_checks(deb):
+    """The copyright file: machine-readable, the project's licence in it
+    word for word (LICENSE, from its permission notice on), no other copy."""
+    path = "/usr/share/doc/usmc/copyright"
+    if not check(os.path.exists(path), f"installed {path}"):
+        return
+    with open(path) as f:
+        text = f.read()
+    check(text.startswith("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n"),
+          f"{path} is machine-readable (DEP-5)")
+    check("\nFiles: *\nCopyright: 2026 the usmc authors\nLicense: Expat\n" in text,
+          f"{path}: the usmc authors' copyright, Expat")
+    with open(os.path.join(SRC, "LICENSE")) as f:
+        license_text = f.read()
+    notice = license_text[license_text.index("Permission is hereby granted"):].strip()
+    # The format's indented form: each line after one space, an empty one " .".
+    indented = "\n".join(" " + line if line else " ." for line in notice.split("\n"))
+    check("\nLicense: Expat\n" + indented + "\n" in text, f"{path} holds LICENSE's text")
+    check("Copyright (c) 2026 the usmc authors" in license_text and "MIT License" in license_text,
+          "LICENSE: MIT, the usmc authors")
+    check(not glob.glob("/usr/share/doc/usmc/LICENSE*"), "no second copy of the licence in the doc directory")
+
+    path = "/usr/share/doc/usmc/changelog.gz"
+    if check(os.path.exists(path), f"installed {path}"):
+        with gzip.open(path, "rt") as f:
+            first = f.readline()
+        version = run(["dpkg-deb", "-f", deb, "Version"]).stdout.strip()
+        check(first.startswith(f"usmc ({version}) "), f"{path} names this version ({first.strip()})")
+
+
 def package_checks(deb):
     arch = multiarch()
     r = run(SUDO + APT + ["install", "--no-install-recommends",
@@ -196,15 +244,22 @@ def package_checks(deb):
     for lib in ("libfmt", "libtomlplusplus"):  # header-only, compiled in
         check(lib not in depends, f"the package does not depend on {lib}")
     print(f"  info Depends: {depends}")
-    for path in ("/usr/bin/usmc-run", "/usr/bin/usmc", f"/usr/lib/{arch}/libusmc-preload.so", SYSTEM_CONFIG,
-                 "/usr/share/doc/usmc/README.md", "/usr/share/doc/usmc/examples/usmc.toml"):
+    maintainer = run(["dpkg-query", "-W", "-f=${Maintainer}", "usmc"]).stdout
+    check(maintainer == MAINTAINER, f"the package's maintainer ({maintainer})")
+    lib = f"/usr/lib/{arch}/usmc/libusmc-preload.so"
+    for path in ("/usr/bin/usmc-run", "/usr/bin/usmc", lib, SYSTEM_CONFIG,
+                 "/usr/share/doc/usmc/README.md", "/usr/share/doc/usmc/examples/usmc.toml",
+                 f"/usr/{COMPLETIONS}/usmc-run", f"/usr/{COMPLETIONS}/usmc"):
         check(os.path.exists(path), f"installed {path}")
+    # No library to link against: nothing of usmc where the linker looks.
+    public = glob.glob(f"/usr/lib/{arch}/libusmc*") + glob.glob("/usr/lib/libusmc*")
+    check(not public, f"nothing in the public library directory ({public})")
+    license_checks(deb)
 
     # Debian's flags fortify the engine inside the shim (-D_FORTIFY_SOURCE=2;
     # the shim's own files undefine it). A fortified call to a function the
     # shim interposes (__read_chk, __recv_chk, ...) would enter the shim from
     # inside itself: the shim must import none of the names it exports.
-    lib = f"/usr/lib/{arch}/libusmc-preload.so"
     nm = lambda *flags: set(line.split()[-1].split("@")[0]
                             for line in run(["nm", "-D", *flags, lib]).stdout.splitlines() if line.strip())
     both = nm("--undefined-only") & nm("--defined-only")
@@ -239,8 +294,11 @@ def package_checks(deb):
     if not same:
         print(installed.stdout, installed.stderr, defaults.stdout, defaults.stderr)
 
-    smcd_check("installed package", "/usr/bin/usmc-run", "/usr/bin/usmc",
-               want_lib=f"/usr/lib/{arch}/libusmc-preload.so")
+    completion_checks(f"/usr/{COMPLETIONS}", "/usr/bin/usmc-run", "/usr/bin/usmc",
+                      "/usr/share/doc/usmc/examples/usmc.toml", env)
+    smcd_check("installed package", "/usr/bin/usmc-run", "/usr/bin/usmc", want_lib=lib,
+               while_connected=lambda pid, env: live_process_completion(
+                   f"/usr/{COMPLETIONS}", pid, "python3", env))
 
 
 def main():
@@ -256,6 +314,7 @@ def main():
     print(f"  info {deb}")
     contents = run(["dpkg-deb", "--contents", deb]).stdout
     print("  info contents:\n" + contents)
+    lintian_check(deb)
 
     if package_installed():
         print("  info usmc was installed before the test: purging it first")
@@ -266,7 +325,7 @@ def main():
     # Before the package is there: the installs into prefixes must work on
     # their own (nothing of theirs may come from /usr).
     check(cache_value(PKG_BUILD, "CMAKE_INSTALL_LIBDIR") == f"lib/{multiarch()}",
-          f"the package build installs the shim into lib/{multiarch()}")
+          f"the package build's library directory is lib/{multiarch()} (the shim in its usmc/)")
     install_prefix_checks(PKG_BUILD, "prefix install (package build)")
     install_prefix_checks(BUILD, "prefix install (test build)")
 
