@@ -1,4 +1,7 @@
+// SPDX-License-Identifier: MIT
 #include "tools/procnet.hpp"
+
+#include <fmt/format.h>
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -94,8 +97,8 @@ std::string address_text(nl_addr* a, uint16_t port) {
     unsigned len = nl_addr_get_len(a);
     if ((family != AF_INET || len < 4) && (family != AF_INET6 || len != 16)) return "-";
     if (!inet_ntop(family, nl_addr_get_binary_addr(a), buf, sizeof buf)) return "-";
-    std::string host = family == AF_INET6 ? "[" + std::string(buf) + "]" : std::string(buf);
-    return host + ":" + std::to_string(port);
+    if (family == AF_INET6) return fmt::format("[{}]:{}", buf, port);
+    return fmt::format("{}:{}", buf, port);
 }
 
 // (libnl keeps the ports as the kernel sent them: in network byte order.)
