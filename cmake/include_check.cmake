@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # usmc_check_includes(<what> <regex>): fails the configure step when a file
 # of the calling directory has a quoted #include that does not match
 # <regex> (a layer's allowed folders), so a dependency pointing up is caught

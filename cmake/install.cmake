@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install rules: `cmake --install BUILD --prefix P` for any P, and what the
 # Debian package (cmake/package.cmake) is made of.
 #

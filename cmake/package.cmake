@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The Debian package: `cpack -G DEB` in a build configured with
 # -DCMAKE_INSTALL_PREFIX=/usr (scripts/package.sh does both) gives
 # usmc_<version>_<arch>.deb from the same install rules as `cmake --install`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "config/config.hpp"
 
 #include "config/size.hpp"

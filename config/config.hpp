@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // usmc.toml: global knobs (the kernel's net.smc sysctls and netlink switch,
 // plus usmc's own) and [[policy]] rules. Every error names the file, the line

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "config/knob.hpp"
 
 #include "config/config.hpp"

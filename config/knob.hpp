@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Editing the global knob in usmc.toml (`usmc limit-hs enable|disable`):
 // the file is changed in one rename, so a running program that re-reads it

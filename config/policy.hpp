@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // [[policy]] rules: which transport a socket may use, chosen by program name,
 // role, address prefix and port range. First match wins (the libvma.conf

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "config/size.hpp"
 
 #include <charconv>

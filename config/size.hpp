@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Byte sizes as users write them, one grammar wherever usmc reads a size: the
 // file (rmem = "64K"), the environment (SMC_RCVBUF/SMC_SNDBUF) and

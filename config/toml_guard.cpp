@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "config/toml_guard.hpp"
 
 #include <cstdint>

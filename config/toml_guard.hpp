@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What toml++ 3.3 is never handed. Where it asks whether a character is
 // whitespace (between tokens, and while it reads a malformed token to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The socket layer's descriptor bookkeeping and data calls. connect() is in
 // af_smc_connect.cpp, listen()/accept() in af_smc_accept.cpp, readiness in
 // af_smc_poll.cpp.

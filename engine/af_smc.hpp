@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The socket layer of the engine (the kernel's af_smc.c): what the preload
 // calls for an SMC-capable TCP socket. The preload owns symbol interposition;

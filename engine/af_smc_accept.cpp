@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // listen() and accept() for SMC listeners: the short-lived-connection path.
 //
 // accept() takes connections from the kernel listener and classifies them

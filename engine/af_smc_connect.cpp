@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // connect(): who becomes an SMC candidate, and the client handshake.
 //
 // A blocking connect() runs the handshake in the calling thread, as the

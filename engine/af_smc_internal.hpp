@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What the pieces of the socket layer share (af_smc.cpp: descriptors and
 // data calls; af_smc_connect.cpp; af_smc_accept.cpp; af_smc_poll.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Moving a live SMC-D connection to TCP, with its peer, byte for byte.
 //
 // A process that can no longer run the SMC data path hands its connections

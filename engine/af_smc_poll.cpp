@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Readiness for SMC connections and SMC listeners: poll()/ppoll() (and
 // select via poll in the preload) substitute a connection's wake-up socket
 // (`sig`, wakeup.hpp); epoll_ctl() registers it in the application's epoll

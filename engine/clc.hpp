@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // CLC: the SMC connection layer control messages that run in band on the TCP
 // connection before SMC takes over (Proposal, Accept, Confirm, Decline).

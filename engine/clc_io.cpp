@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/clc_io.hpp"
 
 #include "engine/base/sys.hpp"

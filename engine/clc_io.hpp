@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // CLC messages on the TCP connection: written whole, read exactly (peek the
 // 8-byte header, then peek `length` bytes and take them only if they are a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Closing an SMC-D connection: the connection flags in our control line in
 // the peer's DMB say what happened (done writing, closed, aborted), and a
 // sleeping peer is woken to see them.

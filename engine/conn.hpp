@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // One side of a connection's data path: its transport's part (the rings
 // and how the peer is reached: SMC-D's two DMBs, smcd/conn_part.hpp), the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The client side of the handshake (see handshake.hpp): the CLC around the
 // transport's part. The Proposal offers what this process has (SMC-D; SMC-R
 // will join it), the server's answer is read and checked, and an Accept

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The client's SMC-D half of the handshake (see handshake.hpp): its DMB
 // claimed and named before the Proposal, and after the server's Accept the
 // reuse of a link group, the attach of a first contact, the Confirm.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/connect_watch.hpp"
 
 #include "engine/base/loop.hpp"

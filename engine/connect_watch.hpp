@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Nonblocking connects whose TCP connection was not up yet when connect()
 // returned (on loopback: the SYN was dropped at a full listen queue). The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What `usmc ss -d/-D` shows of this process's SMC-D connections (the
 // kernel's smc_diag): one statseg::ConnRecord per active connection in the

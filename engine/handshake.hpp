@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The CLC handshake on an established TCP connection (net/smc/af_smc.c:
 // __smc_connect, smc_listen_work), for every transport: the client's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // SMC-D's half of the handshake (handshake.hpp has the CLC around it): the
 // client's in connect_ism.cpp, the server's in listen_ism.cpp. SMC-R's half

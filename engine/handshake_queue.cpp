@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/handshake_queue.hpp"
 
 #include "engine/base/log.hpp"

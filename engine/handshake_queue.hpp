@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Where CLC handshakes run (the kernel's smc_hs_wq): a small pool of threads
 // per process, one queue per role. accept() and nonblocking connect() only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/hs_track.hpp"
 
 #include "engine/base/counters.hpp"

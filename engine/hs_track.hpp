@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Moves a handshake through its state machine (engine/core/handshake_state)
 // and shows where handshakes wait: one gauge per waiting state in the stats

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/learn.hpp"
 
 #include "engine/base/counters.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Whether SMC-D pays for a listener's (server) or a destination's (client)
 // connections, learned from the connections seen: streams of one-request

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The server side of the handshake (see handshake.hpp): the CLC around the
 // transport's part. The Proposal read and checked, the transport chosen
 // for it (transport_choice.hpp), then that transport's half: SMC-D's in

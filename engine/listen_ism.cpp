@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The server's SMC-D half of the handshake (see handshake.hpp): what it
 // claims, names and takes once the Proposal chose SMC-D
 // (transport_choice.hpp), and what the client's Confirm must check out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/listen_share.hpp"
 
 #include <cerrno>

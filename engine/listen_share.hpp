@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Which processes hold one SMC listener, and which of them may accept().
 //

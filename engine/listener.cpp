@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/listener.hpp"
 
 #include "engine/base/sys.hpp"

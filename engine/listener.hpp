@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // An SMC listener of this process: its registry entry and the queue between
 // the handshake workers and the application's accept() (the kernel's

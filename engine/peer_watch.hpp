@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Notices a vanished peer for connections the application watches through
 // epoll. In SMC mode nothing arrives on the TCP socket but its end (FIN or

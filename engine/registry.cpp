@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/registry.hpp"
 
 #include "engine/base/sockdiag.hpp"

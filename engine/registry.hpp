@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The capability registry: which local listeners speak SMC. A client sends
 // CLC bytes only to a destination with a live, trusted entry here; any other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/runtime.hpp"
 
 #include "config/size.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Process-wide state of the shim: the configuration, the launcher's options,
 // the stats segment and the fd table. Cheap parts are set up when the

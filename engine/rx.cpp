@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Receiving on an SMC-D connection: copy out of our own DMB ring, then tell
 // the peer how far we have consumed — but only past the window update limit,
 // when the ring runs empty, or when the peer sleeps waiting for space.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // SOL_SMC socket options with the kernel's semantics (net/smc/af_smc.c,
 // __smc_setsockopt / __smc_getsockopt):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/space_watch.hpp"
 
 #include "engine/base/log.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Writers waiting for the peer to free space (wakeup.hpp: their `sig` holds
 // a fill, kept in a sink only this process can drain). The peer cannot

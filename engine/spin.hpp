@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // When a wait busy-polls. A spin pays when what it waits for comes while it
 // spins, and only when the CPU it burns is spare: with more runnable threads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/transport_choice.hpp"
 
 #include "engine/base/fallback.hpp"

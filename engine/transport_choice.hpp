@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The server's choice of a transport for a client's Proposal, as the
 // kernel makes it (net/smc/af_smc.c: smc_listen_v2_check, then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sending on an SMC-D connection: copy straight into the peer's DMB ring
 // (there is no send buffer: the peer's ring is it), publish the producer
 // cursor, wake the peer only if it sleeps waiting for data.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Corking on the send side (the kernel's smc_tx.c: MSG_MORE, TCP_CORK and
 // autocorking).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Blocking waits of the data path: optional bounded busy-polling, then
 // poll() on the wake-up socket and the TCP connection (a dead peer closes it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The set*id family. A forked child makes its stats file only once it is to
 // be seen (runtime::publish_own_stats, on its first socket call of its own).
 // One that changes its user or group first (nginx's workers become nobody)

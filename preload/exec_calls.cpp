@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The exec family. A program that execs keeps its listening sockets (the
 // new program inherits them) but not usmc's state: the endpoint that hands
 // out the listener's announcement memory closes, and the new program may not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Calls that end or duplicate descriptors: they keep the fd table true to the
 // kernel's, so a recycled fd number never inherits an old socket's record.
 #include "preload/shim.hpp"

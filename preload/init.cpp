@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Library load and unload, and the process-splitting calls.
 //
 // The child's side of fork (re-creating the stats segment under its own pid)

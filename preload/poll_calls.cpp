@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Readiness calls. Sets without SMC fds go straight to the kernel. For SMC
 // fds the engine arms the peer's wake-ups and substitutes its wake-up socket
 // (poll/select), or registers them in the epoll set with the application's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Seccomp filters. A program that installs one (OpenSSH's preauth child,
 // browsers' and services' sandboxes) forbids system calls usmc cannot
 // foresee: OpenSSH's kills the process on sendto, which the SMC-D data

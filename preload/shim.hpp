@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Shared helpers of the interposed functions. The rule of this layer: a call
 // on an fd usmc does not own goes to the real libc after at most one fd-table

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Socket lifecycle and options: where usmc learns about TCP sockets, applies
 // policy, and answers SOL_SMC.
 #include "config/policy.hpp"

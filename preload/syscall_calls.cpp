@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // syscall(): a program that makes a socket call through libc's syscall()
 // instead of its wrapper must meet the same socket as one that calls the
 // wrapper. libuv (Node.js) closes every descriptor with syscall(SYS_close)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // vfork(): the child borrows our memory, our stack and the calling thread's
 // TLS until it execs or exits (shim.hpp: VforkMark). A C wrapper cannot
 // call the real vfork: the child would return through the wrapper's frame

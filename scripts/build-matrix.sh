@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds usmc in every build type with GCC and with clang, with -Werror, and
 # once more with Debian's default flags (dpkg-buildflags), each in a build
 # directory of its own under build-matrix/. Not part of CI (too slow: about

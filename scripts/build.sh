@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Configures and builds usmc into build/ (bin/, lib/). Incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The usmc demo: real servers and real clients from Debian, every one of
 them wrapped in usmc-run, each measured beside the same programs over plain
 TCP in the same run; then what usmc saw: each connection's mode and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job: wraps real servers and clients (nginx, wrk, curl, redis) in
 # usmc-run, measures each beside plain TCP in the same run, and shows what
 # usmc did. Installs dependencies and builds first.

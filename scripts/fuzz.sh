@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets (test/fuzz) with clang into build-fuzz/ and
 # runs each for a bounded time on a copy of its seed corpus (the repository's
 # corpus is never written to). Fails on any crash, leak, sanitizer report or

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what usmc needs to build, test and demo, from Debian packages.
 # Idempotent: does nothing (and needs no network) when all are present.
 set -euo pipefail

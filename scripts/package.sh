@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the Debian package: a Release build for prefix /usr with Debian's
 # compiler flags (dpkg-buildflags: fortify, stack protector,
 # -Werror=format-security, relro, and with hardening=+all bindnow, as lintian

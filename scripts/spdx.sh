@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Gives every tracked C/C++, CMake, Python and shell source an SPDX licence
 # line, so a file copied out of the tree still says its licence (LICENSE):
 #   // SPDX-License-Identifier: MIT      (C and C++)

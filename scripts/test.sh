@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs every test: unit tests (under ASan/UBSan) and the integration tests
 # that wrap real programs in usmc-run. Installs dependencies and builds first.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs the unit tests under ThreadSanitizer: builds usmc-unit-tests alone into
 # build-tsan/ (USMC_UNIT_SANITIZERS=thread; TSan cannot share a build with
 # ASan) and runs every test case. Exits nonzero on any TSan report or test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // `usmc check`: whether SMC-D works on this host (a wrapped pair of this
 // binary moves data, and what it needs is tested directly), or what a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `usmc check ADDRESS PORT`: what a wrapped client on this host would get
 // from a server there, and why, asked the way the client's connect() asks
 // (af_smc_connect.cpp): its policy, the listener's registry entry (there,

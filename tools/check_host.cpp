@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `usmc check` without a target: what SMC-D needs here, tested directly,
 // then a wrapped pair (this binary under usmc-run, check_peer.cpp) that
 // moves data both ways; the pair's sockets say which transport they got

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The programs `usmc check` runs under usmc-run: this binary again, as a
 // hidden subcommand, so the check needs nothing but usmc's own files.
 //

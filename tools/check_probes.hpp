@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What SMC-D needs on this host, tested directly by `usmc check`, and what
 // the check reads about the processes it starts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The lines of a `usmc check` run and their verdict, as text or JSON.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/check_spawn.hpp"
 
 #include <algorithm>

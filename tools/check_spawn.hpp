@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The processes `usmc check` starts: each with pipes on its standard
 // streams, read with a deadline, and always stopped by its PID and reaped

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What kind of executable usmc-run is about to start, so it can warn when
 // LD_PRELOAD cannot take effect: statically linked programs have no dynamic

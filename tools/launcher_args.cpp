@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/launcher_args.hpp"
 
 #include "config/config.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // usmc-run's command line: smc_run's short options with their meanings
 // (getopts "dhr:t:v"), usmc's own choices as long options only, read by

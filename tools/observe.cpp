@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/observe.hpp"
 
 #include <bit>

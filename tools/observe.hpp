@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What `usmc ss -d/-D` reads about an SMC-D connection, from the outside:
 // the connection's record in its process's stats segment (statseg.hpp) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The server's end of a connection can only say PEERNOSMC when its client
 // chose TCP on its own (LEARNED, EPOLLEARLY, POLICY, ...): no byte tells it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The kernel's view of a socket for `usmc ss`: state and addresses, by
 // inode. Asked of the kernel's sock_diag (NETLINK_SOCK_DIAG, through

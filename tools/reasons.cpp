@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/reasons.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What each fallback reason (engine/base/fallback.hpp) means to a user and
 // what to do about it: one table, which `usmc check` prints from and which

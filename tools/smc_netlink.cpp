@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/smc_netlink.hpp"
 
 #include <netlink/genl/ctrl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The kernel's own handshake-limitation switch (net/smc, per network
 // namespace) through generic netlink: family "SMC_GEN_NETLINK",

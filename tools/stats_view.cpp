@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/stats_view.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // What `usmc stats` computes from the stats segments: the sums over the
 // processes it was asked about, the differences between two snapshots

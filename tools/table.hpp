@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The text tables of the usmc CLI: fixed widths as smcss prints them, or
 // (-W) each column as wide as its widest cell.

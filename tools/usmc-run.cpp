@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // usmc-run: start a program with the usmc shim preloaded; a drop-in for
 // smc-tools' smc_run (its -d/-h/-r/-t/-v), with usmc's own choices as long
 // options (launcher_args.hpp). The options reach the shim through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // usmc: look at and steer usmc from the outside.
 //   usmc stats        counters summed over live processes (like `smcd stats`),
 //                     per process (-p, -n) and per interval (like `vma_stats`)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // usmc linkgroup and usmc device (smcd linkgroup, smcd device): each usmc
 // process is an SMC-D device of its own (a GID, DMB segments under a memory
 // cap) with a link group per peer process, as its stats segment publishes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // usmc ss: the sockets of usmc processes with their mode and fallback
 // reason (smcss), the kernel's state and addresses from sock_diag, and for
 // SMC-D connections what their records and control lines say (-d, -D).

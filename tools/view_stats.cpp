@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // usmc stats: the counters of usmc processes (smcd stats), all of them or
 // those named (-p, -n), once or per interval (vma_stats), and reset.
 #include "engine/base/statseg.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The views of the usmc CLI, one command each; each returns its exit code
 // (tools/usmc.cpp: 0 ok, 1 an error).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/count.hpp"
 
 #include "engine/base/fallback.hpp"

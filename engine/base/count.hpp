@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Counting into this process's stats segment, for every layer of the
 // engine. The runtime makes, moves (fork) and retires the segment and tells

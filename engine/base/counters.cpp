@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/counters.hpp"
 
 namespace usmc::counters {

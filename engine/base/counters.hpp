@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The per-process counters published in the stats segment. `usmc stats`
 // sums them over live processes, like `smcd stats`.

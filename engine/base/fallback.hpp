@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Why a connection runs as plain TCP: the kernel's decline/fallback codes
 // (SMC_CLC_DECL_*, as smcss and `smcd stats` show them) plus usmc's own

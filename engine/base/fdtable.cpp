@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/fdtable.hpp"
 
 namespace usmc {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The fd table: one 64-bit word per descriptor, indexed by fd. A word packs
 // everything the shim knows about a TCP socket. Lookups are one relaxed

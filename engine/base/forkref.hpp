@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Reference counts shared by this process and the children it forks, and by
 // nobody else: how many processes hold our side of a connection (fork). They

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Diagnostics on stderr as "usmc[pid]: message". Formats into a stack buffer
 // and writes with the real write(), so logging never allocates or re-enters

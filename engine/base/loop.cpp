@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/loop.hpp"
 
 #include "engine/base/log.hpp"

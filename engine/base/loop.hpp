@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The engine's event loop: one thread per process (started on first use)
 // that waits, in one private epoll set, for what the engine waits for

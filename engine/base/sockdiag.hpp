@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // One question to the kernel's sock_diag (NETLINK_SOCK_DIAG) the engine
 // needs answered after a listener's descriptor is closed: does some other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The per-process stats segment: a file in the stats directory (default
 // /dev/shm) named usmc-live.<uid>.<pid>, mapped shared. Page 0 holds the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The real libc: one table of function pointers, resolved once with
 // dlsym(RTLD_NEXT). Everything in usmc that needs the kernel calls through

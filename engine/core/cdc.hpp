@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The receive side of connection data control (CDC), as every transport
 // feeds it: the kernel's struct smc_host_cdc_msg and smc_cdc_msg_recv.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The close state of a connection: what each end has said of its close and
 // what the TCP connection underneath showed, folded into the one state that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Ring cursors, as every SMC transport counts them (struct smc_host_cursor:
 // a wrap count and an offset), and the arithmetic a connection does with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The two CLC handshakes as state machines (net/smc runs them as
 // smc_connect_work and smc_listen_work, one blocking work item each; here a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The seam between a connection's core (cursors, CDC receive, corking, the
 // close state: rx, tx, close) and the transport that carries its bytes and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/readiness/wakeup.hpp"
 
 #include "engine/base/forkref.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Wake-ups between the two processes of an SMC-D connection, and the one
 // descriptor per connection side that poll() and the application's epoll

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // SMC-D's connection data control: the CDC as usmc lays it out in shared
 // memory, and SMC-D's receive of it (core/cdc.hpp reads what it means).

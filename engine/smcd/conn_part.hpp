@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // SMC-D's part of a connection, behind the core's transport seam
 // (core/transport.hpp): the two DMBs and how the peer's waiters are woken.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/smcd/ism.hpp"
 
 #include "engine/smcd/cdc_line.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The user-space ISM device (as the kernel's loopback-ism): a random GID per
 // engine and DMBs in shared memory. A DMB is a memfd (never reachable by

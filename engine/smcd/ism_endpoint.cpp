@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/smcd/ism_endpoint.hpp"
 
 #include "engine/base/log.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Attaching to a peer's DMB: how the descriptor of a DMB (its segment)
 // reaches the peer of a handshake (wake-ups need none: wakeup.hpp). The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/smcd/ism_wire.hpp"
 
 #include <algorithm>

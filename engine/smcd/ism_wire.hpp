@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // The messages of an ISM link (ism_endpoint.hpp), each one SOCK_SEQPACKET
 // message: a client's attach request and the endpoint's reply (kFdCount

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/smcd/lgr.hpp"
 
 #include "engine/base/count.hpp"

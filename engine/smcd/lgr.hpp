@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Links: Unix connections kept between pairs of processes carry their SMC-D
 // attaches (the kernel's link group, in spirit: set up once per peer, after

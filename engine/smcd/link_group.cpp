@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/smcd/link_group.hpp"
 
 #include "engine/base/count.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Link groups (the kernel's smc_conn_create: first contact or reuse): what
 // this process and one peer process have exchanged, so that a connection

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // SMC-D's signal half, the answering side (wait_flags.hpp is the asking
 // side): a peer that asked is woken by a datagram to its `sig`, sent by

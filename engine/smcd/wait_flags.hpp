@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // SMC-D's signal half, the asking side: what a side sleeps for, written by
 // the sleeper into the control line of the DMB it produces into (word 32,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """nginx + wrk (keep-alive, c=100) and redis-server + redis-benchmark (GET
 and SET, c=50) over plain TCP and over SMC-D (both ends under usmc-run), in
 the same run, order alternating, median of N runs. Server on CPU 0, client

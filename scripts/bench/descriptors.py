@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Descriptors per connection: nginx (1 worker, CPU 0) holding N keep-alive
 connections from wrk (1 thread, CPU 1), both under usmc-run, default
 configuration. While wrk runs, every descriptor of the nginx worker and of

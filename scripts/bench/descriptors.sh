@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # usmc's descriptors per SMC-D connection: nginx + wrk holding N keep-alive
 # connections, every descriptor of both read from /proc/PID/fd.
 # Usage: scripts/bench/descriptors.sh [--runs N] [--duration S] [--connections 1000,3000,10000]

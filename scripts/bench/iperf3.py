@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """iperf3 over plain TCP and over SMC-D (server and client under usmc-run),
 in the same run, order alternating, median of N runs: iperf3's defaults
 (one stream, 128 KB writes, client sends) for -t seconds, and with

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Cost of the shim where it cannot help: nginx + wrk, keep-alive and
 'Connection: close', plain TCP against both ends under `usmc-run --tcp`
 (every socket call intercepted, every connection TCP) and under plain

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Pass-through cost of the shim: nginx + wrk, plain TCP vs usmc-run --tcp.
 # Usage: scripts/bench/passthrough.sh [--runs N] [--duration S] [--connections C]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """PostgreSQL + pgbench over plain TCP and over SMC-D (both ends under
 usmc-run), in the same run, order rotated each round, median of N runs: TPC-B with
 persistent connections (-c 8 -j 2), TPC-B with a connection per transaction

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # PostgreSQL + pgbench over SMC-D against plain TCP: TPC-B persistent and
 # with a connection per transaction (-C), select-only (-S); --busy with a
 # second pgbench on another database meanwhile.

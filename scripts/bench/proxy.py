@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A proxy in front of nginx, over plain TCP and over SMC-D (wrk, the proxy
 and the origin all under usmc-run), in the same run, order alternating,
 median of N runs: haproxy mode tcp, haproxy mode http, nginx proxy_pass

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Where the client's CPU goes per short-lived connection, SMC-D against TCP.
 
 nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1) with 'Connection: Close',

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Where the client's CPU goes per short-lived connection, SMC-D against TCP
 # (perf record of nginx + wrk 'Connection: Close'; needs linux-perf).
 # Usage: scripts/bench/setup_cost.sh [--connections C] [--seconds S]

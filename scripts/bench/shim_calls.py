@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """What the shim adds to a call it passes through: the same Google Benchmark
 binary plain and under `usmc-run --tcp`, alternating, median of N runs each,
 ns per operation and the ratio."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Per-call cost of the shim in pass-through (Google Benchmark, plain vs usmc-run --tcp).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

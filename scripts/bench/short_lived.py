@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """nginx (1 worker, CPU 0) + wrk (1 thread, CPU 1) with 'Connection: Close'
 at c=1000 and c=10000, the workload of the kernel's short-lived-connection
 series. Columns, in the same run, order rotated each round, median of N:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The short-lived-connection workload of the kernel series: nginx (1 worker)
 # + wrk -H 'Connection: Close', plain TCP against usmc with limit_hs off/on,
 # with and without an injected handshake delay.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """SMC-D against plain TCP with sockperf (both ends under usmc-run for the
 SMC-D columns): ping-pong latency with 64-byte messages and streaming
 throughput with 64 KB messages. Same run, alternating, median of N runs;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # SMC-D against TCP with sockperf: latency and throughput ratios, CPU use.
 # Usage: scripts/bench/smcd.sh [--runs N] [--seconds S]
 set -euo pipefail

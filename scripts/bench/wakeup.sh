@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # What a readiness object costs (docs/ARCHITECTURE.md, "readiness without a
 # descriptor per connection"): wake-up round trip and CPU through a socket
 # pair, a loopback TCP socket and an eventfd; and how promptly a loopback TCP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers of the C benchmark programs beside it (wakeup_objects.c,
 // doorbell_rr.c): clocks, CPU time, pinning, loopback TCP pairs.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Request/response between two epoll loops over P connections, the shape of
 // nginx keep-alive (docs/ARCHITECTURE.md, "readiness"): each connection is a
 // pair of shared-memory mailboxes and a doorbell that rings only a side that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Per-call cost of socket calls, run once plain and once under
 // `usmc-run --tcp` by scripts/bench/shim_calls.py: the difference is what the
 // shim adds to a call it passes through. Real kernel objects throughout.

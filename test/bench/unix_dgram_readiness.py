@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The kernel behaviour a readiness object of one Unix datagram socket per
 connection side would rely on (docs/ARCHITECTURE.md, "A third candidate"):
 `sig`, unconnected and bound to an abstract name, with the smallest send

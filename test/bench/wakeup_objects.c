@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a readiness object costs, for the choice of what an application's
 // epoll set watches for an SMC connection (docs/ARCHITECTURE.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CDC control lines as a hostile peer writes them into shared memory, fed
 // through the real receive and send paths (rx.cpp, tx.cpp, close.cpp): a
 // connection whose DMBs are heap buffers of their exact size (so AddressSanitizer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CLC messages as a hostile TCP peer sends them: every decoder gets the
 // bytes (each must refuse what is not its own with an Error), and the
 // header decides the length as read_message() does. Whatever decodes must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // usmc.toml as anyone who can write a config file (or set USMC_CONFIG)
 // writes it: parse_config() must answer with a Config or a LoadError that
 // names the file, never crash or throw. What parses must survive

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // An invariant a fuzz target asserts: a violation aborts, which libFuzzer
 // reports as a crash and saves the input that caused it. (assert() would

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The link messages (attach requests and replies) as recvmsg() hands them
 // over: the length it returned, its msg_flags and its control buffer, judged
 // by ism::wire::inspect() as recv_with_fds() does before it keeps or closes

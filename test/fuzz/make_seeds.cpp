@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writes the seed corpora of the binary fuzz targets: real messages from
 // the encoders (CLC), control lines with valid cursors (CDC), and link
 // messages as the kernel delivers them (ism_wire), in the input layouts the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A hostile SMC-D peer for usmc's tests (Python 3 standard library only).
 
 It speaks usmc's side of SMC-D by hand, as a usmc client does (the formats

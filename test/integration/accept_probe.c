@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Accepts connections from a forked child (both under usmc-run: SMC-D)
  * with flags and address buffers that change from call to call. A
  * handshake is queued by one accept() and handed out by a later one: every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Checks, inside one process run under usmc-run, that AF_SMC and IPPROTO_SMC
  * sockets work as TCP and that SOL_SMC/SMC_LIMIT_HS behave as the kernel's.
  * Usage: af_smc_probe EXPECTED_DEFAULT_LIMIT_HS   (0 or 1)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Real programs from Debian set up for tests, demo and benchmarks: an nginx
 serving a directory on a loopback port, a redis-server without persistence."""
 import glob

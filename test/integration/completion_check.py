@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The bash completions of usmc-run and usmc, as bash-completion loads them:
 every option and subcommand the programs' --help lists is offered (so the
 completions cannot fall behind the programs), and the values some options

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers of the integration tests: paths, free ports, processes that
 are always stopped by PID, bounded waits, and usmc's own counters."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """lintian on a built .deb, as Debian's archive and a packager would run it:
 its full output printed, and a failure for every error and for every warning
 not overridden (the overrides the package installs say why each is wrong for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A server that sandboxes itself as OpenSSH's preauth child does, with an
  * SMC connection open (test_exec_conn.py): usmc cannot know which system
  * calls the filter lets through, so the connection must go on as plain TCP,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // select() and poll() over usmc's descriptors allocate no memory.
 //
 // PostgreSQL's postmaster (15 and older) keeps its signals blocked except

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """AF_SMC and IPPROTO_SMC programs run under usmc-run on a kernel without
 SMC; SOL_SMC/SMC_LIMIT_HS follow the kernel's semantics, with the default
 from the launcher or the config."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`usmc check`, as a first-hour user meets it: on this (healthy) host it
 says SMC-D works (exit 0, JSON too); on hosts where SMC-D cannot work,
 simulated by the environment (a configuration with mode "tcp", a policy

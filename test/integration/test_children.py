@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Child processes of a wrapped server leave its SMC connections alone:
 subprocess.run() (vfork: the child shares the server's memory until exec),
 fork() while another thread is blocked in recv on the connection, and forked

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Configuration inside applications: [[policy]] decisions show up in
 usmc ss and usmc stats with their reason; a broken config costs one clear
 line on stderr and nothing else (every socket plain TCP)."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """curl under usmc-run fetches a 64 MiB file that nginx (under usmc-run)
 sends with sendfile(); the bytes match the file and what plain curl gets."""
 import hashlib

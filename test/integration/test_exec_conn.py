@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """An SMC-D connection that crosses exec() or a seccomp filter
 (apps/exec_conn_app.py, seccomp_probe.c), both ends under usmc-run --smcd.
 The new image knows nothing of usmc's state (it may not be wrapped at all),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Accept-then-fork servers (PostgreSQL's postmaster) keep SMC-D: the parent
 accepts, forks, and one of the two closes first. Whichever closes last, the
 parent's DMB accounting must come back to zero: with a leak its small

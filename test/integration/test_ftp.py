@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """FTP under usmc: pyftpdlib's server and Python's ftplib client, both under
 usmc-run, on 127.0.0.1 and on ::1, in passive mode (the client connects to
 the server's data port) and in active mode (PORT/EPRT: the server connects

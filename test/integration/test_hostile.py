@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A wrapped server under attack by a hostile local peer
 (test/hostile/hostile_peer.py) must go on serving everyone else: echoes
 byte for byte, within a bounded time, no crash (exit codes checked), and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A server that accepts late (apps/late_accept_app.py), both ends under
 usmc-run in processes of their own. The kernel's SMC runs the handshake in
 its listen work, without accept(): a client's connect() never waits for the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """usmc-run: finding programs, exit codes, warnings for programs it cannot
 affect, LD_PRELOAD handling, options reaching the shim, config errors."""
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """usmc-run as a drop-in for smc-tools' smc_run: its -d/-h/-r/-t/-v, its
 messages and exit codes, usmc's own long options, and the shim honouring
 SMC_DEBUG/SMC_RCVBUF/SMC_SNDBUF whoever set them. The same runs are made

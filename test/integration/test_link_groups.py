@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Link groups (engine/smcd/link_group.hpp) across fork and across users.
 
 A process's first SMC-D connection to a peer process attaches (a first

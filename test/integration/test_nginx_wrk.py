@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """nginx (master + 2 workers, as nobody) and wrk, both under usmc-run,
 keep-alive and 'Connection: close': every request answered 200, no socket
 errors, and usmc saw every connection."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Observing SMC-D from the outside: `usmc ss -d/-D` and `usmc stats` RX/TX
 over one connection between two wrapped python3 processes whose every send
 and recv call is known (apps/lockstep_app.py). Checks the cursors and

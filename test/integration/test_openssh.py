@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """OpenSSH under usmc: Debian's sshd under usmc-run --smcd, on a free port of
 127.0.0.1, with keys, authorized_keys and sshd_config of its own in a
 temporary directory, and ssh, scp and sftp under usmc-run --smcd as its

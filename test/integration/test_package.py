@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The Debian package and `cmake --install`, used as a user would.
 
 Builds the package from a Release build of its own (scripts/package.sh into

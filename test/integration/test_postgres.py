@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """PostgreSQL and pgbench, both under usmc-run, over TCP on loopback: pgbench
 -i, TPC-B with persistent connections and with a connection per transaction
 (-C). Every transaction committed, the TPC-B balance invariants hold, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A pre-fork child that stops accepting (its quota served: Apache's
 MaxConnectionsPerChild, gunicorn's max_requests) takes no connection its
 siblings would accept. usmc's accept queue is per process: a connection a

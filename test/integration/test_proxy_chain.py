@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A proxy chain, every program under usmc-run: client -> proxy -> nginx
 (origin). The proxy is haproxy in mode tcp, haproxy in mode http, and nginx
 as a reverse proxy. A python client checks every response byte for byte

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """python3 servers and clients in every I/O style (blocking, select, poll,
 selectors/epoll, nonblocking clients, pre-fork, accept-then-fork, server
 speaks first, IPv6), both ends under usmc-run, each reply verified byte for

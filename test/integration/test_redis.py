@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """redis-server, redis-benchmark and redis-cli under usmc-run: the benchmark
 completes with no errors and values round-trip byte for byte."""
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The short-lived-connection listen path (issue 4): handshakes on workers,
 the backlog limit, the handshake-congestion bypass with SMC_LIMIT_HS and the
 global knob flipped while the server runs. Every connection's echo is

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """SMC-D end to end: both ends under usmc-run, data through shared memory.
 The counters prove which connections used SMC-D; every reply is verified
 byte for byte; every process is stopped by PID."""

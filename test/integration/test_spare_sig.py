@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Spare `sig`s (wakeup::park): a connection that ends leaves its `sig`
 to the next connection of its process. Sequential connections take them
 (counted); a spare is in no epoll set any more; a `sig` whose epoll set

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A wrapped listener killed, its port then taken by a plain server: a
 wrapped client that knew the listener (its registry entry cached in the
 client process) must talk plain TCP to the new server, byte for byte, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Behaviours of TCP that programs rely on, kept under usmc (both ends
 wrapped): a listener reported readable lets accept() return; the first
 send after the peer closed is taken, as TCP takes it; a socket closed with

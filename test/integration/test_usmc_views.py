@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The views of `usmc` a user of smcd, smcss and vma_stats reaches for, over
 one SMC-D connection between two wrapped python3 processes
 (apps/lockstep_app.py: every send and recv is known) and two wrapped

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CDC receive every transport feeds (core/cdc.hpp), and SMC-D's copy of
 // it out of the control line (smcd/cdc_line.hpp).
 #include "engine/core/cdc.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/clc.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/core/close_state.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fork reference counts: shared with forked children, never with a peer.
 #include "engine/base/forkref.hpp"
 

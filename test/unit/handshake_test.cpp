@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/fallback.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/clc.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DMB accounting of ism::Device across fork: the process whose device made a
 // DMB counts it until it gives it back, whichever process closes last.
 #include "engine/smcd/ism.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DMB slots in segments (ism.hpp): one memfd for the DMBs of peers of one
 // user, slots claimed and given back under the rules of reused DMBs, the
 // count exact, a forked child's close giving the slot back to its parent.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The learner: when SMC-D pays (engine/learn.hpp). Decisions, decay, probe
 // cadence, stale generations and the data-path line, over a private table.
 #include "engine/learn.hpp"

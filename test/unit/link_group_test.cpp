@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Link groups (link_group.hpp): what a first contact leaves behind, and when
 // a later connection's names are believed.
 #include "engine/smcd/cdc_line.hpp"

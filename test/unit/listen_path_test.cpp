@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The short-lived-connection pieces on their own: the handshake queue's
 // congestion, the listener queue's backlog and epoll behaviour, the global
 // knob's file editing.

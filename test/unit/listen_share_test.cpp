@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Listener holders shared with forked children (listen_share.hpp): who else
 // may accept. Children are real fork()s; each answers its parent through a
 // pipe and waits for the parent's word before it goes on.

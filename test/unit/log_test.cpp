@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Diagnostics (engine/base/log.hpp): what a peer that makes us log over and
 // over gets on our stderr.
 #include "engine/base/log.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The engine's event loop (loop.hpp): readiness, deadlines, timers, cancel.
 #include "engine/base/loop.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // Real TCP on 127.0.0.1 for unit tests that need the kernel's behaviour
 // (a FIN is not a socketpair's hang-up; a listener's backlog is real).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What `usmc ss -d/-D` and `usmc stats` compute from what processes publish:
 // size buckets, cursor and flag texts, control-line copies, the records of
 // the stats segment, and finding a connection's other end.

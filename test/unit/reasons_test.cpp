@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/peer_reasons.hpp"
 #include "tools/reasons.hpp"
 

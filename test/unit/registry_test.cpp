@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/sys.hpp"
 #include "engine/registry.hpp"
 #include "engine/smcd/ism.hpp"

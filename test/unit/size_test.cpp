@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "config/size.hpp"
 
 #include <catch2/catch.hpp>

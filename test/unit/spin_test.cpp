@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // When waits spin (spin.hpp): a thread's backoff after misses, the
 // /proc/loadavg parser, and the machine-wide contention signal.
 #include "engine/spin.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #pragma once
 // A private stats directory for one test case: USMC_STATS_DIR names it while
 // the case runs, and it is removed afterwards.

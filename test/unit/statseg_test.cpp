@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/fdtable.hpp"
 #include "engine/base/statseg.hpp"
 #include "tools/procnet.hpp"

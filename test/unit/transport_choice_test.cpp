@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/base/fallback.hpp"
 #include "engine/transport_choice.hpp"
 

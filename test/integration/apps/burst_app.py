@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Short-lived connections in bursts, for the listen-path tests.
 
 server: echo server on an event loop; listen(--backlog); with --go FILE it

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A server that makes child processes while its connections are open.
 
 server --children spawn: echoes line by line on each accepted connection

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """CPython's own test_ftplib (Debian's libpython3.11-testsuite), run by
 unittest with one correction from upstream CPython (python/cpython#109845):
 its dummy server decodes each recv(1024) chunk on its own, so a chunk

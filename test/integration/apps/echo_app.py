@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Echo server and client in the I/O styles real programs use, for the usmc
 integration tests. Every run is bounded: servers stop after --conns
 connections, every socket operation has a timeout, and the client checks each

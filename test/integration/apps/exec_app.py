@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A server that execs into another program with its listener inherited,
 and a client that connects before and after, for test_tcp_semantics.py.
 

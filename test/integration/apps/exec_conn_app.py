@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A connection that crosses exec() (test_exec_conn.py): a server that
 accepts and execs a program with the accepted socket as its stdin and
 stdout (inetd style, with or without fork), a client that talks to it in

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """An accept-then-fork server (as PostgreSQL's postmaster) and its client.
 
 server --order parent-first: accept, fork; the parent closes its copy of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Server whose fork() fails: accepts one connection, echoes a byte, then
 makes fork() fail for itself (a seccomp filter: clone without
 CLONE_THREAD gets EAGAIN, clone3 ENOSYS so that threads still start

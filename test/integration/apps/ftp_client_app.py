@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """ftplib client for the usmc integration tests (test_ftp.py).
 
 For each round, each address family (--port4 on 127.0.0.1, --port6 on ::1)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """pyftpdlib's FTP server for the usmc integration tests (test_ftp.py):
 serves --root to one user with every permission (read, write, delete) on
 127.0.0.1 and on ::1, each on a free port, from one process (one I/O loop:

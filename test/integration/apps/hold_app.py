@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Client: opens --conns nonblocking connections at once, waits with
 select() until each is connected (SMC-D or TCP), echoes a byte through
 each, then reports how many sockets this process holds beyond its TCP

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """An HTTP/1.1 client for the proxy tests: THREADS threads make N requests
 in all, round robin over the files of a manifest (JSON: path -> [size,
 sha256]), with 'Connection: close' (a connection per request) or keep-alive

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A server that accepts late, and clients that connect to it and send a
 known payload (test_late_accept.py).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Server and client for the learned SMC choice (test_learned_choice.py).
 
 server: answers every line with "ECHO <line>" until the client closes;

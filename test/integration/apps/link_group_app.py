@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Client for the link-group tests: phases of --conns connections one after
 another to an echo server (each echo checked byte for byte), stopping after
 each phase ("PHASE i DONE") until a line on stdin says go on, so the test

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """One connection in lockstep, for usmc's observer tests (test_observe.py):
 the client sends each message of --sizes in one send() call and waits for a
 one-byte ack (one recv() call); the server takes each in one recv(MSG_WAITALL)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Urgent data (MSG_OOB) as Linux TCP delivers it, for test_tcp_semantics.py.
 
 receiver: listens, prints 'READY <port>', accepts one connection per case

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A pre-fork server whose children serve a quota and stop accepting (as
 Apache's MaxConnectionsPerChild or gunicorn's max_requests), and its client.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A server that accepts with accept4(fd, NULL, NULL, 0) through libc (as
 nginx asks, without SOCK_CLOEXEC; Python's own accept always adds it):
 prints its port, takes one connection, prints FIRST, then waits for a line

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Descriptors closed with syscall(SYS_close), as libuv (Node.js) closes
 them, for test_tcp_semantics.py.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A blocking server with a receive timeout: prints READY and its port,
 accepts one connection (ACCEPTED), sets SO_RCVTIMEO to --timeout-ms on it,
 then for each line on stdin makes one blocking recv() and prints what it

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A listener that stops listening while its socket (and so its registry
 entry) stays: `server` prints its port, then on a line from stdin shuts
 its listener down (SHUT_RDWR: new connects are refused) and prints SHUT;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """TCP behaviours programs rely on, for test_tcp_semantics.py.
 
 select-accept: a blocking listener served as socketserver does (select,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Client for test_spare_sig.py: connections to an echo_app server whose
 `sig` (usmc's readiness descriptor) a later connection of the process may
 take over (wakeup::park). What it checks, each case printing OK or FAIL:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A long-running echo server and a checking client, for tests that attack
 a server while others use it (test_hostile.py).
 
