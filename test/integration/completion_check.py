@@ -49,13 +49,14 @@ def help_options(text):
 
 
 def help_subcommands(text):
-    """CLI11's `Subcommands:` section: one name a line, then its description."""
+    """CLI11's `Subcommands:` section: one name a line (aliases after it,
+    "linkgroup, lgr"), then its description."""
     names, inside = set(), False
     for line in text.splitlines():
         if line.strip() == "Subcommands:":
             inside = True
         elif inside and line.strip():
-            names.add(line.split()[0])
+            names.add(line.split()[0].rstrip(","))
         elif inside:
             inside = False
     return names
@@ -85,6 +86,8 @@ def completion_checks(completions_dir, usmc_run, usmc, example_config, env):
 
     # usmc: each subcommand's options, down the tree --help shows.
     def walk(path):
+        if not check(len(path) <= 3, f"usmc's subcommands nest at most 3 deep ({path})"):
+            return
         text = subprocess.run([usmc, *path, "--help"], capture_output=True, text=True, env=env).stdout
         subs = help_subcommands(text)
         line = " ".join(["usmc", *path]) + " "
