@@ -83,7 +83,7 @@ def worker_of(master):
 def smcd_of(stats_dir, pid):
     r = subprocess.run([USMC, "--stats-dir", stats_dir, "ss", "--json"], capture_output=True, text=True,
                        timeout=60)
-    socks = json.loads(r.stdout or "[]")
+    socks = json.loads(r.stdout or '{"sockets": []}')["sockets"]
     return sum(1 for s in socks if s.get("pid") == pid and s.get("mode") == "SMCD")
 
 

@@ -64,7 +64,7 @@ def delta(a, b):
 
 def ss_entry(env, port):
     """`usmc ss` of the client's connection from local port `port`."""
-    for e in json.loads(env.ss("-a", "-j") or "[]"):
+    for e in json.loads(env.ss("-a", "-j") or '{"sockets": []}')["sockets"]:
         if e["local"].endswith(f":{port}") and e["role"] == "client":
             return e
     return {}
