@@ -8,6 +8,7 @@ scripts/install-deps.sh
 scripts/build.sh
 cd build
 # One test per core at a time: each passes beside two CPU hogs (the timing-
-# sensitive ones are run 20 times so). The package test runs alone
-# (RUN_SERIAL): it installs usmc system-wide for a moment.
+# sensitive ones are run 20 times so). The package is built beside the
+# other tests (package_build) and installed alone (it_package, RUN_SERIAL):
+# it is on the system for a moment.
 ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@"

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUSMC_UNIT_SANITIZERS=thread >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUSMC_UNIT_SANITIZERS=thread -DUSMC_UNIT_OPT="-O1 -g1" >/dev/null
 cmake --build build-tsan -j "${USMC_JOBS:-$(nproc)}" --target usmc-unit-tests
 
 # halt_on_error: the first report fails the run (exit code 66), in a forked

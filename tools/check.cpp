@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/check.hpp"
 
+#include <CLI/CLI.hpp>
+
 namespace usmc::tools::check {
 
 std::unique_ptr<Command> add_command(CLI::App& app) {

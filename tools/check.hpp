@@ -6,11 +6,15 @@
 // spirit of smc-tools' smc_chk. One line per check (ok / FAIL with the
 // reason and what to do), then a verdict; exit 0 when SMC-D works, 1 when
 // it does not.
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
+
+// Only usmc.cpp and check.cpp parse the command line; the checks themselves
+// need nothing of CLI11 (the heaviest header the tools include).
+namespace CLI {
+class App;
+}
 
 namespace usmc::tools::check {
 
