@@ -223,6 +223,9 @@ Options parse_options(const char* modes, const char* limit_hs, const char* verbo
         else
             *ok = false;
     }
+    // Either variable bad: what the user asked for is unknown, so every
+    // socket is plain TCP, as the error line says.
+    if (!*ok) o.modes = 0;
     o.verbose = verbose && *verbose && std::strcmp(verbose, "0") != 0;
     return o;
 }

@@ -2,6 +2,7 @@
 #include "tools/peer_reasons.hpp"
 
 #include "engine/base/fallback.hpp"
+#include "tools/live_sockets.hpp"
 
 #include <fmt/format.h>
 
@@ -29,21 +30,13 @@ ClientReasons ClientReasons::collect(const std::vector<statseg::View>& views) {
     };
     std::vector<Pending> clients;
     std::map<pid_t, std::set<uint64_t>> wanted;
-    for (const auto& v : views) {
-        if (!v.alive) continue;
-        pid_t pid = v.header->pid;
-        uint32_t high = v.header->fd_high.load(std::memory_order_relaxed);
-        if (high > v.header->fd_capacity) high = v.header->fd_capacity;
-        for (uint32_t fd = 0; fd < high; ++fd) {
-            SockInfo s = SockInfo::unpack(v.slots()[fd].load(std::memory_order_relaxed));
-            if (!s.tracked() || s.role != SockRole::Client || s.mode != SockMode::Tcp || !s.reason)
-                continue;
-            uint64_t inode = socket_inode(pid, static_cast<int>(fd));
-            if (!inode) continue;
-            wanted[pid].insert(inode);
-            clients.push_back({inode, s.reason});
-        }
-    }
+    for_each_live_socket(views, [&](const statseg::View&, pid_t pid, int fd, const SockInfo& s) {
+        if (s.role != SockRole::Client || s.mode != SockMode::Tcp || !s.reason) return;
+        uint64_t inode = socket_inode(pid, fd);
+        if (!inode) return;
+        wanted[pid].insert(inode);
+        clients.push_back({inode, s.reason});
+    });
     if (clients.empty()) return out;
     auto table = tcp_sockets(wanted);
     for (const auto& c : clients) {

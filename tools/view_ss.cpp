@@ -5,6 +5,7 @@
 #include "engine/base/fallback.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/statseg.hpp"
+#include "tools/live_sockets.hpp"
 #include "tools/observe.hpp"
 #include "tools/peer_reasons.hpp"
 #include "tools/procnet.hpp"
@@ -111,22 +112,14 @@ int cmd_ss(const std::string& dir, const SsOptions& opt) {
     // The descriptors to show, then the kernel's view of all of them at once.
     std::vector<Sock> socks;
     std::map<pid_t, std::set<uint64_t>> wanted;
-    for (const auto& v : views) {
-        if (!v.alive) continue;
-        pid_t pid = v.header->pid;
-        uint32_t high = v.header->fd_high.load(std::memory_order_relaxed);
-        if (high > v.header->fd_capacity) high = v.header->fd_capacity;
-        for (uint32_t fd = 0; fd < high; ++fd) {
-            SockInfo s = SockInfo::unpack(v.slots()[fd].load(std::memory_order_relaxed));
-            if (!s.tracked()) continue;
-            bool is_listener = s.role == SockRole::Listener;
-            if (!opt.all && opt.listening != is_listener) continue;
-            if (opt.smcd && s.mode != SockMode::SmcD) continue; // as smcss -D
-            uint64_t inode = socket_inode(pid, static_cast<int>(fd));
-            if (inode) wanted[pid].insert(inode);
-            socks.push_back({&v, fd, s, inode});
-        }
-    }
+    for_each_live_socket(views, [&](const statseg::View& v, pid_t pid, int fd, const SockInfo& s) {
+        bool is_listener = s.role == SockRole::Listener;
+        if (!opt.all && opt.listening != is_listener) return;
+        if (opt.smcd && s.mode != SockMode::SmcD) return; // as smcss -D
+        uint64_t inode = socket_inode(pid, fd);
+        if (inode) wanted[pid].insert(inode);
+        socks.push_back({&v, static_cast<uint32_t>(fd), s, inode});
+    });
     auto table = tcp_sockets(wanted);
 
     Json sockets = Json::array();

@@ -326,6 +326,28 @@ def read_ready(p, timeout=15.0):
     raise RuntimeError(f"server did not become ready: {p.stderr.read() if p.poll() is not None else ''}")
 
 
+def read_until(p, word, timeout=30.0):
+    """Reads p's stdout lines until one starts with `word`: its fields."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if line.split()[:1] == [word]:
+            return line.split()
+        if not line and p.poll() is not None:
+            break
+    raise RuntimeError(f"no {word} from pid {p.pid}: {p.stderr.read() if p.poll() is not None else ''}")
+
+
+def tell(p, line):
+    """Writes one line to p's stdin: False if p is gone."""
+    try:
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+        return True
+    except (BrokenPipeError, ValueError, OSError):
+        return False
+
+
 class Lines:
     """A process's stdout lines, read by a thread of their own, so a wait
     for one is bounded and none is lost; all() keeps every line seen."""

@@ -50,7 +50,7 @@ import sys
 import time
 
 from harness import (APPS, BIN, HERE, PYTHON, USMC, USMC_RUN, Env, Lines, check, explain_hang, failures, finish,
-                     ss_sockets)
+                     ss_sockets, tell)
 
 sys.path.insert(0, APPS)
 from exec_conn_app import BANNER, payload  # noqa: E402  (the payloads the processes make)
@@ -214,15 +214,6 @@ class Case:
         if expect_moves:
             check(n >= 1, f"{self.name}: usmc counted the move to TCP (moved_to_tcp {n}, reasons {reasons})")
         check(lost == 0, f"{self.name}: no byte lost in a move (moved_bytes_lost {lost})")
-
-
-def tell(p, line):
-    try:
-        p.stdin.write(line + "\n")
-        p.stdin.flush()
-        return True
-    except (BrokenPipeError, ValueError, OSError):
-        return False
 
 
 def smcd_before(case, port):

@@ -45,7 +45,7 @@ import signal
 import subprocess
 import time
 
-from harness import APPS, PYTHON, USMC, Env, Lines, check, finish
+from harness import APPS, PYTHON, USMC, Env, Lines, check, finish, tell
 
 APP = os.path.join(APPS, "late_accept_app.py")
 MODES = ("blocking", "nonblocking", "timeout")
@@ -109,15 +109,6 @@ def start(env, cmd, penv, wrapped, stdin=False):
     p = env.start(env.wrap(cmd) if wrapped else cmd, env=penv,
                   stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
     return p, Lines(p)
-
-
-def tell(p, line):
-    try:
-        p.stdin.write(line + "\n")
-        p.stdin.flush()
-        return True
-    except (BrokenPipeError, ValueError, OSError):
-        return False
 
 
 def start_server(env, run, wrapped, family=4, backlog=16):

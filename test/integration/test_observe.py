@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 
-from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready, ss_sockets
+from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready, read_until, ss_sockets, tell
 
 APP = os.path.join(APPS, "lockstep_app.py")
 SIZES = [100, 10000, 40000, 100000]
@@ -21,22 +21,6 @@ BIG = 300000
 RING = (128 << 10) - 64  # the DMB of rmem + wmem minus its control line (autotune_dmb off)
 OLD_HEADER = ("PID      Program             Fd State        Local Address            "
               "Peer Address             Role    Mode  Fallback")
-
-
-def read_until(p, word, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if line.split()[:1] == [word]:
-            return line.split()
-        if not line and p.poll() is not None:
-            break
-    raise RuntimeError(f"no {word} from pid {p.pid}: {p.stderr.read() if p.poll() is not None else ''}")
-
-
-def tell(p, word):
-    p.stdin.write(word + "\n")
-    p.stdin.flush()
 
 
 def usmc(env, *args):

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready, ss_sockets
+from harness import APPS, PYTHON, USMC, Env, check, finish, read_ready, read_until, ss_sockets, tell
 
 APP = os.path.join(APPS, "lockstep_app.py")
 SIZES = [100, 10000, 40000]
@@ -30,22 +30,6 @@ HOLDER = ("import socket, sys\n"
           "print('READY', s.getsockname()[1], flush=True)\n"
           "sys.stdin.readline()\n")
 LONG_NAME = "café-holder-with-a-long-name"  # UTF-8, longer than the Program column
-
-
-def read_until(p, word, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if line.split()[:1] == [word]:
-            return line.split()
-        if not line and p.poll() is not None:
-            break
-    raise RuntimeError(f"no {word} from pid {p.pid}: {p.stderr.read() if p.poll() is not None else ''}")
-
-
-def tell(p, word):
-    p.stdin.write(word + "\n")
-    p.stdin.flush()
 
 
 def usmc(env, *args, rc=0):

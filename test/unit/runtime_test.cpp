@@ -43,8 +43,13 @@ TEST_CASE("launcher options from the environment") {
     CHECK_FALSE(ok);
     CHECK(o.modes == 0); // unknown mode: plain TCP, the safe choice
 
-    runtime::parse_options(nullptr, "yes", nullptr, &ok);
+    o = runtime::parse_options(nullptr, "yes", nullptr, &ok);
     CHECK_FALSE(ok);
+    CHECK(o.modes == 0); // a bad USMC_LIMIT_HS alone: plain TCP too
+
+    o = runtime::parse_options("smcd", "2", nullptr, &ok);
+    CHECK_FALSE(ok);
+    CHECK(o.modes == 0);
 }
 
 TEST_CASE("SMC_RCVBUF / SMC_SNDBUF sizes") {
