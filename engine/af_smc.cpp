@@ -4,18 +4,19 @@
 // af_smc_poll.cpp.
 #include "config/size.hpp"
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/count.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/connect_watch.hpp"
 #include "engine/diag.hpp"
+#include "engine/discovery/registry.hpp"
 #include "engine/learn.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 #include "engine/smcd/lgr.hpp"
 #include "engine/smcd/link_group.hpp"
@@ -101,8 +102,8 @@ void set_mode(int fd, SockMode mode, uint32_t reason) {
 }
 
 void count_result(uint32_t reason, bool smc) {
-    runtime::count(smc ? counters::conn_smcd : counters::conn_tcp);
-    if (!smc && reason) runtime::count_fallback(reason);
+    counters::count(smc ? counters::conn_smcd : counters::conn_tcp);
+    if (!smc && reason) counters::count_fallback(reason);
 }
 
 void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
@@ -118,8 +119,8 @@ void install(int fd, std::unique_ptr<SmcConn> c, bool nonblock) {
 void activated(int fd, SmcConn& c) {
     using namespace counters;
     smc_unblock(c); // writable now, and reachable by the peer's wake-ups
-    runtime::count_traffic(kRx, kBufs + bucket_of(c.transport.rx_buffer_bytes()));
-    runtime::count_traffic(kTx, kBufs + bucket_of(c.transport.tx_buffer_bytes()));
+    counters::count_traffic(kRx, kBufs + bucket_of(c.transport.rx_buffer_bytes()));
+    counters::count_traffic(kTx, kBufs + bucket_of(c.transport.tx_buffer_bytes()));
     diag::publish(runtime::get().seg, c, fd);
 }
 
@@ -133,14 +134,14 @@ size_t count_request(counters::Dir dir, const iovec* iov, int iovcnt, ssize_t r)
         asked += iov[i].iov_len;
     unsigned slot =
         r > 0 ? counters::kReqs + counters::bucket_of(asked) : unsigned{counters::kNoData};
-    runtime::count_traffic(dir, slot);
+    counters::count_traffic(dir, slot);
     return asked;
 }
 
 void fold_counters(SmcConn* c) {
-    runtime::count(counters::notifications, c->notifications.load());
-    runtime::count(counters::notifications_suppressed, c->notifications_suppressed.load());
-    runtime::count(counters::cursor_updates, c->cursor_updates.load());
+    counters::count(counters::notifications, c->notifications.load());
+    counters::count(counters::notifications_suppressed, c->notifications_suppressed.load());
+    counters::count(counters::cursor_updates, c->cursor_updates.load());
 }
 
 // Our copies of the descriptors and mappings, without touching the peer or
@@ -370,7 +371,7 @@ LateClc skip_late_clc(int fd, bool nonblock, bool answer) {
                 smc_decline_late_proposal(fd, fallback::PEERNOSMC);
             else if (clc::read_message(fd, rest_ms()).status != clc::ReadStatus::Message)
                 return LateClc::LookAgain;
-            runtime::count(counters::late_proposals);
+            counters::count(counters::late_proposals);
             continue;
         case clc::FirstBytes::OtherClc:
             if (clc::read_message(fd, rest_ms()).status != clc::ReadStatus::Message)
@@ -594,7 +595,7 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
                         : smc_recv_urgent(*c, nullptr, 0, flags & MSG_PEEK);
         if (!(flags & MSG_PEEK)) count_request(counters::kRx, iov, iovcnt, r);
         if (r < 0) return fail(int(-r));
-        if (!(flags & MSG_PEEK)) runtime::count(counters::smcd_bytes_rx, uint64_t(r));
+        if (!(flags & MSG_PEEK)) counters::count(counters::smcd_bytes_rx, uint64_t(r));
         return r;
     }
     ssize_t r = smc_recv(*c, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL), nonblock,
@@ -606,7 +607,7 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     if (!(flags & MSG_PEEK)) count_request(counters::kRx, iov, iovcnt, r);
     if (r < 0) return fail(int(-r));
     if (!(flags & MSG_PEEK)) {
-        runtime::count(counters::smcd_bytes_rx, uint64_t(r));
+        counters::count(counters::smcd_bytes_rx, uint64_t(r));
         if (r > 0) learn::note_io(*c, SmcConn::kLearnIn, uint64_t(r));
     }
     return r;
@@ -637,10 +638,10 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     }
     size_t asked = count_request(counters::kTx, iov, iovcnt, r);
     if (asked > c->transport.tx_ring_size()) [[unlikely]]
-        runtime::count_traffic(counters::kTx, counters::kTooSmallPeer);
+        counters::count_traffic(counters::kTx, counters::kTooSmallPeer);
     if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
-    runtime::count(counters::smcd_bytes_tx, uint64_t(r));
+    counters::count(counters::smcd_bytes_tx, uint64_t(r));
     if (r > 0) learn::note_io(*c, SmcConn::kLearnOut, uint64_t(r));
     return r;
 }

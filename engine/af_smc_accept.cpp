@@ -9,17 +9,18 @@
 // come back through the listener's queue (listener.hpp), which accept()
 // serves first. See handshake_queue.hpp for congestion and SMC_LIMIT_HS.
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/count.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/connect_watch.hpp"
+#include "engine/discovery/registry.hpp"
 #include "engine/handshake.hpp"
 #include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
-#include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 
 #include <algorithm>
@@ -56,7 +57,7 @@ int clamp_backlog(int backlog) {
 // SMC_LIMIT_HS tell clients in their registry entry (and whether they have
 // it: a listener that follows the global knob may have changed).
 void on_server_congestion(uint64_t until_ns, bool onset) {
-    if (onset) runtime::count(counters::hs_congestion_onsets);
+    if (onset) counters::count(counters::hs_congestion_onsets);
     std::lock_guard lock(g_listen_mu);
     for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)
         if (SmcListener* l = g_listeners[fd].load(std::memory_order_acquire)) {
@@ -86,11 +87,11 @@ bool track_accepted(int lfd, int nfd, SockInfo* out) {
         (runtime::default_limit_hs() ? kFlagLimitHs : 0));
     s.reason = l.reason;
     if (!g_fds.set(nfd, s)) {
-        runtime::count(counters::fd_untracked);
+        counters::count(counters::fd_untracked);
         return false;
     }
     if (in_table(nfd)) slot(nfd).store(nullptr);
-    runtime::count(counters::server_accepts);
+    counters::count(counters::server_accepts);
     *out = s;
     return true;
 }
@@ -137,12 +138,12 @@ void server_done(ServerHandshake h, Accepted a, core::ServerEvent why) {
     SmcListener* l = h.l;
     a.fd = h.fd;
     a.origin = h.origin;
-    runtime::count(counters::handshakes_inflight, uint64_t(-1));
+    counters::count(counters::handshakes_inflight, uint64_t(-1));
     if (a.conn) a.conn->learn_ticket = l->learn_ticket;
     // Counted before it is visible: accept() may take it at once.
-    runtime::count(counters::accept_queue);
+    counters::count(counters::accept_queue);
     if (auto back = l->push_done(std::move(a))) {
-        runtime::count(counters::accept_queue, uint64_t(-1));
+        counters::count(counters::accept_queue, uint64_t(-1));
         discard_accepted(*back);
         l->unstall_if_room(); // one fewer: room again, maybe
     }
@@ -173,7 +174,7 @@ void server_done(ServerHandshake h, HandshakeResult& result) {
     // kernel listener's readiness), and a blocking accept() after poll() must
     // then return. So it goes out shut down: the application reads its end,
     // as of a client that connected and left.
-    runtime::count(counters::handshake_errors);
+    counters::count(counters::handshake_errors);
     log::warn("fd {}: server handshake failed half way ({}): the connection is reset", h.fd,
               std::strerror(-std::get<int>(result)));
     sys::real().shutdown(h.fd, SHUT_RDWR);
@@ -200,7 +201,7 @@ void await_confirm(ServerHandshake h, SmcConn* pending, uint64_t token);
 // and read back a moment later by the same call, nobody else woken).
 void up_here(ServerHandshake h, std::unique_ptr<SmcConn> conn, Accepted* here) {
     h.on(core::ServerEvent::AcceptTook);
-    runtime::count(counters::handshakes_inflight, uint64_t(-1));
+    counters::count(counters::handshakes_inflight, uint64_t(-1));
     conn->learn_ticket = h.l->learn_ticket;
     here->conn = std::move(conn);
     here->fd = h.fd;
@@ -240,7 +241,7 @@ bool begin_here(ServerHandshake& h, const clc::FirstLook& look, Accepted* here =
     auto msg = clc::take_whole_message(h.fd, look);
     if (!msg) return false;
     h.on(core::ServerEvent::ProposalHere);
-    runtime::count(counters::server_begins_here);
+    counters::count(counters::server_begins_here);
     begin(h, &*msg, here);
     return true;
 }
@@ -336,7 +337,7 @@ void server_job(ServerHandshake h, int rest_ms, bool congested) {
                            first == clc::FirstBytes::Nothing);
     if (congested) {
         smc_decline_late_proposal(h.fd, fallback::HSLIMIT, rest_ms);
-        runtime::count(counters::hs_congested_declines);
+        counters::count(counters::hs_congested_declines);
         return server_done(h, fallback::HSLIMIT, core::ServerEvent::FellBack);
     }
     if (cfg.testonly_server_handshake_delay_ms)
@@ -501,7 +502,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4, bool here = 
     if (!in.reason) {
         l->handshake_started(nfd);
         l->ref();
-        runtime::count(counters::handshakes_inflight);
+        counters::count(counters::handshakes_inflight);
         ServerHandshake h{l, nfd, origin};
         bool queued = first == clc::FirstBytes::Proposal
                           ? begin_here(h, look, here ? &in.up : nullptr) || to_worker(h, 0, false)
@@ -511,7 +512,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4, bool here = 
             return in;
         }
         h.on(core::ServerEvent::FellBack);
-        runtime::count(counters::handshakes_inflight, uint64_t(-1));
+        counters::count(counters::handshakes_inflight, uint64_t(-1));
         Accepted none;
         none.fd = nfd; // stays open: it goes out as TCP below
         none.error = true;
@@ -523,7 +524,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4, bool here = 
     // one still on its way is swallowed before the first read.
     if (first == clc::FirstBytes::Proposal) {
         smc_decline_late_proposal(nfd, in.reason);
-        if (in.reason == fallback::HSLIMIT) runtime::count(counters::hs_congested_declines);
+        if (in.reason == fallback::HSLIMIT) counters::count(counters::hs_congested_declines);
     } else {
         in.late = true;
     }
@@ -533,7 +534,7 @@ Intake intake(SmcListener* l, int lfd, int flags, bool use_accept4, bool here = 
 // Intake stops at the backlog (patch 2): the kernel's queue then fills.
 bool check_backlog(SmcListener* l) {
     bool full = l->at_backlog();
-    if (full && !l->stalled()) runtime::count(counters::backlog_stalls);
+    if (full && !l->stalled()) counters::count(counters::backlog_stalls);
     l->set_stalled(full);
     return full;
 }
@@ -591,10 +592,10 @@ void watch_listener(SmcListener* l) {
         a.reason = in.reason;
         a.late_clc = in.late;
         a.origin = in.origin;
-        l->handshake_started();                 // push_done counts it out again
-        runtime::count(counters::accept_queue); // before accept() can take it
+        l->handshake_started();                  // push_done counts it out again
+        counters::count(counters::accept_queue); // before accept() can take it
         if (auto back = l->push_done(std::move(a))) {
-            runtime::count(counters::accept_queue, uint64_t(-1));
+            counters::count(counters::accept_queue, uint64_t(-1));
             discard_accepted(*back);
         }
     }
@@ -650,7 +651,7 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
     bool took = false; // this call queued a handshake
     while (true) {
         if (auto a = l->pop_done()) {
-            runtime::count(counters::accept_queue, uint64_t(-1));
+            counters::count(counters::accept_queue, uint64_t(-1));
             if (!SmcListener::claim(*a)) { // a process forked since took it
                 discard_accepted(*a);
                 continue;

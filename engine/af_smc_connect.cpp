@@ -8,17 +8,18 @@
 // EAGAIN, so the application learns "connected" only once it is known
 // whether the connection runs as SMC-D or as TCP.
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/count.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/connect_watch.hpp"
+#include "engine/discovery/registry.hpp"
 #include "engine/hs_track.hpp"
 #include "engine/learn.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/registry.hpp"
 #include "engine/runtime.hpp"
 
 #include <algorithm>
@@ -78,7 +79,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         } else {
             reason = fallback::INTERR;
             c->so_error.store(-std::get<int>(result));
-            runtime::count(counters::handshake_errors);
+            counters::count(counters::handshake_errors);
             log::warn("fd {}: client handshake failed half way ({}): the connection is reset", fd,
                       std::strerror(-std::get<int>(result)));
             sys::real().shutdown(fd, SHUT_RDWR); // the connection is unusable
@@ -312,7 +313,7 @@ void attach(ClientHandshake h, const clc::AcceptConfirmD& accept) {
     bool started = ism::attach_async(
         accept.gid, smc_attach_key(accept), smc_connect_ours(*h.c, *dev, cfg, no_dmb.get()),
         cfg.attach_timeout_ms, [=](std::optional<ism::PeerFds> peer) {
-            runtime::count(counters::client_handshakes_on_watch);
+            counters::count(counters::client_handshakes_on_watch);
             end_client(h, smc_connect_confirm(h.fd, *h.c, *dev, cfg, accept, peer, *no_dmb));
         });
     if (started) return;
@@ -334,7 +335,7 @@ void on_answer(ClientHandshake h) {
     if (auto* done = std::get_if<ConnectResult>(&step)) return end_client(h, *done);
     auto accept = std::get<clc::AcceptConfirmD>(step);
     if (auto done = smc_connect_reuse(h.fd, *h.c, *dev, cfg, accept)) { // a link group: no attach
-        runtime::count(counters::client_handshakes_on_watch);
+        counters::count(counters::client_handshakes_on_watch);
         return end_client(h, *done);
     }
     attach(h, accept);
@@ -397,7 +398,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
     ClientHandshake h{fd, c, {}, len, local_port(fd), key, acceptor ? acceptor : publisher_gid};
     registry::announce_pending(addr, len, true, h.port);
     std::memcpy(&h.addr, addr, std::min<size_t>(len, sizeof h.addr));
-    runtime::count(counters::client_async_handshakes);
+    counters::count(counters::client_async_handshakes);
     auto early = early_proposal(h);
     if (early == core::ClientEvent::TcpPending) {
         // close() of the socket meanwhile shuts it down and waits for the
@@ -411,7 +412,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
                 after_proposal(h, send_proposal_now(h));
             });
         if (watched) {
-            runtime::count(counters::connects_watched);
+            counters::count(counters::connects_watched);
             errno = EINPROGRESS;
             return -1;
         }
@@ -468,7 +469,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
         count_result(*reason, false);
         return 0;
     }
-    runtime::count(counters::handshake_errors);
+    counters::count(counters::handshake_errors);
     log::warn("fd {}: client handshake failed half way ({})", fd,
               std::strerror(-std::get<int>(result)));
     set_mode(fd, SockMode::Tcp, fallback::INTERR);
@@ -489,7 +490,7 @@ bool learned_tcp(config::ModeSet modes, uint32_t flags, const sockaddr* addr, so
         (flags & registry::kLearnedTcp) || sys::mono_ns() < learn::destination_tcp_until(*learner);
     if (!tcp) return false;
     if (learn::destination_probe(*learner)) {
-        runtime::count(counters::learn_probes);
+        counters::count(counters::learn_probes);
         return false;
     }
     return true;
@@ -542,7 +543,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
             reason = fallback::NOLISTENER;
         } else if (found->flags & registry::kCongested) {
             reason = fallback::HSLIMIT; // the kernel's listener would withhold the SYN option
-            runtime::count(counters::hs_limit_bypassed);
+            counters::count(counters::hs_limit_bypassed);
         } else if (learned_tcp(modes, found->flags, addr, len, &learner)) {
             reason = fallback::LEARNED;
         } else if ((found->flags & registry::kLimitHs) && (s.hints & kHintNonblock) &&
@@ -556,7 +557,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
             // for an SMC attempt or back, both correct, and the bypass then
             // costs no system call of ours.
             reason = fallback::HSLIMIT;
-            runtime::count(counters::hs_client_bypassed);
+            counters::count(counters::hs_client_bypassed);
         } else {
             // Asked only here: a connect that goes plain TCP (no listener of
             // ours there, or a bypass) pays no system call of ours.
@@ -606,7 +607,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) {
         count_result(reason, false);
         errno = err;
     }
-    if (rc == 0 || errno == EINPROGRESS) runtime::count(counters::client_connects);
+    if (rc == 0 || errno == EINPROGRESS) counters::count(counters::client_connects);
     return rc;
 }
 

@@ -28,6 +28,7 @@
 // lost, counted and logged (an exec right after a read, before the peer
 // wrote again, loses nothing).
 #include "engine/af_smc_internal.hpp"
+#include "engine/base/count.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/fdtable.hpp"
 #include "engine/base/forkref.hpp"
@@ -259,7 +260,7 @@ bool take_move(int fd, SmcConn* c, bool wait) {
         c->phase.store(Phase::Tcp, std::memory_order_release);
         c->moved.store(true, std::memory_order_release);
     }
-    if (mine) runtime::count(counters::moved_to_tcp);
+    if (mine) counters::count(counters::moved_to_tcp);
     switch_local(fd, c);
     if (c->left) start_push(fd, c->left);
     return true;
@@ -296,7 +297,7 @@ void move_out(int fd, SmcConn* c, bool exec) {
     bool mine =
         !(c->transport.sent_conn_flags() & core::kMovedFlags) && c->publish_move(core::kMovedOut);
     if (mine) {
-        runtime::count(counters::moved_to_tcp);
+        counters::count(counters::moved_to_tcp);
         // Wake the peer: its next call takes the move.
         core::Requests was = c->transport.take_all_requests();
         c->transport.wake_reader();
@@ -313,7 +314,7 @@ void move_out(int fd, SmcConn* c, bool exec) {
             if (auto here = core::cdc_readable(smc_peer_cdc(*c), c->rx_cons.load(),
                                                c->transport.rx_ring_size());
                 here && *here) {
-                runtime::count(counters::moved_bytes_lost, *here);
+                counters::count(counters::moved_bytes_lost, *here);
                 log::warn("fd {}: moved to TCP after the peer closed: {} bytes it wrote that "
                           "were not read are lost",
                           fd, *here);
@@ -333,7 +334,7 @@ void move_out(int fd, SmcConn* c, bool exec) {
                 push_bounded(fd, L, kOwnResendMs);
             }
             if (here && *here) {
-                runtime::count(counters::moved_bytes_lost, *here);
+                counters::count(counters::moved_bytes_lost, *here);
                 log::warn("fd {}: both ends moved to TCP at once: {} bytes the peer wrote are "
                           "lost; the connection is shut down",
                           fd, *here);
@@ -448,7 +449,7 @@ void moved_at_exit(int fd, SmcConn* c, bool exec) {
     int fl = sys::real().fcntl(fd, F_GETFD);
     if (exec && L->stash_left.load() && fl >= 0 && !(fl & FD_CLOEXEC)) {
         size_t n = L->stash.size() - L->stashed;
-        runtime::count(counters::moved_bytes_lost, n);
+        counters::count(counters::moved_bytes_lost, n);
         log::warn("fd {}: {} bytes the peer wrote before its move to TCP were not read before "
                   "the exec: lost",
                   fd, n);

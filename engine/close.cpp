@@ -2,11 +2,11 @@
 // Closing an SMC-D connection: the connection flags in our control line in
 // the peer's DMB say what happened (done writing, closed, aborted), and a
 // sleeping peer is woken to see them.
+#include "engine/base/count.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/runtime.hpp"
 #include "engine/space_watch.hpp"
 
 namespace usmc {
@@ -89,7 +89,7 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
             c.sig_name = spare->name;
             c.token = spare->token;
             c.sig_blocked.store(blocked, std::memory_order_release);
-            runtime::count(counters::sigs_reused);
+            counters::count(counters::sigs_reused);
             return true;
         }
         sys::real().close(spare->fd);
@@ -144,7 +144,7 @@ void smc_close_wakeups(SmcConn& c) {
     // The loop must not drain the sink (nor look at the connection) after this.
     space_watch::remove(&c);
     if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name, c.sig_clean}))
-        runtime::count(counters::sigs_spared);
+        counters::count(counters::sigs_spared);
     else if (c.sig >= 0)
         sys::real().close(c.sig);
     c.sig = -1;

@@ -5,8 +5,8 @@
 // goes on to that transport's half: SMC-D's in connect_ism.cpp.
 #include "engine/base/fallback.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/clc.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/handshake.hpp"
 #include "engine/handshake_ism.hpp"
 

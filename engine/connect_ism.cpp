@@ -3,12 +3,12 @@
 // claimed and named before the Proposal, and after the server's Accept the
 // reuse of a link group, the attach of a first contact, the Confirm.
 // connect.cpp sends the Proposal and reads the answer around it.
+#include "engine/base/count.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/clc.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/handshake_ism.hpp"
-#include "engine/runtime.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/link_group.hpp"
 
@@ -152,7 +152,7 @@ ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const Ha
     }
     dev.groups().note_attach(accept.gid, peer->pid, peer->uid, c.transport.rx.serial,
                              peer->fds.serial, *peer_dmb);
-    runtime::count(counters::lgr_first_contacts);
+    counters::count(counters::lgr_first_contacts);
     return confirm_with(fd, c, dev, cfg, accept, *peer_dmb, true);
 }
 
@@ -177,8 +177,8 @@ ConnectResult up_without_confirm(SmcConn& c, ism::Device& dev, const clc::Accept
     c.gid = dev.gid();
     c.peer_gid = accept.gid;
     c.peer_token = accept.token;
-    runtime::count(counters::lgr_reused);
-    runtime::count(counters::lgr_no_confirm);
+    counters::count(counters::lgr_reused);
+    counters::count(counters::lgr_no_confirm);
     return std::monostate{};
 }
 } // namespace
@@ -216,7 +216,7 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
         dev.unmap_peer(*theirs); // the attach brings it again, with ours
         return std::nullopt;
     }
-    runtime::count(counters::lgr_reused);
+    counters::count(counters::lgr_reused);
     return confirm_with(fd, c, dev, cfg, accept, *theirs, false);
 }
 

@@ -28,8 +28,8 @@
 // same TCP connection, the reason recorded. A result is a working SMC
 // connection, a fallback to TCP, or (timeouts, a vanished peer) an error for
 // the connection, as the kernel reports it.
-#include "engine/clc.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/conn.hpp"
 #include "engine/transport_choice.hpp"
 

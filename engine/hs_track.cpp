@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "engine/hs_track.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/log.hpp"
-#include "engine/runtime.hpp"
 
 namespace usmc::hs_track {
 
@@ -47,14 +47,14 @@ template <typename State, typename Event>
 bool move(State& s, Event e, int fd, const char* side) {
     State to = core::next(s, e);
     if (to == State::Invalid) {
-        runtime::count(counters::hs_unexpected_events);
+        counters::count(counters::hs_unexpected_events);
         log::warn("fd {}: {} handshake: event {} in state {} (ignored)", fd, side, core::name(e),
                   core::name(s));
         return false;
     }
     if (to == s) return true;
-    if (auto g = gauge_of(s); g != counters::kCount) runtime::count(g, uint64_t(-1));
-    if (auto g = gauge_of(to); g != counters::kCount) runtime::count(g);
+    if (auto g = gauge_of(s); g != counters::kCount) counters::count(g, uint64_t(-1));
+    if (auto g = gauge_of(to); g != counters::kCount) counters::count(g);
     s = to;
     return true;
 }

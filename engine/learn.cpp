@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "engine/learn.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/counters.hpp"
 #include "engine/base/forkref.hpp"
 #include "engine/base/sys.hpp"
@@ -224,7 +225,7 @@ uint64_t key_of(const sockaddr* addr, socklen_t len) {
 void report_word(uint64_t word, bool paid) {
     Region* r = g_region.load(std::memory_order_acquire);
     if (!r) return;
-    runtime::count(paid ? counters::learn_paid : counters::learn_unpaid);
+    counters::count(paid ? counters::learn_paid : counters::learn_unpaid);
     Table t = (word & kDestination) ? destinations(r) : listeners(r);
     t.report(word & kTicketMask, paid, sys::mono_ns());
 }

@@ -3,12 +3,12 @@
 // claims, names and takes once the Proposal chose SMC-D
 // (transport_choice.hpp), and what the client's Confirm must check out
 // against. listen.cpp reads and writes the CLC around it.
+#include "engine/base/count.hpp"
 #include "engine/base/fallback.hpp"
 #include "engine/base/log.hpp"
-#include "engine/clc.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/handshake_ism.hpp"
-#include "engine/runtime.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/link_group.hpp"
 
@@ -137,8 +137,8 @@ HandshakeResult smcd_listen_begin(int fd, const clc::Proposal& p, uint64_t clien
     }
     *token_out = key;
     if (accept.took_dmb) {
-        runtime::count(counters::lgr_reused);
-        runtime::count(counters::lgr_no_confirm);
+        counters::count(counters::lgr_reused);
+        counters::count(counters::lgr_no_confirm);
         *complete = true;
     }
     return conn;
@@ -169,7 +169,7 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
                       cf.gid == proposed_gid ? "" : " (its Confirm names another GID)");
             return fail(-ECONNRESET);
         }
-        runtime::count(counters::lgr_reused);
+        counters::count(counters::lgr_reused);
     } else {
         // The client attached before sending Confirm, so its descriptors are here.
         auto attached = ep.wait_attached(key, cfg.attach_timeout_ms);
@@ -188,7 +188,7 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
         }
         peer_dmb = attached->theirs;
         conn->peer_uid = peer.uid; // our DMB, once released, is reused only for this user
-        runtime::count(counters::lgr_first_contacts);
+        counters::count(counters::lgr_first_contacts);
         if (cf.gid == proposed_gid)
             dev.groups().note_attach(cf.gid, peer.pid, peer.uid, conn->transport.rx.serial,
                                      peer.fds.serial, *peer_dmb);

@@ -18,8 +18,8 @@
 // accept() would not take from it: a level-triggered loop would spin).
 #include "engine/base/forkref.hpp"
 #include "engine/conn.hpp"
-#include "engine/listen_share.hpp"
-#include "engine/registry.hpp"
+#include "engine/discovery/listen_share.hpp"
+#include "engine/discovery/registry.hpp"
 
 #include <atomic>
 #include <deque>

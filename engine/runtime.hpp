@@ -91,12 +91,6 @@ inline void publish_own_stats() {
         publish_own_stats_slow();
 }
 
-// Counting (engine/base/count.hpp, where every layer counts).
-using counters::count;
-using counters::count_fallback;
-using counters::count_traffic;
-using counters::set_gauge;
-
 // limit_smc_hs default for new sockets: the launcher's flag, else the config.
 bool default_limit_hs();
 

@@ -2,12 +2,12 @@
 // Receiving on an SMC-D connection: copy out of our own DMB ring, then tell
 // the peer how far we have consumed — but only past the window update limit,
 // when the ring runs empty, or when the peer sleeps waiting for space.
+#include "engine/base/count.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/runtime.hpp"
 #include "engine/wait.hpp"
 
 #include <cerrno>
@@ -538,7 +538,7 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // Our ring full (the peer could not write more): Buffer full, once a call.
         if (*avail == c.transport.rx_ring_size() && !found_full && !peek) [[unlikely]] {
             found_full = true;
-            runtime::count_traffic(counters::kRx, counters::kBufFull);
+            counters::count_traffic(counters::kRx, counters::kBufFull);
         }
         // Urgent data about (a newer urgent count, or a mark that stands):
         // the one branch the fast path pays.

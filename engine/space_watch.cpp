@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "engine/space_watch.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/runtime.hpp"
 #include "engine/tx.hpp"
 
 #include <mutex>
@@ -39,7 +39,7 @@ void look_locked(bool backstop) {
             continue;
         }
         smc_open_writable(*c, true);
-        if (backstop) runtime::count(counters::space_backstop_unfills);
+        if (backstop) counters::count(counters::space_backstop_unfills);
         c->space_key = 0;
         it = g_waiting->erase(it);
     }

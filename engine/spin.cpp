@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "engine/spin.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/runtime.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -134,14 +134,14 @@ uint64_t begin(uint32_t busy_poll_us) {
     if (!g_adaptive.load(std::memory_order_relaxed)) return uint64_t{busy_poll_us} * 1000;
     if (!take_turn(t_thread)) return 0;
     if (!cpu_spare() || !own_cpu_spare(coarse_ns())) {
-        runtime::count(counters::busy_poll_yields);
+        counters::count(counters::busy_poll_yields);
         return 0;
     }
     return uint64_t{busy_poll_us} * 1000;
 }
 
 void end(bool hit) {
-    runtime::count(hit ? counters::busy_poll_hits : counters::busy_poll_misses);
+    counters::count(hit ? counters::busy_poll_hits : counters::busy_poll_misses);
     if (g_adaptive.load(std::memory_order_relaxed)) after(t_thread, hit);
 }
 

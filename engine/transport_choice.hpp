@@ -16,7 +16,7 @@
 // the IP prefix check of v1. NOV2DEXT stands for an SMC-Dv2 offer that
 // names no device at all: the decoder refuses a Proposal whose extension
 // is missing (CNFERR) before this runs.
-#include "engine/clc.hpp"
+#include "engine/clc/clc.hpp"
 
 #include <cstdint>
 

@@ -4,11 +4,11 @@
 // cursor, wake the peer only if it sleeps waiting for data.
 #include "engine/tx.hpp"
 
+#include "engine/base/count.hpp"
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/runtime.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wait.hpp"
 
@@ -273,7 +273,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         if (*free == 0) {
             if (!found_full) {
                 found_full = true;
-                runtime::count_traffic(counters::kTx, counters::kBufFullPeer);
+                counters::count_traffic(counters::kTx, counters::kBufFullPeer);
             }
             flush_locked(c); // (held bytes never fill the ring; a reader must see them)
             // Bounded spin first, then arm: ask the peer to wake us when it

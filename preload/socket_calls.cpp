@@ -40,9 +40,9 @@ void track_new_socket(int fd, int family, uint8_t flags, int type) {
     s.hints = (type & SOCK_NONBLOCK) ? kHintNonblock : 0;
     s.flags = static_cast<uint8_t>(flags | (runtime::default_limit_hs() ? kFlagLimitHs : 0));
     if (g_fds.set(fd, s))
-        runtime::count(counters::sockets_tracked);
+        counters::count(counters::sockets_tracked);
     else
-        runtime::count(counters::fd_untracked);
+        counters::count(counters::fd_untracked);
 }
 
 } // namespace usmc::shim
@@ -62,7 +62,7 @@ USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
         int fd = real.socket(family, type, IPPROTO_TCP);
         if (fd >= 0) {
             shim::track_new_socket(fd, family, kFlagAfSmc, type);
-            runtime::count(counters::sockets_af_smc);
+            counters::count(counters::sockets_af_smc);
         }
         return fd;
     }
@@ -72,7 +72,7 @@ USMC_EXPORT int socket(int domain, int type, int protocol) noexcept {
     if (fd < 0) return fd;
     if (ipproto_smc) {
         shim::track_new_socket(fd, domain, kFlagIpprotoSmc, type);
-        runtime::count(counters::sockets_af_smc);
+        counters::count(counters::sockets_af_smc);
     } else if (is_tcp_request(domain, base, protocol)) {
         shim::track_new_socket(fd, domain, 0, type);
     } else {
@@ -115,7 +115,7 @@ USMC_EXPORT int listen(int fd, int backlog) noexcept {
                                    kFlagDecided);
     s.reason = reason;
     g_fds.set(fd, s);
-    runtime::count(counters::listens);
+    counters::count(counters::listens);
     af_smc::on_listen(fd, backlog);
     return rc;
 }
@@ -157,7 +157,7 @@ USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
     if (level == sockopt::kSolSmc || level == SOL_SOCKET) {
         SockInfo s = g_fds.get(fd);
         if (s.tracked() && level == sockopt::kSolSmc) {
-            runtime::count(counters::sol_smc_get);
+            counters::count(counters::sol_smc_get);
             int err = sockopt::get(optname, optval, optlen, af_smc::limit_hs(fd));
             return err ? shim::fail(err) : 0;
         }
@@ -189,7 +189,7 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
     if (level == sockopt::kSolSmc && !shim::vfork_child()) {
         SockInfo s = g_fds.get(fd);
         if (s.tracked()) {
-            runtime::count(counters::sol_smc_set);
+            counters::count(counters::sol_smc_set);
             bool limit_hs = af_smc::limit_hs(fd);
             int err = sockopt::set(optname, optval, optlen, limit_hs);
             if (err) return shim::fail(err);

@@ -7,7 +7,7 @@
 #include "engine/base/fallback.hpp"
 #include "engine/base/statseg.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/registry.hpp"
+#include "engine/discovery/registry.hpp"
 #include "tools/check.hpp"
 #include "tools/check_probes.hpp"
 #include "tools/check_report.hpp"

@@ -4,7 +4,7 @@
 // header decides the length as read_message() does. Whatever decodes must
 // re-encode, and the re-encoded message must decode to the same values: a
 // decoder that accepts something it cannot represent is a bug too.
-#include "engine/clc.hpp"
+#include "engine/clc/clc.hpp"
 #include "test/fuzz/fuzz_check.hpp"
 
 #include <cstring>

@@ -5,7 +5,7 @@
 // targets document. The config seeds are TOML files kept as text.
 //
 //   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire must exist)
-#include "engine/clc.hpp"
+#include "engine/clc/clc.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/ism_wire.hpp"
 

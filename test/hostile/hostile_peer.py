@@ -3,7 +3,7 @@
 """A hostile SMC-D peer for usmc's tests (Python 3 standard library only).
 
 It speaks usmc's side of SMC-D by hand, as a usmc client does (the formats
-are engine/clc.hpp, engine/smcd/cdc_line.hpp, engine/registry.hpp and the attach
+are engine/clc/clc.hpp, engine/smcd/cdc_line.hpp, engine/discovery/registry.hpp and the attach
 messages of engine/smcd/ism_endpoint.cpp): it finds the listener's registry
 entry, announces its connect in the listener's Pending memory (a sealed
 memfd it asks the listener's endpoint for, with the entry's token),
@@ -77,7 +77,7 @@ import time
 STATS_DIR = os.environ.get("USMC_STATS_DIR") or "/dev/shm"
 TIMEOUT = 5.0  # every single exchange with the server
 
-# --- CLC (engine/clc.hpp) ------------------------------------------------------
+# --- CLC (engine/clc/clc.hpp) ------------------------------------------------------
 EYE_R = bytes([0xE2, 0xD4, 0xC3, 0xD9])  # "SMCR" in EBCDIC
 EYE_D = bytes([0xE2, 0xD4, 0xC3, 0xC4])  # "SMCD" in EBCDIC
 PROPOSAL, ACCEPT, CONFIRM, DECLINE = 1, 2, 3, 4
@@ -95,7 +95,7 @@ def proposal(gid, named=None):
     offer, one ISMv2 device (our GID, the emulated CHID), no UEIDs; `named`
     (serial, slot, size code, owner token): our DMB named in the SMC-Dv2
     extension's reserved bytes, as a client on a link group names it
-    (engine/clc.hpp, NamedDmb)."""
+    (engine/clc/clc.hpp, NamedDmb)."""
     body = bytearray(182)
     if named:
         struct.pack_into(">IBBxxQ", body, 152, *named)
@@ -175,7 +175,7 @@ def parse_accept(msg):
     return gid, token, 16384 << (msg[25] >> 4)
 
 
-# --- the registry (engine/registry.hpp) -----------------------------------------
+# --- the registry (engine/discovery/registry.hpp) -----------------------------------------
 # magic version pid withdrawn start_time gid flags reserved congested_until_ns pending_token
 ENTRY = struct.Struct("=IIiIQQIIQQ")
 ENTRY_MAGIC = 0x55534D4C
@@ -358,7 +358,7 @@ class Session:
         msg = read_clc(self.tcp)
         server_gid, token, size = parse_accept(msg)
         # The endpoint's offer is keyed by the Accept's secret (the EID's
-        # first 8 bytes, engine/clc.hpp dmb_secret), not by its token.
+        # first 8 bytes, engine/clc/clc.hpp dmb_secret), not by its token.
         (key,) = struct.unpack_from(">Q", msg, 34)
         if key_from_token:  # what anyone can read: the server's `sig` name
             key = token
@@ -450,7 +450,7 @@ def confirm_named(gid, token, dmb_size, serial, slot, secret):
     """A Confirm with no attach behind it (first-contact bit clear): it
     names our DMB as slot `slot` of our segment `serial`, as a connection
     on a link group does (engine/smcd/link_group.hpp), with the slot's owner
-    token `secret` in the EID's first bytes (engine/clc.hpp, dmb_secret)."""
+    token `secret` in the EID's first bytes (engine/clc/clc.hpp, dmb_secret)."""
     body = bytearray(confirm(gid, token, dmb_size))
     body[7] &= ~(0b10 << 2) & 0xFF
     body[24] = slot

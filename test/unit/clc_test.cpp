@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/clc.hpp"
+#include "engine/clc/clc.hpp"
 
 #include <catch2/catch.hpp>
 

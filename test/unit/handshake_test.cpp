@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "engine/base/fallback.hpp"
 #include "engine/base/loop.hpp"
-#include "engine/clc.hpp"
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc.hpp"
+#include "engine/clc/clc_io.hpp"
 #include "engine/handshake_ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/lgr.hpp"

@@ -2,7 +2,7 @@
 // Listener holders shared with forked children (listen_share.hpp): who else
 // may accept. Children are real fork()s; each answers its parent through a
 // pipe and waits for the parent's word before it goes on.
-#include "engine/listen_share.hpp"
+#include "engine/discovery/listen_share.hpp"
 
 #include <catch2/catch.hpp>
 #include <sys/wait.h>

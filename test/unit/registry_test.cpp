@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "engine/base/sys.hpp"
-#include "engine/registry.hpp"
+#include "engine/discovery/registry.hpp"
 #include "engine/smcd/ism.hpp"
 #include "engine/smcd/ism_endpoint.hpp"
 #include "engine/smcd/ism_wire.hpp"

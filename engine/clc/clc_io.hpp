@@ -6,7 +6,7 @@
 // message stay in the socket for the application, and bytes that only look
 // like CLC (NotClc) are never taken.
 // Works on blocking and nonblocking sockets alike (MSG_DONTWAIT + poll).
-#include "engine/clc.hpp"
+#include "engine/clc/clc.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/listen_share.hpp"
+#include "engine/discovery/listen_share.hpp"
 
 #include <cerrno>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/registry.hpp"
+#include "engine/discovery/registry.hpp"
 
 #include "engine/base/sockdiag.hpp"
 #include "engine/base/statseg.hpp"

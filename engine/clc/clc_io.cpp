@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-#include "engine/clc_io.hpp"
+#include "engine/clc/clc_io.hpp"
 
 #include "engine/base/sys.hpp"
-#include "engine/clc.hpp"
+#include "engine/clc/clc.hpp"
 
 #include <algorithm>
 #include <cerrno>
