@@ -45,9 +45,12 @@ def burn():
         pass
 if os.fork() == 0:
     os.close(a_w); os.close(b_r)
-    while os.read(a_r, 1):
-        burn()
-        os.write(b_w, b"x")
+    try:
+        while os.read(a_r, 1):
+            burn()
+            os.write(b_w, b"x")
+    except BrokenPipeError:  # the parent was stopped first
+        pass
     os._exit(0)
 os.close(a_r); os.close(b_w)
 while True:
