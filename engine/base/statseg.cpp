@@ -274,8 +274,16 @@ void retire(Header* h) {
     // once the process is gone.
     Header* totals = map_retired_file(retired_path(stats_dir()), true);
     if (!totals) return;
+    // Readers skip a segment marked retired, so a signal that ends the
+    // process between the mark and the last addition would lose what it
+    // counted: a test harness or a service manager often sends SIGTERM while
+    // the program is already exiting, here. Signals wait for both.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     uint32_t expected = 0;
     if (h->retired.compare_exchange_strong(expected, 1)) add_counters(totals, h);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
     munmap(totals, kHeaderBytes);
 }
 
