@@ -290,7 +290,10 @@ void retire(Header* h) {
 // A copy of the file, not a mapping of it: a segment is written by its
 // process (and, as root, another user's is readable), and a file someone
 // shrinks under a shared mapping kills its reader with SIGBUS. A snapshot
-// of counters is all a reader needs.
+// of counters is all a reader needs. Only the header page is copied here:
+// the fd table and records after it matter for live processes alone
+// (read_tables), and a stats directory can hold thousands of dead
+// processes' segments, each as large as its fd table.
 static bool map_view(const std::string& path, View& v) {
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return false;
@@ -298,9 +301,12 @@ static bool map_view(const std::string& path, View& v) {
     void* p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= off_t(kHeaderBytes) &&
         st.st_size <= off_t(64) << 20) {
+        // (Anonymous pages cost nothing until written: a view whose tables
+        // are never read holds one page.)
         size_t n = static_cast<size_t>(st.st_size);
         p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p != MAP_FAILED && pread(fd, p, n, 0) != static_cast<ssize_t>(n)) {
+        if (p != MAP_FAILED &&
+            pread(fd, p, kHeaderBytes, 0) != static_cast<ssize_t>(kHeaderBytes)) {
             munmap(p, n);
             p = MAP_FAILED; // shrunk meanwhile
         }
@@ -315,9 +321,25 @@ static bool map_view(const std::string& path, View& v) {
         munmap(p, v.bytes);
         return false;
     }
+    return true;
+}
+
+// The rest of a live process's file (its fd table, records and link groups)
+// into the view's copy. A file shrunk meanwhile leaves the view without
+// records and with an empty table: what a process that just exited has.
+static void read_tables(View& v) {
+    size_t rest = v.bytes - kHeaderBytes;
+    int fd = rest ? ::open(v.path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd < 0) return;
+    char* into = reinterpret_cast<char*>(const_cast<Header*>(v.header)) + kHeaderBytes;
+    ssize_t n = pread(fd, into, rest, static_cast<off_t>(kHeaderBytes));
+    sys::real().close(fd);
+    if (n != static_cast<ssize_t>(rest)) {
+        std::memset(into, 0, rest);
+        return;
+    }
     v.records = records_in(v.header, v.bytes);
     v.groups = groups_in(v.header, v.bytes);
-    return true;
 }
 
 std::vector<ConnRecord> live_records(const View& v) {
@@ -377,15 +399,16 @@ const Header::Device* device_of(const View& v) {
 
 // A dead process's segment: claim it by renaming (only one reader wins),
 // add its counters to our retired file, remove it.
-static void retire_dead(const std::string& dir, const std::string& path, const Header* h) {
+// `totals` is our retired file, mapped at the first dead process found
+// (one mapping for a directory of thousands of them).
+static void retire_dead(const std::string& dir, const std::string& path, const Header* h,
+                        Header*& totals) {
     std::string claim =
         dir + "/usmc-claim." + std::to_string(getpid()) + "." + std::to_string(h->pid);
     if (rename(path.c_str(), claim.c_str()) != 0) return;
     if (!h->retired.load(std::memory_order_relaxed)) {
-        if (Header* totals = map_retired_file(retired_path(dir), true)) {
-            add_counters(totals, h);
-            munmap(totals, kHeaderBytes);
-        }
+        if (!totals) totals = map_retired_file(retired_path(dir), true);
+        if (totals) add_counters(totals, h);
     }
     unlink(claim.c_str());
 }
@@ -444,6 +467,7 @@ std::vector<View> open_all_once(const std::string& dir, bool clean) {
             retired.push_back(dir + "/" + e->d_name);
     }
     closedir(d);
+    Header* totals = nullptr;
     for (const auto& path : live) {
         View v;
         if (!map_view(path, v)) continue;
@@ -460,12 +484,15 @@ std::vector<View> open_all_once(const std::string& dir, bool clean) {
         // (root must not fold other users' into its own); others' are
         // counted as they are, until their owner's reader retires them.
         if (!v.alive && clean && v.owner == geteuid()) {
-            retire_dead(dir, path, v.header); // its counters move to our retired file, read below
+            retire_dead(dir, path, v.header,
+                        totals); // its counters move to our retired file, read below
             munmap(const_cast<Header*>(v.header), v.bytes);
             continue;
         }
+        if (v.alive) read_tables(v);
         views.push_back(v);
     }
+    if (totals) munmap(totals, kHeaderBytes);
     if (clean && std::find(retired.begin(), retired.end(), retired_path(dir)) == retired.end() &&
         access(retired_path(dir).c_str(), F_OK) == 0)
         retired.push_back(retired_path(dir)); // created by retire_dead above
