@@ -6,6 +6,7 @@
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
+#include "engine/core/cdc_recv.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/space_watch.hpp"
 
@@ -37,29 +38,17 @@ void tell_peer(SmcConn& c, uint8_t flag) {
 }
 } // namespace
 
-namespace {
-template <class F>
-core::CloseState move_on(SmcConn& c, F f) {
-    core::CloseState s = c.close_state.load(std::memory_order_acquire);
-    while (true) {
-        core::CloseState n = f(s);
-        if (n == s) return s;
-        if (c.close_state.compare_exchange_weak(s, n, std::memory_order_acq_rel)) {
-            log::debug("fd {}: {} -> {}", c.tcp_fd, core::name(s), core::name(n));
-            return n;
-        }
-    }
-}
-} // namespace
-
 core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {
-    return move_on(c, [e](core::CloseState s) { return core::next(s, e); });
+    core::CloseState was = c.close_state.load(std::memory_order_acquire);
+    core::CloseState now = core::close_event(c, e);
+    if (now != was) log::debug("fd {}: {} -> {}", c.tcp_fd, core::name(was), core::name(now));
+    return now;
 }
 
+// SMC-D's receive of the CDC flags: the core's receive action folds them
+// into the close state.
 core::CloseState smc_close_state(SmcConn& c) {
-    uint8_t flags = core::cdc_ending_flags(smc_peer_cdc(c));
-    if (!flags) return c.close_state.load(std::memory_order_acquire);
-    return move_on(c, [flags](core::CloseState s) { return core::with_peer_flags(s, flags); });
+    return core::fold_peer_flags(c, core::cdc_ending_flags(smc_peer_cdc(c)));
 }
 
 void smc_break(SmcConn& c) {

@@ -25,6 +25,7 @@
 // else.
 #include "engine/base/forkref.hpp"
 #include "engine/core/close_state.hpp"
+#include "engine/core/conn_state.hpp"
 #include "engine/core/transport.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/smcd/conn_part.hpp"
@@ -69,7 +70,9 @@ struct MovedLeft {
 // the application.
 constexpr ssize_t kSmcMoved = -EXDEV;
 
-struct SmcConn {
+// The transport-independent connection (core::ConnState: cursors, close
+// state, urgent data, corking) with what this side adds around it.
+struct SmcConn : core::ConnState {
     std::atomic<Phase> phase{Phase::Active};
     // The transport's part (core/transport.hpp): the rings, the CDC both
     // ways, the requests and wake-ups. SMC-D: the two DMBs.
@@ -83,45 +86,12 @@ struct SmcConn {
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
 
-    // Written only by this side.
-    core::SharedCursor tx_prod;         // bytes produced into the peer's ring (under tx_mu)
-    core::SharedCursor rx_cons;         // bytes consumed from our ring (under rx_mu)
-    core::Cursor rx_cons_announced;     // what the peer has been told (receiver thread only)
-    std::atomic<uint8_t> conn_flags{0}; // smcd::ConnFlags we sent
-    // What recv, send and poll answer from (any thread moves it on, with
-    // smc_close_event / smc_close_state; core/close_state.hpp).
-    std::atomic<core::CloseState> close_state{core::CloseState::Open};
     std::atomic<bool> peer_gone{false}; // TCP connection closed under us (after close_state has it)
     std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
     std::atomic<bool> sent_after_peer_close{false}; // the one write TCP takes after the peer closed
     std::atomic<bool> waking_overrun{
         false}; // the peer held kWakingData past the bound once (rx.cpp)
     std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
-
-    // Urgent data (MSG_OOB, smcd/cdc_line.hpp). Sending: our urgent sends so far
-    // (under tx_mu), carried in every producer word we publish. Receiving
-    // (written under rx_mu, read by poll and ioctl without it):
-    //   rx_urg_key  the peer's urgent count we have taken in, | kUrgStands
-    //               while a mark stands ahead of (or at) our consumer
-    //               cursor: a read whose producer word's count differs from
-    //               it takes the slow path (kUrgStands never matches a count).
-    //   rx_urg      that mark: the cursor of the urgent byte, the byte, and
-    //               whether it was read with MSG_OOB (pack in rx.cpp).
-    static constexpr uint32_t kUrgStands = 0x10000;
-    uint16_t tx_urg_count = 0;
-    std::atomic<uint32_t> rx_urg_key{0};
-    std::atomic<uint64_t> rx_urg{0};
-
-    // Corking (tx.cpp): bytes copied into the peer's ring but not yet
-    // published (under tx_mu), TCP_CORK as set on the socket, and whether
-    // the backstop flusher knows the connection.
-    uint32_t tx_held = 0;
-    std::atomic<bool> corked{false};
-    std::atomic<bool> cork_listed{false};
-    uint64_t cork_key = 0; // its entry in the backstop's table (under tx_mu)
-
-    std::mutex tx_mu; // one sender at a time
-    std::mutex rx_mu; // one receiver at a time
 
     // Socket-level state the shim keeps (af_smc.cpp).
     std::atomic<int> fd_refs{1};       // descriptors of this process naming the connection (dup)

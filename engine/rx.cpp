@@ -6,6 +6,7 @@
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn.hpp"
+#include "engine/core/data_path.hpp"
 #include "engine/peer_watch.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/wait.hpp"
@@ -33,36 +34,6 @@ uint8_t peer_conn_flags(const SmcConn& c) {
     return core::cdc_ending_flags(smc_peer_cdc(c));
 }
 
-// Copies up to `max` bytes from `from` bytes after our consumer cursor into
-// the iovecs, starting `skip` bytes into them (MSG_WAITALL fills them over
-// several rounds). `from` (0 or 1) leaves out an urgent byte (MSG_PEEK).
-uint32_t copy_out(const SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t from,
-                  uint32_t max) {
-    uint32_t ring = c.transport.rx_ring_size();
-    uint32_t pos = core::advance(c.rx_cons.load(), from, ring).count;
-    uint32_t done = 0;
-    size_t iov_skip = skip;
-    for (int i = 0; i < iovcnt && done < max; ++i) {
-        size_t len = iov[i].iov_len;
-        if (iov_skip >= len) {
-            iov_skip -= len;
-            continue;
-        }
-        uint8_t* dst = static_cast<uint8_t*>(iov[i].iov_base) + iov_skip;
-        size_t n = std::min<size_t>(len - iov_skip, max - done);
-        iov_skip = 0;
-        while (n > 0) {
-            uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
-            std::memcpy(dst, c.transport.rx_ring() + pos, chunk);
-            dst += chunk;
-            n -= chunk;
-            done += chunk;
-            pos = pos + chunk == ring ? 0 : pos + chunk;
-        }
-    }
-    return done;
-}
-
 // After arming: whether anything a wake-up could have meant is true now.
 // Every one of them, the peer's death too: the drain of the arm may have
 // taken the wake-up the peer watch sent for it, after this call had looked.
@@ -75,19 +46,15 @@ bool woken_meanwhile(const SmcConn& c, uint32_t hidden) {
 // After consuming: announce the consumer cursor when it matters, and wake a
 // writer that sleeps for space.
 void after_consume(SmcConn& c, bool ring_empty) {
-    auto to_confirm =
+    auto unannounced =
         core::distance(c.rx_cons_announced, c.rx_cons.load(), c.transport.rx_ring_size())
             .value_or(0);
-    bool writer_waits = c.transport.space_asked();
-    if (to_confirm == 0) return;
-    if (!(to_confirm >= core::update_limit(c.transport.rx_ring_size()) || ring_empty ||
-          writer_waits || c.shared_by_fork()))
+    if (!core::cons_update_due(unannounced, c.transport.rx_ring_size(), ring_empty,
+                               c.transport.writer_waits(), c.shared_by_fork()))
         return;
     c.publish_cons();
-    if (c.transport.take_space_request()) {
-        smc_ring_peer_bell(c); // its loop makes its `sig` writable
+    if (c.transport.notify_writer()) // (its loop makes its `sig` writable)
         c.notifications.fetch_add(1, std::memory_order_relaxed);
-    }
 }
 
 // The ring was read empty by a call that returns data: `sig` must stop
@@ -183,7 +150,7 @@ void urg_clear(SmcConn& c) {
 // Under rx_mu: consumes `n` bytes without copying them (urgent bytes that
 // leave the stream).
 void consume_silently(SmcConn& c, uint32_t n, uint32_t avail) {
-    c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.transport.rx_ring_size()));
+    core::consume(c, c.transport, n);
     after_consume(c, n == avail);
     if (n == avail && c.epoll_watched.load(std::memory_order_relaxed)) arm_on_empty(c);
 }
@@ -524,8 +491,11 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (c.moved.load(std::memory_order_relaxed)) [[unlikely]]
             return got ? ssize_t(got) : kSmcMoved;
         if (smc_broken(c)) return got ? ssize_t(got) : -ECONNRESET;
-        core::PeerCdc peer = smc_peer_cdc(c);
-        auto avail = core::cdc_readable(peer, c.rx_cons.load(), c.transport.rx_ring_size());
+        // The core's receive of the peer's CDC, at each look (SMC-D's words
+        // in our control line).
+        core::PeerCdc peer = c.transport.receive();
+        auto avail = core::cdc_recv(c, peer, c.transport.rx_ring_size(), c.transport.tx_ring_size())
+                         .readable;
         if (!avail) {
             core::Cursor prod = peer.prod;
             log::warn("fd {}: impossible producer cursor {}:{} (ours {}:{}, ring {}): connection "
@@ -552,13 +522,14 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             if (urg.what == UrgRead::Again) continue;
         }
         if (urg.limit > 0 && total > 0) {
-            uint32_t n = copy_out(c, iov, iovcnt, got, urg.from,
-                                  static_cast<uint32_t>(std::min<size_t>(urg.limit, total - got)));
+            uint32_t n =
+                core::copy_out(c, c.transport, iov, iovcnt, got, urg.from,
+                               static_cast<uint32_t>(std::min<size_t>(urg.limit, total - got)));
             // (Emptied by this read, the ring is armed for below, as EAGAIN.)
             if (peek || n < *avail) data_left();
             drained = false;
             if (peek) return n;
-            c.rx_cons.store(core::advance(c.rx_cons.load(), n, c.transport.rx_ring_size()));
+            core::consume(c, c.transport, n);
             if (urg.passes) urg_clear(c);
             got += n;
             after_consume(c, n == *avail);

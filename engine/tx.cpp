@@ -8,6 +8,7 @@
 #include "engine/base/log.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
+#include "engine/core/data_path.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/space_watch.hpp"
 #include "engine/wait.hpp"
@@ -24,70 +25,25 @@ namespace usmc {
 
 namespace {
 
-// Free space in the peer's ring, from its consumer cursor (which it writes
-// into our control line). nullopt: the peer's cursor is impossible.
-std::optional<uint32_t> peer_free(const SmcConn& c) {
-    return core::cdc_space(smc_peer_cdc(c), c.tx_prod.load(), c.transport.tx_ring_size());
+// Free space in the peer's ring, from its consumer cursor (the core's
+// receive of its CDC). nullopt: the peer's cursor is impossible.
+std::optional<uint32_t> peer_free(SmcConn& c) {
+    return core::receive(c, c.transport).space;
 }
 
-// Copies up to `max` bytes of the iovecs (from logical offset `skip`) into the
-// peer's ring at our producer cursor, wrapping at the ring's end.
-uint32_t copy_in(SmcConn& c, const iovec* iov, int iovcnt, size_t skip, uint32_t max) {
-    uint32_t ring = c.transport.tx_ring_size();
-    uint32_t pos = c.tx_prod.load().count;
-    uint32_t done = 0;
-    for (int i = 0; i < iovcnt && done < max; ++i) {
-        size_t len = iov[i].iov_len;
-        if (skip >= len) {
-            skip -= len;
-            continue;
-        }
-        const uint8_t* src = static_cast<const uint8_t*>(iov[i].iov_base) + skip;
-        size_t n = std::min<size_t>(len - skip, max - done);
-        skip = 0;
-        while (n > 0) {
-            uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
-            std::memcpy(c.transport.tx_ring() + pos, src, chunk);
-            src += chunk;
-            n -= chunk;
-            done += chunk;
-            pos = pos + chunk == ring ? 0 : pos + chunk;
-        }
-    }
-    return done;
-}
-
+// After a post: the peer's reader woken if it asked (once per call at most).
 void wake_peer_reader(SmcConn& c) {
-    if (!c.transport.take_data_request()) {
+    if (c.transport.notify_reader(c.tx_prod.load()))
+        c.notifications.fetch_add(1, std::memory_order_relaxed);
+    else
         c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
-        return;
-    }
-    // Already read all of it? Then the request stands for the next write,
-    // and no wake-up is sent that would find nothing to read.
-    auto free = peer_free(c);
-    if (free && *free == c.transport.tx_ring_size()) {
-        c.transport.keep_data_request();
-        c.notifications_suppressed.fetch_add(1, std::memory_order_relaxed);
-        return;
-    }
-    c.transport.wake_reader();
-    c.transport.data_woken();
-    c.notifications.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Makes everything copied so far visible to the reader.
+// Makes everything copied so far visible to the reader (the core's exit;
+// SMC-D's is never busy).
 void publish_prod(SmcConn& c) {
-    c.transport.send_prod(c.tx_prod.load(), c.tx_urg_count);
-    c.tx_held = 0;
+    core::post(c, c.transport);
     c.cursor_updates.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Under tx_mu, before publishing the end of an urgent send: the last byte
-// copied is urgent. The mark goes out before the producer word that carries
-// its count (the transport keeps that order: core/transport.hpp).
-void mark_urgent(SmcConn& c) {
-    ++c.tx_urg_count;
-    c.transport.send_urgent_mark(c.tx_prod.load(), c.tx_urg_count);
 }
 
 // Under tx_mu: publish held bytes and wake the reader if it waits.
@@ -306,9 +262,9 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             if (w == -ETIMEDOUT) return -EAGAIN;
             continue;
         }
-        uint32_t n = copy_in(c, iov, iovcnt, sent,
-                             static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
-        c.tx_prod.store(core::advance(c.tx_prod.load(), n, c.transport.tx_ring_size()));
+        uint32_t n = core::copy_in(c, c.transport, iov, iovcnt, sent,
+                                   static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
+        core::produce(c, c.transport, n);
         sent += n;
         if (!c.shared_by_fork() &&
             cork_hold(c.tx_held, n, c.transport.tx_ring_size(), c.autocorking_size, more,
@@ -320,7 +276,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         // MSG_OOB: each publication of the call marks its last byte urgent
         // (TCP marks what each push sends; the last mark is the call's end).
         if (urgent) [[unlikely]]
-            mark_urgent(c);
+            core::mark_urgent(c, c.transport);
         publish_prod(c);
         // One wake-up per call at most: only after the last copy, or before
         // we would block with the reader still asleep.
@@ -372,7 +328,9 @@ void smc_cork_after_fork_child() {
 }
 
 uint32_t smc_tx_unconsumed(const SmcConn& c) {
-    auto free = peer_free(c);
+    // (An observer's look: checked, not received.)
+    auto free =
+        core::cdc_space(c.transport.receive(), c.tx_prod.load(), c.transport.tx_ring_size());
     return free ? c.transport.tx_ring_size() - *free : 0;
 }
 

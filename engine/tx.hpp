@@ -14,20 +14,15 @@
 // kernel's corking size —, the ring fills, or 200 ms pass (TCP_CORK's
 // ceiling, so a forgotten cork costs latency, never a hang).
 #include "engine/conn.hpp"
+#include "engine/core/cork.hpp"
 
 #include <cstdint>
 
 namespace usmc {
 
-constexpr int kCorkCeilingMs = 200;
+using core::cork_hold;
 
-// Whether `n` more bytes (after `held` already held) stay unpublished.
-// `free_after`: space left in the peer's ring after copying them.
-constexpr bool cork_hold(uint32_t held, uint32_t n, uint32_t ring, uint32_t autocorking_size,
-                         bool more, bool corked, uint32_t free_after) {
-    uint32_t limit = ring / 2 < autocorking_size ? ring / 2 : autocorking_size;
-    return (more || corked) && limit > 0 && free_after > 0 && uint64_t{held} + n <= limit;
-}
+constexpr int kCorkCeilingMs = 200;
 
 // Publishes held bytes and wakes the reader (TCP_CORK cleared, TCP_NODELAY
 // set, shutdown, close).

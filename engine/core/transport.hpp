@@ -20,12 +20,15 @@
 //               SMC-R: a CDC message over SEND.
 //   receive     SMC-D: the peer's words copied out of our control line.
 //               SMC-R: the last CDC message its receive completion gave.
-//   ask_*/take_*  what a side sleeps for and the other side's answer,
-//               exactly one wake-up per request. SMC-D: a word in the
-//               control line taken with one RMW; SMC-R: the CDC's
-//               cons_curs_upd_req / write_blocked flags.
-//   wake_reader, ring_bell  SMC-D: a datagram by name to the peer's `sig`
-//               or its process's bell. SMC-R: the CDC message itself.
+//   post_prod   the exit: SMC-D stores the producer cursor into the peer's
+//               control line (never busy); SMC-R posts the RDMA WRITE and
+//               the CDC SEND, busy while its send slots are taken, and
+//               progress reaps completions so the core can post again.
+//   notify_*    the peer's sleeping reader or writer: SMC-D takes its
+//               request from the control line (one RMW) and sends one
+//               datagram; SMC-R's CDC message is the wake-up. How a side
+//               asks (SMC-D's wait flags, bell and in-flight word) is the
+//               transport's own (smcd/conn_part.hpp), not the core's.
 #include "engine/core/cdc.hpp"
 #include "engine/core/cursor.hpp"
 
@@ -41,6 +44,10 @@ struct UrgentMark {
     uint16_t count = 0;
 };
 
+// What the transport's exit answers a post: done, or busy (no room for the
+// message now: SMC-R's send slots); the core posts again from progress().
+enum class Posted : uint8_t { Done, Busy };
+
 // Every request of the peer's, taken at once (our close).
 struct Requests {
     bool data = false;
@@ -48,8 +55,7 @@ struct Requests {
 };
 
 template <typename T>
-concept ConnTransport = requires(T& t, const T& ct, Cursor at, uint16_t urg, uint8_t flags,
-                                 uint64_t id) {
+concept ConnTransport = requires(T& t, const T& ct, Cursor at, uint16_t urg, uint8_t flags) {
     // Both rings: ours (the peer produces into it), the one we produce into.
     { ct.attached() } -> std::same_as<bool>;
     { ct.rx_ring_size() } -> std::same_as<uint32_t>;
@@ -60,26 +66,20 @@ concept ConnTransport = requires(T& t, const T& ct, Cursor at, uint16_t urg, uin
     // the connection sent: the record a forked sibling reads back).
     { ct.receive() } -> std::same_as<PeerCdc>;
     { ct.receive_urgent_mark() } -> std::same_as<UrgentMark>;
-    {t.send_prod(at, urg)};
+    // The exit: the producer cursor (and the bytes before it) to the peer;
+    // progress finishes what an earlier post left (completions).
+    { t.post_prod(at, urg) } -> std::same_as<Posted>;
+    {t.progress()};
     {t.send_urgent_mark(at, urg)};
     {t.send_cons(at, flags)};
     { ct.sent() } -> std::same_as<PeerCdc>;
-    // Asking: what this side sleeps for.
-    {t.ask_for_data()};
-    {t.ask_for_space()};
-    { t.withdraw_data_request() } -> std::same_as<bool>; // (true: it still stood)
-    { ct.data_asked() } -> std::same_as<bool>;
-    { ct.data_wake_in_flight() } -> std::same_as<bool>;
-    {t.name_bell(id)};
-    // Answering: what the peer sleeps for, and its wake-up.
-    { t.take_data_request() } -> std::same_as<bool>;
-    {t.keep_data_request()};
-    {t.data_woken()};
-    { ct.space_asked() } -> std::same_as<bool>;
-    { t.take_space_request() } -> std::same_as<bool>;
-    { t.take_all_requests() } -> std::same_as<Requests>;
-    {ct.wake_reader()};
-    {ct.ring_bell()};
+    // The peer's waiters: wake its reader after a post, its writer after
+    // our consumer cursor moved, if they wait (true: a wake-up went out).
+    // SMC-D: the peer's requests in the control line and a datagram;
+    // SMC-R: the CDC message itself wakes, so nothing more.
+    { t.notify_reader(at) } -> std::same_as<bool>;
+    { ct.writer_waits() } -> std::same_as<bool>;
+    { t.notify_writer() } -> std::same_as<bool>;
 };
 
 } // namespace usmc::core

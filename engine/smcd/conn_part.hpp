@@ -44,6 +44,32 @@ class ConnPart final {
         smcd::send_cons(peer(), cons, conn_flags);
     }
     core::PeerCdc sent() const { return smcd::sent(peer()); }
+    // The core's exit: a store into the peer's line, never busy.
+    core::Posted post_prod(core::Cursor prod, uint16_t urg_count) {
+        send_prod(prod, urg_count);
+        return core::Posted::Done;
+    }
+    void progress() {}
+    // The peer's reader asked for data (its request, taken here): wake it,
+    // unless it already read all we posted (its request then stands for the
+    // next write, and no wake-up goes that would find nothing to read).
+    bool notify_reader(core::Cursor prod) {
+        if (!take_data_request()) return false;
+        if (receive().cons == prod) {
+            keep_data_request();
+            return false;
+        }
+        wake_reader();
+        data_woken();
+        return true;
+    }
+    bool writer_waits() const { return space_asked(); }
+    // The peer's writer asked for space (taken here): ring its process's bell.
+    bool notify_writer() {
+        if (!take_space_request()) return false;
+        ring_bell();
+        return true;
+    }
     // Moving to TCP (core::kMovedFlags): the flags alone, the peer's and
     // ours as sent, and our move flag stored once among our processes.
     uint8_t peer_conn_flags() const { return smcd::conn_flags(own()); }
