@@ -50,8 +50,9 @@ struct Config {
     ModeSet mode = kModeAuto;            // transports allowed when no policy rule matches
     uint32_t clc_detect_timeout_ms = 50; // server: wait this long for a CLC Proposal
     // Bounded spin before sleeping (recv/send, epoll_wait/poll/select on SMC
-    // fds); 0 = never spin. 20 us catches a reply that comes within a
-    // cross-core wake-up's time (~7 us one way here) at little CPU.
+    // fds); 0 = never spin. 20 us outlasts a cross-core wake-up through the
+    // kernel, so a reply that comes that soon is caught without one, at
+    // little CPU.
     uint32_t busy_poll_us = 20;
     bool busy_poll_adaptive = true; // false: every wait spins busy_poll_us (spin.hpp)
     bool autotune_dmb = true;       // 1 MiB DMBs while memory is plentiful (ism::Device::size_for)

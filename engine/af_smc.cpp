@@ -72,8 +72,8 @@ HandshakeConfig handshake_config() {
     // The kernel holds a connection's bytes in flight in the sender's sndbuf
     // (wmem) and the receiver's RMB (rmem); usmc writes straight into the
     // peer's DMB, so the DMB holds both. (With rmem alone, 64 KB messages
-    // fill the ring and every message costs a sleep and a wake-up:
-    // measured 0.71x TCP against 3.3x with both.) CLC encodes DMB sizes as
+    // fill the ring and every message costs a sleep and a wake-up, which
+    // made streaming slower than TCP.) CLC encodes DMB sizes as
     // 16 KiB << n, so the size is a power of two.
     h.dmb_size = static_cast<uint32_t>(
         std::bit_floor(std::clamp<uint64_t>(cfg.rmem + cfg.wmem, 16 << 10, 1 << 20)));

@@ -565,8 +565,9 @@ uint64_t g_next_watch_key = 1;
 void watch_listener(SmcListener* l) {
     // No client has announced an SMC connect: whatever waits is plain TCP
     // and needs no handshake; the application takes it, as from any kernel
-    // listener. (Taking it into our queue only cost the application: under a
-    // limit_hs bypass storm nginx spent ~10 us more per request on it.)
+    // listener. (Taking it into our queue only cost the application: a
+    // hand-out through our queue per connection, every one of them under a
+    // limit_hs bypass storm.)
     if (l->reg().pending_connects() == 0) return;
     // Another process may accept from this listener: what waits is as much
     // its as ours, and what we took it could never accept (listen_share.hpp).

@@ -101,8 +101,9 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->connecting_regs.clear();
         // Wake poll()ers on `sig`: they look again and see TCP. The pair
         // is of no more use: it goes as soon as they have left (a TCP
-        // connection must not hold usmc's descriptors: at c=10 000 wrk's
-        // quarter held ~1 700 of them for fallbacks).
+        // connection must not hold usmc's descriptors: kept until the
+        // connection closed, fallbacks' wake-up sockets took much of usmc's
+        // quarter).
         smc_wake_all(*c);
         smc_retire_wakeups(*c);
     }
@@ -292,7 +293,7 @@ core::ClientEvent send_proposal_now(const ClientHandshake& h) {
 // at accept time and starts its handshake at once. Sent by a worker instead,
 // it would wait behind the client's queue while a server worker waits for
 // it (clc_detect_timeout_ms): two queues waiting on each other, which
-// stalled whole seconds of a c=1000 short-lived run. A connect not up yet
+// stalled a storm of short connections for whole seconds. A connect not up yet
 // is TcpPending: the connect watch sends it when it is (connect_watch.hpp).
 core::ClientEvent early_proposal(const ClientHandshake& h) {
     pollfd p{h.fd, POLLOUT, 0};
@@ -346,7 +347,7 @@ void on_answer(ClientHandshake h) {
 // and a worker takes the handshake only if it is not whole. A worker
 // blocked on the Accept waits for the server's handshake queue; the
 // server's workers wait for our attaches, which then queue behind those
-// blocked workers (a cycle only timeouts broke: c=10 000 with limit_hs off
+// blocked workers (a cycle only timeouts broke: a storm of connections
 // froze for seconds).
 void after_proposal(ClientHandshake h, core::ClientEvent sent) {
     if (sent == core::ClientEvent::NeedsThread) return to_worker(h);

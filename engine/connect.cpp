@@ -130,8 +130,8 @@ ConnectStep smc_connect_accept(int fd, SmcConn& c, const HandshakeDevices& devs,
         if (!accept) reason = fallback::MODEUNSUPP;
     }
     // An Accept without the secret that names the server's DMB and offer
-    // (usmc before 56124c8 used its `sig`'s token, which any local user
-    // reads in /proc/net/unix): not one to attach or confirm to.
+    // (a server that names them by its `sig`'s token instead, which any
+    // local user reads in /proc/net/unix): not one to attach or confirm to.
     if (!reason && accept->dmb_secret == 0) reason = fallback::VERSMISMAT;
     if (reason) {
         // (A server that took our DMB believes SMC is up: only an error is honest.)

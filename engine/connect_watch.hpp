@@ -14,7 +14,7 @@
 // so a client worker never blocks on the server's handshake queue: with
 // workers waiting for Accepts (6 s each at most), a server whose own
 // workers waited for those clients' attaches deadlocked until timeouts
-// (c=10 000, limit_hs off: seconds with both processes idle).
+// (seconds with both processes idle, in a storm of connections).
 #include <cstdint>
 #include <functional>
 

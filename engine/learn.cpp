@@ -121,9 +121,9 @@ void Table::report(Ticket t, bool paid, uint64_t now_ns) {
     } else if (!paid) {
         // A connection that did not pay while the hold lasts (a probe): the
         // hold goes on from now. Renewed only per window, a slow stream of
-        // connections (pgbench -C, ~150 a second, probes every 64th: 16
-        // reports take longer than the hold) ran a window of SMC-D
-        // connections at every expiry.
+        // connections (one whose window of reports, a probe every
+        // kProbeEvery-th connect, takes longer than the hold) ran a window
+        // of SMC-D connections at every expiry.
         uint64_t until = s->tcp_until_ns.load(std::memory_order_acquire);
         if (until > now_ns)
             s->tcp_until_ns.compare_exchange_strong(until, now_ns + hold_ns_,

@@ -30,11 +30,10 @@
 
 namespace usmc::learn {
 
-// An SMC-D set-up costs ~150-200 us of CPU more than a TCP connection's, per
-// connection end (wrk + nginx, Connection: close); an SMC-D round trip saves
-// ~5-7 us of latency and ~3 us of CPU against TCP, streaming ~75 us per MB.
-// So a connection pays back its set-up after some 50-60 round trips or
-// about a megabyte.
+// An SMC-D set-up costs more CPU than a TCP connection's, and every round
+// trip and every megabyte over SMC-D saves some of it back (the figures:
+// DESIGN-NOTES.md, "Learning whether SMC-D pays"): a connection pays back
+// its set-up after a few dozen round trips or about a megabyte.
 inline constexpr uint32_t kPaysTurns = 64;
 inline constexpr uint64_t kPaysBytes = uint64_t{1} << 20;
 // Reports per decision: few enough to notice a change within a second of a

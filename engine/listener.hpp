@@ -95,7 +95,7 @@ class SmcListener {
     // queue has room again. (The application may be asleep on epoll with
     // nothing else to wake it: while stalled the kernel listener is out of
     // its sets, and the queue's eventfd is drained with the last entry. A
-    // c=10 000 storm froze nginx for the rest of the run that way.)
+    // storm of connections froze an event-loop server for good that way.)
     std::optional<Accepted> pop_done();
     // Ends a stall if the queue has room (not under intake_mu()).
     void unstall_if_room();

@@ -23,9 +23,10 @@ namespace usmc::ism {
 
 namespace {
 // Spare DMBs kept per list (ready / waiting for the old peer's close): a
-// short-lived server at c=1000 cycles through about a thousand, and with
-// 64 most connections made a new one (and its peer a new mapping). They
-// count against the memory cap, which drops them first when it is reached.
+// short-lived server cycles through about as many as it has connections
+// open at once, and with far fewer most connections made a new one (and
+// its peer a new mapping). They count against the memory cap, which drops
+// them first when it is reached.
 constexpr size_t kMaxSpareDmbs = 1024;
 // Waiting DMBs looked at per allocation, so an allocation never scans them
 // all; the next one goes on where this one stopped.

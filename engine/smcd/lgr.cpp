@@ -23,7 +23,7 @@ constexpr int kMaxLinks = 64;
 // handshakes running at once to one peer get links of their own, up to
 // this many (as many as a client has handshake workers by default). With
 // one link per peer, the attaches of a connection storm's first burst went
-// one round trip at a time (a c=10 000 run fell to 2 000 requests/s).
+// one round trip at a time, and the storm's rate with them.
 constexpr int kLinksPerPeer = 8;
 
 struct Slot {

@@ -6,8 +6,8 @@
 // server endpoint (GID) it attached to, more while several handshakes to it
 // run at once (an exchange holds its link until the answer is in); the
 // endpoint serves every link it accepted (ism_endpoint.cpp). Before links, every connection made,
-// connected, questioned (SO_PEERCRED) and closed a Unix socket on both sides: ~30 us of a
-// short-lived client's CPU per connection.
+// connected, questioned (SO_PEERCRED) and closed a Unix socket on both sides, a large share of
+// a short-lived client's CPU per connection.
 //
 // Identities are taken once per link with SO_PEERCRED (each side's effective
 // uid when the link was made). A process whose effective uid changed since

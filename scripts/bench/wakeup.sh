@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# What a readiness object costs (docs/ARCHITECTURE.md, "readiness without a
-# descriptor per connection"): wake-up round trip and CPU through a socket
+# What a readiness object costs (docs/DESIGN-NOTES.md, "Readiness: the
+# candidates, measured"): wake-up round trip and CPU through a socket
 # pair, a loopback TCP socket and an eventfd; and how promptly a loopback TCP
 # socket filled to be unwritable becomes writable again, per receive buffer.
 # Usage: scripts/bench/wakeup.sh [turns]

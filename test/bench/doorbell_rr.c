@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Request/response between two epoll loops over P connections, the shape of
-// nginx keep-alive (docs/ARCHITECTURE.md, "readiness"): each connection is a
+// nginx keep-alive (docs/DESIGN-NOTES.md, "Readiness: the candidates,
+// measured"): each connection is a
 // pair of shared-memory mailboxes and a doorbell that rings only a side that
 // said it waits, as usmc's SMC-D data path does. The doorbell is a socket
 // pair per connection (usmc today) or the connection's own loopback TCP
@@ -9,8 +10,8 @@
 // connections' pairs; the peer queues the connection in a shared ready ring
 // and rings one doorbell per pair of processes, and a thread of ours makes
 // that connection's pair readable (one descriptor fewer per connection, one
-// thread hop more per wake-up). "dgram" is the third candidate (ARCHITECTURE,
-// "readiness"): each connection's doorbell an unconnected Unix datagram
+// thread hop more per wake-up). "dgram" is the third candidate (the same
+// section): each connection's doorbell an unconnected Unix datagram
 // socket bound to an abstract name, rung by sendto(name) from one waker
 // socket per process: no far end, nothing passed per connection.
 //

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """The kernel behaviour a readiness object of one Unix datagram socket per
-connection side would rely on (docs/ARCHITECTURE.md, "A third candidate"):
+connection side would rely on (docs/DESIGN-NOTES.md, "Readiness: the
+candidates, measured", the third candidate):
 `sig`, unconnected and bound to an abstract name, with the smallest send
 buffer; a sink of the peer's, bound and connected to `sig`. Prints each
 step and exits non-zero if the kernel behaves otherwise. Needs nothing but

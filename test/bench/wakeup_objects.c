@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // What a readiness object costs, for the choice of what an application's
-// epoll set watches for an SMC connection (docs/ARCHITECTURE.md).
+// epoll set watches for an SMC connection (docs/DESIGN-NOTES.md, "Readiness:
+// the candidates, measured").
 //
 //   usmc-bench-wakeup wake [turns]
 //       Two processes (CPUs 0 and 1) wake each other in turn: one write of a
