@@ -5,7 +5,7 @@
 // might no longer be allowed to create it where its parent could: so it
 // makes the file just before, as the user it was forked as.
 #include "engine/base/sys.hpp"
-#include "engine/runtime.hpp"
+#include "engine/sock/runtime.hpp"
 #include "preload/shim.hpp"
 
 #include <unistd.h>
