@@ -72,7 +72,7 @@ struct Config {
     uint32_t testonly_clc_timeout_ms = 0;
     // Learn per listener and per destination whether SMC-D pays for the
     // connections seen, and run those that would not as plain TCP
-    // (engine/learn.hpp). Only where the mode is "auto": an explicit smcd
+    // (engine/sock/learn.hpp). Only where the mode is "auto": an explicit smcd
     // (policy, global mode, launcher) always tries SMC-D. false: every
     // connection tries SMC-D, as the kernel does.
     bool learn_smc = true;

@@ -4,8 +4,7 @@
 // One that changes its user or group first (nginx's workers become nobody)
 // might no longer be allowed to create it where its parent could: so it
 // makes the file just before, as the user it was forked as.
-#include "engine/base/sys.hpp"
-#include "engine/runtime.hpp"
+#include "engine/sock/engine.hpp"
 #include "preload/shim.hpp"
 
 #include <unistd.h>

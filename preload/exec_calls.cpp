@@ -9,7 +9,7 @@
 //
 // The list forms (execl, execlp, execle) are built here on the stack and go
 // to the vector forms of libc, as glibc's own do.
-#include "engine/af_smc.hpp"
+#include "engine/sock/engine.hpp"
 #include "preload/shim.hpp"
 
 #include <cerrno>

@@ -5,8 +5,7 @@
 // runs in a pthread_atfork handler registered at runtime init: glibc runs it
 // for fork() and for its internal forks (daemon(), and anything else inside
 // libc), which an interposed fork() alone would miss.
-#include "engine/af_smc.hpp"
-#include "engine/runtime.hpp"
+#include "engine/sock/engine.hpp"
 #include "preload/shim.hpp"
 
 #include <cerrno>

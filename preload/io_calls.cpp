@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The data path: a connection in SMC-D mode reads and writes through shared
-// memory (engine/tx.cpp, engine/rx.cpp); everything else goes to the kernel
+// memory (engine/conn/tx.cpp, engine/conn/rx.cpp); everything else goes to the kernel
 // after one fd-table lookup.
 #include "preload/shim.hpp"
 

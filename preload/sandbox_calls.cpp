@@ -6,7 +6,7 @@
 // may still make any call, its SMC connections move to TCP with their peers
 // (af_smc::before_sandbox); the program then reads and writes plain sockets.
 // A vfork child shares our memory and our connections: it passes through.
-#include "engine/af_smc.hpp"
+#include "engine/sock/engine.hpp"
 #include "preload/shim.hpp"
 
 #include <cstdarg>

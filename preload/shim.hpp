@@ -4,9 +4,7 @@
 // on an fd usmc does not own goes to the real libc after at most one fd-table
 // lookup, with no allocation and no lock, so it is safe in signal handlers
 // and after fork.
-#include "engine/af_smc.hpp"
-#include "engine/base/fdtable.hpp"
-#include "engine/base/sys.hpp"
+#include "engine/sock/engine.hpp"
 
 #include <cerrno>
 

@@ -2,9 +2,7 @@
 // Socket lifecycle and options: where usmc learns about TCP sockets, applies
 // policy, and answers SOL_SMC.
 #include "config/policy.hpp"
-#include "engine/af_smc.hpp"
-#include "engine/runtime.hpp"
-#include "engine/sockopt.hpp"
+#include "engine/sock/engine.hpp"
 #include "preload/shim.hpp"
 
 #include <netinet/in.h>

@@ -3,7 +3,7 @@
 
 #include "engine/base/fallback.hpp"
 #include "engine/base/statseg.hpp"
-#include "engine/runtime.hpp"
+#include "engine/sock/runtime.hpp"
 #include "tools/elfcheck.hpp"
 
 #include <fmt/format.h>

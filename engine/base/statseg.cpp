@@ -590,7 +590,7 @@ void publish_link_groups(Header* h, uint64_t gid, uint64_t count) {
 }
 
 namespace {
-// The generation protocol of ConnRecord (engine/diag.cpp), for LgrRecord.
+// The generation protocol of ConnRecord (engine/sock/diag.cpp), for LgrRecord.
 void begin_write(LgrRecord& r, uint32_t gen) {
     std::atomic_ref<uint32_t>(r.gen).exchange(gen, std::memory_order_acq_rel);
 }

@@ -48,7 +48,7 @@ enum ConnFlags : uint8_t {
     kPeerConnClosed = 0x40,  // orderly close
     kPeerConnAbort = 0x20,   // abnormal close
     // usmc's own, in two bits the kernel reserves: the connection moved to
-    // TCP with both ends (engine/af_smc_move.cpp). Out: this side stopped
+    // TCP with both ends (engine/sock/af_smc_move.cpp). Out: this side stopped
     // using the rings (an exec its descriptor survives, a seccomp filter);
     // the consumer cursor in the same word is final, and the peer sends
     // what it wrote past it again, over TCP. Took: this side followed the

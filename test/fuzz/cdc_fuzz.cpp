@@ -21,9 +21,9 @@
 // paths (MSG_WAITALL loops, deadline checks) but never sleep.
 #include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/conn.hpp"
-#include "engine/runtime.hpp"
-#include "engine/tx.hpp"
+#include "engine/conn/conn.hpp"
+#include "engine/conn/tx.hpp"
+#include "engine/sock/runtime.hpp"
 #include "test/fuzz/fuzz_check.hpp"
 
 #include <algorithm>

@@ -45,7 +45,7 @@ misbehaves, in one of these modes:
                   each of --pid's connections (their names are in
                   /proc/net/unix); prints 'SENT <n>'
   move-lies       a move to TCP (kMovedOut in the consumer word of the
-                  server's line, engine/af_smc_move.cpp), by --variant:
+                  server's line, engine/sock/af_smc_move.cpp), by --variant:
                     cons  with a consumer cursor ahead of all the server produced
                     cons-behind  ... more than a ring behind it
                     prod  with a producer cursor a ring and more ahead of the
@@ -91,7 +91,7 @@ def clc_header(eye, msg_type, length, version, typev2, typev1):
 
 
 def proposal(gid, named=None):
-    """An SMC-Dv2 Proposal exactly as engine/connect.cpp sends it: no v1
+    """An SMC-Dv2 Proposal exactly as engine/handshake/connect.cpp sends it: no v1
     offer, one ISMv2 device (our GID, the emulated CHID), no UEIDs; `named`
     (serial, slot, size code, owner token): our DMB named in the SMC-Dv2
     extension's reserved bytes, as a client on a link group names it
@@ -853,8 +853,8 @@ def pattern(tag, n):
 
 
 class Rings:
-    """A Session's data path, as a usmc client runs it (engine/rx.cpp,
-    engine/tx.cpp): we produce into the server's ring (our producer cursor
+    """A Session's data path, as a usmc client runs it (engine/conn/rx.cpp,
+    engine/conn/tx.cpp): we produce into the server's ring (our producer cursor
     in its line), it produces into ours (its producer cursor in our line)
     and reads our consumer cursor in its line, with our flags in its top
     byte."""

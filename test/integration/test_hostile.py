@@ -637,7 +637,7 @@ MOVE_FATE = re.compile(r"MOVE (\S+) fate=(\w+) tcp_bytes=(\d+)")
 
 def case_move_lies(env):
     """A peer's move to TCP (kMovedOut in the consumer word of the
-    server's line, engine/af_smc_move.cpp) with the cursors it carries:
+    server's line, engine/sock/af_smc_move.cpp) with the cursors it carries:
     impossible consumer cursors (ahead of all the server produced, more
     than a ring behind it) or an impossible producer cursor (beyond a ring
     ahead of the server's consumer cursor) end or reset that connection

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The learned SMC choice (engine/learn.hpp): streams of one-request
+"""The learned SMC choice (engine/sock/learn.hpp): streams of one-request
 connections learn plain TCP (reason LEARNED), long-lived ones bring SMC-D
 back through probes, learn_smc = false and an explicit smcd mode keep every
 connection SMC-D, and a server that accepts and forks (the child closes the

@@ -2,12 +2,12 @@
 #include "engine/base/forkref.hpp"
 #include "engine/base/loop.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/conn.hpp"
-#include "engine/peer_watch.hpp"
+#include "engine/conn/conn.hpp"
+#include "engine/conn/peer_watch.hpp"
+#include "engine/conn/space_watch.hpp"
+#include "engine/conn/tx.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/smcd/wait_flags.hpp"
-#include "engine/space_watch.hpp"
-#include "engine/tx.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <catch2/catch.hpp>

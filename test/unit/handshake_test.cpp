@@ -3,7 +3,7 @@
 #include "engine/base/loop.hpp"
 #include "engine/clc/clc.hpp"
 #include "engine/clc/clc_io.hpp"
-#include "engine/handshake_ism.hpp"
+#include "engine/handshake/handshake_ism.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/lgr.hpp"
 #include "engine/smcd/link_group.hpp"

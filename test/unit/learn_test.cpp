@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The learner: when SMC-D pays (engine/learn.hpp). Decisions, decay, probe
+// The learner: when SMC-D pays (engine/sock/learn.hpp). Decisions, decay, probe
 // cadence, stale generations and the data-path line, over a private table.
-#include "engine/learn.hpp"
+#include "engine/sock/learn.hpp"
 
 #include <catch2/catch.hpp>
 #include <sys/mman.h>

@@ -5,9 +5,9 @@
 #include "config/config.hpp"
 #include "config/knob.hpp"
 #include "engine/base/sys.hpp"
-#include "engine/connect_watch.hpp"
-#include "engine/handshake_queue.hpp"
-#include "engine/listener.hpp"
+#include "engine/handshake/connect_watch.hpp"
+#include "engine/handshake/handshake_queue.hpp"
+#include "engine/sock/listener.hpp"
 #include "test/unit/loopback.hpp"
 
 #include <arpa/inet.h>

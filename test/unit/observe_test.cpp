@@ -4,8 +4,8 @@
 // the stats segment, and finding a connection's other end.
 #include "engine/base/counters.hpp"
 #include "engine/base/statseg.hpp"
-#include "engine/diag.hpp"
 #include "engine/smcd/ism.hpp"
+#include "engine/sock/diag.hpp"
 #include "tools/observe.hpp"
 #include "tools/stats_view.hpp"
 #include "tools/table.hpp"

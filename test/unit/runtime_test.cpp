@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "engine/base/sys.hpp"
-#include "engine/runtime.hpp"
+#include "engine/sock/runtime.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/sockopt.hpp"
+#include "engine/sock/sockopt.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // When waits spin (spin.hpp): a thread's backoff after misses, the
 // /proc/loadavg parser, and the machine-wide contention signal.
-#include "engine/spin.hpp"
+#include "engine/conn/spin.hpp"
 
 #include <catch2/catch.hpp>
 #include <chrono>

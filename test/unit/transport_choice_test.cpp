@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "engine/base/fallback.hpp"
-#include "engine/transport_choice.hpp"
+#include "engine/handshake/transport_choice.hpp"
 
 #include <catch2/catch.hpp>
 

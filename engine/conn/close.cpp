@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+// Closing an SMC-D connection: the connection flags in our control line in
+// the peer's DMB say what happened (done writing, closed, aborted), and a
+// sleeping peer is woken to see them.
+#include "engine/base/count.hpp"
+#include "engine/base/log.hpp"
+#include "engine/base/sys.hpp"
+#include "engine/conn/conn.hpp"
+#include "engine/conn/space_watch.hpp"
+#include "engine/core/cdc_recv.hpp"
+#include "engine/readiness/wakeup.hpp"
+
+namespace usmc {
+
+namespace {
+void tell_peer(SmcConn& c, uint8_t flag) {
+    log::debug("fd {}: tells the peer {}", c.tcp_fd,
+               flag == core::kPeerDoneWriting  ? "done writing"
+               : flag == core::kPeerConnClosed ? "closed"
+                                               : "abort");
+    c.conn_flags.fetch_or(flag, std::memory_order_acq_rel);
+    smc_close_event(c, core::CloseEvent::WeDoneWriting);
+    c.publish_flags();
+    // The peer may sleep for data (now EOF) or for space (now EPIPE): wake it.
+    core::Requests was = c.transport.take_all_requests();
+    // A peer that closed (its last process) has nobody waiting and its
+    // `sig` is gone: a wake-up would only fail (every `Connection: close`).
+    uint8_t peer = core::cdc_ending_flags(smc_peer_cdc(c));
+    if ((peer & (core::kPeerConnClosed | core::kPeerConnAbort)) ||
+        c.peer_gone.load(std::memory_order_acquire))
+        was = {};
+    if (was.data) c.transport.wake_reader();
+    if (was.space) smc_ring_peer_bell(c);
+    // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
+    // must wake too: make `sig` writable. (A close has woken them in
+    // smc_quiesce already, and its `sig` goes right after: nothing to do.)
+    if (flag == core::kPeerDoneWriting) smc_open_writable(c, true);
+}
+} // namespace
+
+core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {
+    core::CloseState was = c.close_state.load(std::memory_order_acquire);
+    core::CloseState now = core::close_event(c, e);
+    if (now != was) log::debug("fd {}: {} -> {}", c.tcp_fd, core::name(was), core::name(now));
+    return now;
+}
+
+// SMC-D's receive of the CDC flags: the core's receive action folds them
+// into the close state.
+core::CloseState smc_close_state(SmcConn& c) {
+    return core::fold_peer_flags(c, core::cdc_ending_flags(smc_peer_cdc(c)));
+}
+
+void smc_break(SmcConn& c) {
+    smc_close_event(c, core::CloseEvent::Broken);
+}
+
+std::atomic<uint32_t> g_epoll_sets_closed{0};
+
+bool smc_sig_reusable(const SmcConn& c) {
+    return c.sig >= 0 && c.sig_forks == forkref::forks_so_far() &&
+           c.sig_epoll_gen == g_epoll_sets_closed.load(std::memory_order_acquire) &&
+           c.sink.load(std::memory_order_acquire) < 0 &&
+           !c.sig_shrunk.load(std::memory_order_acquire) &&
+           !c.sig_blocked.load(std::memory_order_acquire) && c.sig_pollers.load() == 0;
+}
+
+bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
+    c.sig_epoll_gen = g_epoll_sets_closed.load(std::memory_order_acquire);
+    c.tx_prod.store({});
+    c.rx_cons.store({});
+    c.rx_cons_announced = core::Cursor{};
+    c.sig_forks = forkref::forks_so_far();
+    if (auto spare = wakeup::take_spare()) {
+        if (!blocked || wakeup::block(spare->fd)) {
+            if (!spare->clean) wakeup::drain(spare->fd);
+            c.sig = spare->fd;
+            c.sig_name = spare->name;
+            c.token = spare->token;
+            c.sig_blocked.store(blocked, std::memory_order_release);
+            counters::count(counters::sigs_reused);
+            return true;
+        }
+        sys::real().close(spare->fd);
+    }
+    c.sig = wakeup::make_sig(blocked);
+    if (c.sig < 0) return false;
+    wakeup::Name name = wakeup::sig_name(token);
+    if (!wakeup::name_sig(c.sig, name)) { // (taken: a 64-bit random name)
+        sys::real().close(c.sig);
+        c.sig = -1;
+        errno = EADDRINUSE;
+        return false;
+    }
+    c.sig_name = name;
+    c.token = token;
+    c.sig_blocked.store(blocked, std::memory_order_release);
+    return true;
+}
+
+bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
+    bool reached = c.transport.signals.reach(peer_gid, peer_token);
+    // Our own pool too, now rather than at the first self-wake-up (which
+    // may come at any later connection): a process's descriptors then stay
+    // what its first SMC-D connection made them.
+    return reached && wakeup::wakers_for_self() != nullptr;
+}
+
+void smc_unblock(SmcConn& c) {
+    if (c.sig_blocked.load(std::memory_order_acquire) &&
+        c.sig_blocked.exchange(false, std::memory_order_acq_rel))
+        wakeup::unblock(c.sig);
+}
+
+void smc_wake_all(SmcConn& c) {
+    smc_unblock(c);
+    smc_self_wake(c);
+    smc_open_writable(c, true);
+}
+
+void smc_ring_peer_bell(SmcConn& c) {
+    c.transport.ring_bell();
+}
+
+// Neither takes the rx/tx locks: a thread blocked in recv or send must not
+// keep another from shutting the connection down (that is how it gets woken).
+void smc_shutdown_write(SmcConn& c) {
+    tell_peer(c, core::kPeerDoneWriting);
+}
+
+void smc_close_wakeups(SmcConn& c) {
+    if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
+    // The loop must not drain the sink (nor look at the connection) after this.
+    space_watch::remove(&c);
+    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name, c.sig_clean}))
+        counters::count(counters::sigs_spared);
+    else if (c.sig >= 0)
+        sys::real().close(c.sig);
+    c.sig = -1;
+    int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
+    if (sink >= 0) sys::real().close(sink);
+    c.transport.signals.release();
+}
+
+// (seq_cst both ways: a poll() that counted itself in before the retirement
+// is seen by it, or sees it.)
+void smc_retire_wakeups(SmcConn& c) {
+    c.pair_retired.store(true);
+    if (c.sig_pollers.load() == 0) smc_close_wakeups(c);
+}
+
+bool smc_sig_enter(SmcConn& c) {
+    c.sig_pollers.fetch_add(1);
+    if (!c.pair_retired.load()) return true;
+    smc_sig_leave(c);
+    return false;
+}
+
+void smc_sig_leave(SmcConn& c) {
+    if (c.sig_pollers.fetch_sub(1) == 1 && c.pair_retired.load()) smc_close_wakeups(c);
+}
+
+void smc_quiesce(SmcConn& c) {
+    c.closing.store(true, std::memory_order_release);
+    {
+        // Nobody inside a recv or send: nobody to wake (the usual close,
+        // from the one thread that used the connection).
+        std::unique_lock rx(c.rx_mu, std::try_to_lock);
+        std::unique_lock tx(c.tx_mu, std::try_to_lock);
+        if (rx.owns_lock() && tx.owns_lock()) return;
+    }
+    smc_wake_all(c); // blocked recv and send
+    { std::lock_guard wait_rx(c.rx_mu); }
+    { std::lock_guard wait_tx(c.tx_mu); }
+}
+
+void smc_close(SmcConn& c, bool abort) {
+    tell_peer(c, abort ? core::kPeerConnAbort : core::kPeerConnClosed);
+}
+
+} // namespace usmc

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+#include "engine/conn/spin.hpp"
+
+#include "engine/base/count.hpp"
+#include "engine/base/sys.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+
+namespace usmc::spin {
+
+bool take_turn(Thread& t) {
+    if (t.skip == 0) return true;
+    --t.skip;
+    return false;
+}
+
+void after(Thread& t, bool hit) {
+    if (hit) {
+        t.backoff = 0;
+        return;
+    }
+    t.backoff = t.backoff ? std::min(t.backoff * 2, kMaxBackoff) : 1;
+    t.skip = t.backoff;
+}
+
+bool parse_running(const char* text, size_t n, uint32_t* running) {
+    size_t i = 0;
+    for (int field = 0; field < 3; ++field) { // three load averages, then a space
+        while (i < n && text[i] != ' ')
+            ++i;
+        if (i == n) return false;
+        ++i;
+    }
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9' && digits < 10; ++i, ++digits)
+        v = v * 10 + uint64_t(text[i] - '0');
+    if (digits == 0 || i == n || text[i] != '/' || v > UINT32_MAX) return false;
+    *running = static_cast<uint32_t>(v);
+    return true;
+}
+
+// open() is not interposed; read and close go to the real libc.
+bool read_running(uint32_t* running) {
+    int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[128];
+    ssize_t n = sys::real().read(fd, buf, sizeof buf);
+    sys::real().close(fd);
+    return n > 0 && parse_running(buf, size_t(n), running);
+}
+
+namespace {
+
+std::atomic<bool (*)(uint32_t*)> g_source{read_running};
+std::atomic<uint32_t> g_cpus{0};
+std::atomic<bool> g_adaptive{true};
+std::atomic<uint64_t> g_next_sample_ns{0};
+std::atomic<uint64_t> g_busy_until_ns{0};
+thread_local Thread t_thread;
+
+// This thread's involuntary context switches at its last sample.
+struct Preempted {
+    uint64_t next_ns = 0;
+    uint64_t count = 0;
+    uint64_t busy_until_ns = 0;
+    bool known = false;
+};
+thread_local Preempted t_preempted;
+
+bool read_preemptions(uint64_t* n) {
+    rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) return false;
+    *n = static_cast<uint64_t>(ru.ru_nivcsw);
+    return true;
+}
+std::atomic<bool (*)(uint64_t*)> g_preempt_source{read_preemptions};
+
+bool own_cpu_spare(uint64_t now) {
+    Preempted& p = t_preempted;
+    if (now >= p.next_ns) {
+        p.next_ns = now + kSampleNs;
+        uint64_t n = 0;
+        if (g_preempt_source.load(std::memory_order_relaxed)(&n)) {
+            if (p.known && n != p.count) p.busy_until_ns = now + kPreemptHoldNs;
+            p.count = n;
+            p.known = true;
+        }
+    }
+    return now >= p.busy_until_ns;
+}
+
+uint64_t coarse_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+uint32_t cpus() {
+    uint32_t n = g_cpus.load(std::memory_order_relaxed);
+    if (n == 0) {
+        n = static_cast<uint32_t>(std::max(1, get_nprocs()));
+        g_cpus.store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
+} // namespace
+
+bool cpu_spare() {
+    uint64_t now = coarse_ns();
+    uint64_t next = g_next_sample_ns.load(std::memory_order_relaxed);
+    // One thread takes each sample; the others use the last one.
+    if (now >= next && g_next_sample_ns.compare_exchange_strong(next, now + kSampleNs,
+                                                                std::memory_order_relaxed)) {
+        uint32_t running = 0;
+        if (g_source.load(std::memory_order_relaxed)(&running) && running > cpus())
+            g_busy_until_ns.store(now + kHoldNs, std::memory_order_relaxed);
+    }
+    return now >= g_busy_until_ns.load(std::memory_order_relaxed);
+}
+
+void set_adaptive(bool on) {
+    g_adaptive.store(on, std::memory_order_relaxed);
+}
+
+uint64_t begin(uint32_t busy_poll_us) {
+    if (busy_poll_us == 0) return 0;
+    if (!g_adaptive.load(std::memory_order_relaxed)) return uint64_t{busy_poll_us} * 1000;
+    if (!take_turn(t_thread)) return 0;
+    if (!cpu_spare() || !own_cpu_spare(coarse_ns())) {
+        counters::count(counters::busy_poll_yields);
+        return 0;
+    }
+    return uint64_t{busy_poll_us} * 1000;
+}
+
+void end(bool hit) {
+    counters::count(hit ? counters::busy_poll_hits : counters::busy_poll_misses);
+    if (g_adaptive.load(std::memory_order_relaxed)) after(t_thread, hit);
+}
+
+namespace testing {
+void set_preempt_source(bool (*preemptions)(uint64_t*)) {
+    g_preempt_source.store(preemptions ? preemptions : read_preemptions);
+    t_preempted = Preempted{};
+}
+void set_source(bool (*running)(uint32_t*), uint32_t n) {
+    g_source.store(running ? running : read_running);
+    g_cpus.store(n);
+    reset();
+}
+void reset() {
+    g_adaptive.store(true);
+    g_next_sample_ns.store(0);
+    g_busy_until_ns.store(0);
+    t_thread = Thread{};
+    t_preempted = Preempted{};
+}
+} // namespace testing
+
+} // namespace usmc::spin

@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: MIT
+// Readiness for SMC connections and SMC listeners: poll()/ppoll() (and
+// select via poll in the preload) substitute a connection's wake-up socket
+// (`sig`, wakeup.hpp); epoll_ctl() registers it in the application's epoll
+// sets with its own epoll_data, so epoll_wait needs no translation at all.
+#include "engine/base/sys.hpp"
+#include "engine/conn/peer_watch.hpp"
+#include "engine/conn/spin.hpp"
+#include "engine/conn/wait.hpp"
+#include "engine/sock/af_smc_internal.hpp"
+#include "engine/sock/runtime.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory_resource>
+#include <time.h>
+#include <vector>
+
+namespace usmc::af_smc {
+
+using namespace detail;
+
+namespace {
+
+// An SMC listener's queue eventfd, or -1; `stalled` says whether the kernel
+// listener should be left out (backlog full). No reference is kept.
+int listener_event(int fd, bool* stalled) {
+    if (!in_table(fd)) return -1;
+    SmcListener* l = g_listeners[fd].load(std::memory_order_acquire);
+    if (!l) return -1;
+    *stalled = l->stalled();
+    return l->done_event();
+}
+
+int ms_left(const timespec& start, int timeout_ms) {
+    if (timeout_ms < 0) return -1;
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    return spent >= timeout_ms ? 0 : int(timeout_ms - spent);
+}
+
+// Our books say which epoll sets hold `sig`, but a set closed without a
+// delete is gone from the kernel while its entry stays here, and a new set
+// may get its number (select.epoll() opened and closed around each wait):
+// an entry is believed only while the kernel agrees. An add goes to the
+// kernel (EEXIST is its answer, not ours; one that takes back a parked
+// registration, as a modify); a modify or delete the kernel answers ENOENT
+// shows the entry stale, and it goes.
+
+// The `sig` registration of a connection whose handshake still runs:
+// readable / writable only once it is done (af_smc_connect.cpp).
+int connecting_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
+    auto& regs = c->connecting_regs;
+    auto it = std::find_if(regs.begin(), regs.end(),
+                           [&](const SmcConn::EpollReg& r) { return r.epfd == epfd; });
+    if (op != EPOLL_CTL_ADD && it == regs.end()) return fail(ENOENT);
+    epoll_event k{};
+    if (ev) k = sig_registration(*ev);
+    const bool del = op == EPOLL_CTL_DEL;
+    if (sys::real().epoll_ctl(epfd, op, c->sig, del ? nullptr : &k) != 0) {
+        if (op != EPOLL_CTL_ADD && errno == ENOENT) regs.erase(it); // stale
+        return -1;
+    }
+    if (del) {
+        regs.erase(it);
+        note_epoll_member(epfd, -1);
+    } else if (op == EPOLL_CTL_MOD) {
+        it->ev = *ev;
+    } else {
+        if (it != regs.end()) regs.erase(it); // stale: the kernel took the add
+        regs.push_back({epfd, *ev});
+        note_epoll_member(epfd, 1);
+    }
+    c->epoll_watched.store(true, std::memory_order_relaxed);
+    return 0;
+}
+
+bool same_reg(const epoll_event& a, const epoll_event& b) {
+    return a.events == b.events && a.data.u64 == b.data.u64;
+}
+
+int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
+    // Only `sig` goes into the application's set; the TCP socket is
+    // watched by peer_watch (a vanished peer wakes `sig`).
+    auto& members = c->epoll_members;
+    auto it = std::find_if(members.begin(), members.end(),
+                           [&](const SmcConn::EpollMember& m) { return m.epfd == epfd; });
+    const bool member = it != members.end() && !it->parked;
+    if (op != EPOLL_CTL_ADD && !member) return fail(ENOENT);
+    if (op == EPOLL_CTL_DEL) {
+        // Park: keep `sig` in the set with no events, so the add that event
+        // loops do next (redis-benchmark's ae: a delete and an add around
+        // each request) costs one modify, not a removal and an insert of
+        // a connected datagram socket's wait queues. EPOLLEXCLUSIVE
+        // registrations cannot be modified: those really go.
+        if (it->k.events & EPOLLEXCLUSIVE) {
+            int rc = sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
+            int err = errno;
+            members.erase(it);
+            if (rc != 0) return fail(err); // (ENOENT: stale)
+            note_epoll_member(epfd, -1);
+            return 0;
+        }
+        epoll_event none{};
+        if (it->k.events && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &none) != 0) {
+            if (errno == ENOENT) members.erase(it); // stale
+            return -1;
+        }
+        it->k = none;
+        it->parked = true;
+        note_epoll_member(epfd, -1);
+        return 0;
+    }
+    epoll_event k = sig_registration(*ev);
+    short newly = 0;
+    if (op == EPOLL_CTL_ADD) {
+        // A parked registration is taken back with a modify; any other add
+        // goes to the kernel, whose EEXIST is the answer (an entry of ours
+        // the kernel lacks is stale).
+        bool added = false;
+        if (it != members.end() && it->parked) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &k) == 0) {
+                added = true;
+            } else if (errno != ENOENT) {
+                return -1;
+            }
+        }
+        if (!added) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, c->sig, &k) != 0) return -1;
+            if (it != members.end()) members.erase(it); // stale: the kernel took the add
+            members.push_back({epfd, k, false});
+            peer_watch::add(c); // once per connection (it ignores repeats)
+        } else {
+            it->k = k;
+            it->parked = false;
+        }
+        note_epoll_member(epfd, 1);
+        newly =
+            short(((ev->events & EPOLLIN) ? POLLIN : 0) | ((ev->events & EPOLLOUT) ? POLLOUT : 0));
+    } else {
+        // Only a registration that changes is modified (ae and libevent
+        // re-arm a descriptor around every request). A one-shot registration
+        // is re-armed by every modify, so it is always touched.
+        bool touch = !same_reg(it->k, k) || (k.events & EPOLLONESHOT);
+        if (touch) {
+            if (sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, c->sig, &k) != 0) {
+                if (errno == ENOENT) members.erase(it); // stale
+                return -1;
+            }
+            it->k = k;
+            newly =
+                short(((k.events & EPOLLIN) ? POLLIN : 0) | ((k.events & EPOLLOUT) ? POLLOUT : 0));
+        }
+    }
+    c->epoll_watched.store(true, std::memory_order_relaxed);
+    // Make `sig` tell the truth now (level-triggered), or arm the peer's
+    // wake-ups for when it becomes true.
+    if (newly) smc_arm(*c, newly, true);
+    return 0;
+}
+
+template <typename Probe>
+int spin_probe(int timeout_ms, Probe probe) {
+    if (timeout_ms == 0) return 0;
+    // (A loop that always has events waiting, thousands of short
+    // connections, found nothing in most spins: spin.hpp's backoff.)
+    uint64_t budget_ns = spin::begin(g_busy_poll_us);
+    if (budget_ns == 0) return 0;
+    if (timeout_ms > 0) budget_ns = std::min<uint64_t>(budget_ns, uint64_t(timeout_ms) * 1000000);
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (true) {
+        int n = probe();
+        if (n != 0) {
+            spin::end(n > 0);
+            return n;
+        }
+        timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t spent = uint64_t(now.tv_sec - start.tv_sec) * 1000000000ull +
+                         uint64_t(now.tv_nsec) - uint64_t(start.tv_nsec);
+        if (spent >= budget_ns) break;
+        for (int i = 0; i < 32; ++i)
+            wait::cpu_relax();
+    }
+    spin::end(false);
+    return 0;
+}
+
+} // namespace
+
+epoll_event detail::sig_registration(const epoll_event& ev) {
+    // (No EPOLLPRI: `sig` never shows it, and epoll_wait's results are not
+    // translated. Urgent data arrives as data: EPOLLIN wakes for it.)
+    epoll_event k{};
+    k.events =
+        ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLOUT | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE);
+    k.data = ev.data;
+    return k;
+}
+
+std::atomic<int32_t>* g_epoll_smc = nullptr;
+uint32_t g_busy_poll_us = 0;
+
+void detail::note_epoll_member(int epfd, int delta) {
+    auto* sets = g_epoll_smc;
+    if (!sets || static_cast<unsigned>(epfd) >= g_conns_capacity) return;
+    auto& n = sets[epfd];
+    int32_t v = n.load(std::memory_order_relaxed);
+    while (v + delta >= 0 && !n.compare_exchange_weak(v, v + delta, std::memory_order_relaxed)) {
+    }
+}
+
+int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask) {
+    int n = spin_probe(timeout_ms, [&] {
+        int r = sys::real().epoll_wait(epfd, evs, max, 0);
+        return r < 0 && errno == EINTR ? 0 : r;
+    });
+    if (n != 0) return n;
+    // What is left of the timeout (whole milliseconds; the spin is far shorter).
+    int left = timeout_ms < 0 ? -1 : std::max(0, timeout_ms - int(g_busy_poll_us / 1000));
+    return mask ? sys::real().epoll_pwait(epfd, evs, max, left, mask)
+                : sys::real().epoll_wait(epfd, evs, max, left);
+}
+
+bool any_smc(const pollfd* fds, nfds_t n) {
+    if (!g_conns.load(std::memory_order_acquire)) return false;
+    for (nfds_t i = 0; i < n; ++i) {
+        SmcConn* c = conn_of(fds[i].fd);
+        if (is_smc(c) || is_listener(fds[i].fd)) return true;
+        if (reinterpret_cast<uintptr_t>(c) > 2 && c->moved_left.load(std::memory_order_relaxed))
+            return true;
+    }
+    return false;
+}
+
+// Room on the stack for a poll of up to 64 descriptors (two kernel entries
+// and their owners each, the connecting ones, the flags).
+constexpr size_t kPollArenaBytes = 64 * (2 * sizeof(pollfd) + 2 * 16 + sizeof(void*)) + 256;
+
+int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
+    // Each SMC entry becomes up to two kernel entries (`sig`, the TCP
+    // socket for a vanished peer), an SMC listener two (its queue's eventfd
+    // and the kernel listener); results map back.
+    enum class Kind : uint8_t { Plain, Queue, Smc };
+    struct Owner {
+        nfds_t i;
+        Kind kind;
+    };
+    // No heap for the usual few descriptors: the caller may have unblocked
+    // signals for this call alone, whose handlers allocate and fork (the
+    // postmaster of PostgreSQL 15); a handler taken inside malloc would
+    // hang on its lock. Only sets too large for the stack use the heap.
+    alignas(std::max_align_t) std::byte arena[kPollArenaBytes];
+    std::pmr::monotonic_buffer_resource mem(arena, sizeof arena);
+    std::pmr::vector<pollfd> k(&mem);
+    std::pmr::vector<Owner> owner(&mem);
+    std::pmr::vector<bool> built_smc(n, false, &mem);
+    std::pmr::vector<SmcConn*> entered(&mem); // Connecting: `sig` used (smc_sig_enter)
+    k.reserve(n * 2);
+    owner.reserve(n * 2);
+    entered.reserve(n);
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    auto leave_all = [&] {
+        for (SmcConn* c : entered)
+            smc_sig_leave(*c);
+        entered.clear();
+    };
+    while (true) {
+        k.clear();
+        owner.clear();
+        leave_all();
+        int ready = 0;
+        for (nfds_t i = 0; i < n; ++i) {
+            fds[i].revents = 0;
+            SmcConn* c = conn_of(fds[i].fd);
+            // Moved to TCP by the peer: follow it now, and ask the kernel.
+            if (is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active &&
+                smc_move_noticed(*c))
+                take_move(fds[i].fd, c);
+            built_smc[i] = is_smc(c);
+            bool active = built_smc[i] && c->phase.load(std::memory_order_acquire) == Phase::Active;
+            short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+            // A stash of the rings to read before the kernel's bytes.
+            if (!built_smc[i] && reinterpret_cast<uintptr_t>(c) > 2 && (want & POLLIN) &&
+                moved_stash_waiting(c)) {
+                fds[i].revents = POLLIN;
+                ++ready;
+            }
+            if (built_smc[i] && !active && (want & (POLLIN | POLLOUT | POLLPRI))) {
+                // Connecting: its `sig` may be retired under us once it is
+                // TCP; counted in, it stays until we leave (after the wait).
+                if (smc_sig_enter(*c))
+                    entered.push_back(c);
+                else
+                    built_smc[i] = false;
+            }
+            if (built_smc[i]) {
+                short now = active ? smc_arm(*c, want & (POLLIN | POLLOUT | POLLPRI)) : 0;
+                if (now) {
+                    fds[i].revents = short((now & (want | POLLERR | POLLHUP)));
+                    if (fds[i].revents) ++ready;
+                }
+                // Urgent data arrives as data: POLLPRI waits for `sig`'s POLLIN.
+                short on_sig = short((want & (POLLIN | POLLOUT)) | ((want & POLLPRI) ? POLLIN : 0));
+                if (on_sig) {
+                    k.push_back({c->sig, on_sig, 0});
+                    owner.push_back({i, Kind::Smc});
+                }
+                if (active && on_sig) {
+                    // The TCP socket only wakes when the peer is gone (a
+                    // writer waiting for space must learn it too).
+                    k.push_back({fds[i].fd, POLLRDHUP, 0});
+                    owner.push_back({i, Kind::Smc});
+                }
+                continue;
+            }
+            bool stalled = false;
+            int queue = (fds[i].events & POLLIN) ? listener_event(fds[i].fd, &stalled) : -1;
+            if (queue >= 0) {
+                k.push_back({queue, POLLIN, 0});
+                owner.push_back({i, Kind::Queue});
+                if (stalled) continue; // accept() takes nothing from the kernel now
+            }
+            k.push_back({fds[i].fd, fds[i].events, 0});
+            owner.push_back({i, Kind::Plain});
+        }
+        int left = ms_left(start, timeout_ms);
+        int wait_ms = ready ? 0 : left;
+        // Only when the timeout has run out may a look that finds nothing be
+        // reported (0 = timed out). Readiness seen while arming can be gone
+        // after the kernel's poll, a wake-up can say nothing the
+        // application asked about: then wait on for what is left.
+        bool last = left == 0;
+        int r = 0;
+        if (wait_ms != 0) {
+            r = spin_probe(wait_ms, [&] {
+                int p = sys::real().poll(k.data(), k.size(), 0);
+                return p < 0 && errno == EINTR ? 0 : p;
+            });
+        }
+        timespec ts{wait_ms / 1000, (wait_ms % 1000) * 1000000L};
+        if (r == 0)
+            r = mask ? sys::real().ppoll(k.data(), k.size(), wait_ms < 0 ? nullptr : &ts, mask)
+                     : sys::real().poll(k.data(), k.size(), wait_ms);
+        leave_all();
+        if (r < 0) return ready ? ready : -1;
+        for (size_t j = 0; j < k.size(); ++j) {
+            auto [i, kind] = owner[j];
+            if (kind == Kind::Plain) fds[i].revents |= k[j].revents;
+            if (kind == Kind::Queue && (k[j].revents & POLLIN)) fds[i].revents |= POLLIN;
+        }
+        ready = 0;
+        bool changed = false;
+        for (nfds_t i = 0; i < n; ++i) {
+            if (built_smc[i]) {
+                SmcConn* c = conn_of(fds[i].fd);
+                fds[i].revents = 0;
+                if (is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active &&
+                    smc_move_noticed(*c))
+                    take_move(fds[i].fd, c);
+                if (!is_smc(c)) {
+                    changed = true; // went TCP under us: ask the kernel instead
+                } else if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
+                    short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+                    if (!c->peer_gone.load()) smc_check_peer(*c);
+                    fds[i].revents = short(smc_poll_events(*c) & (want | POLLERR | POLLHUP));
+                }
+            }
+            if (fds[i].revents) ++ready;
+        }
+        if (ready || (last && !changed)) {
+            // Entries armed for urgent data alone left `sig` unreadable.
+            for (nfds_t i = 0; i < n; ++i)
+                if (built_smc[i] && (fds[i].events & POLLPRI) && !(fds[i].events & POLLIN))
+                    if (SmcConn* c = conn_of(fds[i].fd);
+                        is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active)
+                        smc_restore_level(*c);
+            return ready;
+        }
+        // Woken with nothing to report (a stale wake-up byte, a handshake
+        // that ended, a stranger's datagram): wait again for what is left
+        // of the timeout. A `sig` that woke us for nothing is drained (on
+        // the second time in a row: smc_drain_wakeup), or the next wait
+        // would end at once again, and again.
+        for (nfds_t i = 0; i < n; ++i)
+            if (built_smc[i] && (fds[i].events & (POLLIN | POLLPRI)))
+                if (SmcConn* c = conn_of(fds[i].fd);
+                    is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active)
+                    smc_drain_wakeup(*c, true);
+    }
+}
+
+int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
+    if (op != EPOLL_CTL_DEL && !ev) return fail(EFAULT);
+    SmcConn* c = conn_of(fd);
+    // Moved to TCP by the peer: follow it first (its registrations move to
+    // the socket), then this one is the kernel's.
+    if (is_smc(c) && c->phase.load(std::memory_order_acquire) == Phase::Active &&
+        smc_move_noticed(*c))
+        take_move(fd, c);
+    if (is_smc(c)) {
+        std::unique_lock lock(c->epoll_mu);
+        switch (c->phase.load(std::memory_order_acquire)) {
+        case Phase::Connecting:
+            return connecting_ctl(c, epfd, op, ev);
+        case Phase::Active:
+            return active_ctl(c, epfd, op, ev);
+        case Phase::Tcp:
+            break;
+        }
+    } else if (reinterpret_cast<uintptr_t>(c) > 2 && moved_stash_waiting(c)) {
+        // `sig` stands beside the socket while the stash waits: it follows.
+        int rc = sys::real().epoll_ctl(epfd, op, fd, ev);
+        if (rc == 0) moved_ctl(c, epfd, op, ev);
+        return rc;
+    } else if (SmcListener* l = acquire_listener(fd)) {
+        int rc = l->epoll_ctl(epfd, op, ev);
+        int saved = errno;
+        l->unref();
+        errno = saved;
+        return rc;
+    }
+    return sys::real().epoll_ctl(epfd, op, fd, ev);
+}
+
+} // namespace usmc::af_smc
