@@ -34,7 +34,9 @@ Received cdc_recv(ConnState& k, const PeerCdc& m, uint32_t rx_ring, uint32_t tx_
     r.readable = cdc_readable(m, k.rx_cons.load(), rx_ring);
     r.space = cdc_space(m, k.tx_prod.load(), tx_ring);
     r.ending = cdc_ending_flags(m);
-    bool data = note(k.seen_prod, m.prod) | note(k.seen_urg, m.urg_count);
+    // (Both noted, whichever changed.)
+    bool data = note(k.seen_prod, m.prod);
+    data = note(k.seen_urg, m.urg_count) || data;
     bool space = note(k.seen_cons, m.cons);
     bool ended = note(k.seen_flags, r.ending);
     if (ended) fold_peer_flags(k, r.ending);
