@@ -16,8 +16,6 @@
 #include "engine/discovery/registry.hpp"
 #include "engine/handshake/connect_watch.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/smcd/lgr.hpp"
-#include "engine/smcd/link_group.hpp"
 #include "engine/sock/af_smc_internal.hpp"
 #include "engine/sock/diag.hpp"
 #include "engine/sock/learn.hpp"
@@ -55,15 +53,14 @@ std::mutex g_engine_mu;
 Engine g_engine;
 
 // Under g_engine_mu.
-static ism::Device* new_device() {
-    return new ism::Device(runtime::get().cfg.max_dmb_memory, true, handshake_config().dmb_size);
+static bool make_devices(bool need_endpoint) {
+    return transports_ensure(g_engine.devs, runtime::get().cfg.max_dmb_memory,
+                             handshake_config().dmb_size, need_endpoint);
 }
 
 bool ensure_engine(bool need_endpoint) {
     std::lock_guard lock(g_engine_mu);
-    if (!g_engine.dev) g_engine.dev = new_device();
-    if (need_endpoint && !g_engine.ep) g_engine.ep = ism::Endpoint::start(*g_engine.dev);
-    return !need_endpoint || g_engine.ep != nullptr;
+    return make_devices(need_endpoint);
 }
 
 HandshakeConfig handshake_config() {
@@ -154,7 +151,7 @@ void drop_local(SmcConn* c) {
     smc_close_wakeups(*c);
     {
         std::lock_guard lock(g_engine_mu);
-        if (g_engine.dev) c->transport.leave_device(*g_engine.dev);
+        transports_leave(*c, g_engine.devs);
     }
     c->transport.unmap();
 }
@@ -225,8 +222,8 @@ void release(SmcConn* c) {
         // DMB back to the process that made it (a slot: through the state
         // page they share, ism.hpp), which takes a device of its own; a
         // device is a GID and empty lists, no file.
-        if (!g_engine.dev) g_engine.dev = new_device();
-        smc_conn_release(*c, *g_engine.dev, c->peer_uid);
+        make_devices(false);
+        transports_release(*c, g_engine.devs);
     } else {
         drop_local(c);
     }
@@ -247,7 +244,7 @@ void discard(SmcConn* c) {
     if (c->transport.has_buffers()) {
         if (c->transport.attached()) smc_close(*c, true); // (else no peer to tell)
         std::lock_guard lock(g_engine_mu);
-        if (g_engine.dev) smc_conn_release(*c, *g_engine.dev, c->peer_uid);
+        transports_release(*c, g_engine.devs);
     }
     drop_local(c);
     delete c;
@@ -968,15 +965,10 @@ void on_fork_child() {
     space_watch::on_fork_child();
     wakeup::after_fork_child();
     connect_watch::on_fork_child();
-    lgr::on_fork_child();
     smc_cork_after_fork_child();
     listen_watch_fork_child();
     registry::on_fork_child();
-    ism::shares_after_fork();
-    if (g_engine.ep) g_engine.ep->abandon_after_fork();
-    if (g_engine.dev) g_engine.dev->groups().abandon_after_fork();
-    g_engine.dev = nullptr;
-    g_engine.ep = nullptr;
+    transports_after_fork_child(g_engine.devs);
     g_engine.server_q = nullptr;
     g_engine.client_q.store(nullptr);
     new (&g_engine_mu) std::mutex();

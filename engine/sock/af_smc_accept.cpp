@@ -310,7 +310,7 @@ void await_confirm(ServerHandshake h, SmcConn* pending, uint64_t token) {
                 auto hdr = clc::parse_header(msg->bytes);
                 auto* head = std::get_if<clc::Header>(&hdr);
                 if (!head || head->type != clc::Type::Confirm || !(head->typev2 & 0b10) ||
-                    g_engine.ep->attached(token))
+                    transports_attached(g_engine.devs, token))
                     return server_finish(h, pending, token, false, &*msg);
             }
             h.on(core::ServerEvent::NeedsThread);
@@ -774,7 +774,7 @@ void on_listen(int fd, int backlog) {
     uint64_t gid = 0;
     {
         std::lock_guard lock(g_engine_mu);
-        gid = g_engine.dev->gid();
+        gid = transports_id(g_engine.devs);
     }
     auto reg = registry::Listener::publish(reinterpret_cast<sockaddr*>(&local), len, gid, flags);
     if (!reg.published()) {

@@ -214,7 +214,7 @@ void end_client(ClientHandshake h, const ConnectResult& result, core::ClientEven
         // Ended before the handshake's own steps gave back what it claimed
         // (a Proposal that could not be written, no worker to go on).
         std::lock_guard lock(g_engine_mu);
-        smc_connect_abandon(*c, *g_engine.dev);
+        transports_abandon(*c, g_engine.devs);
     }
     finish_connect(h.fd, c, result, &reason);
     if (!tcp_failed) count_result(reason, smc);
@@ -260,9 +260,9 @@ void to_worker(ClientHandshake h, Job job) {
     if (sent) {
         // The server took the DMB our Proposal named: it believes SMC is up,
         // and only an error is honest (no thread is left to finish it).
-        if (!smc_withdraw_named_dmb(*h.c)) return end_client(h, -ECONNRESET);
+        if (!transports_withdraw_named(*h.c)) return end_client(h, -ECONNRESET);
         // The server answers our Proposal: decline, and skip its answer.
-        clc::send_decline(h.fd, g_engine.dev->gid(), fallback::INTERR, 1000);
+        clc::send_decline(h.fd, transports_id(g_engine.devs), fallback::INTERR, 1000);
         h.c->late_clc.store(true);
     }
     end_client(h, Fallback{fallback::INTERR, 0});
@@ -278,14 +278,15 @@ void to_worker(ClientHandshake h, bool late = false) {
 // worker goes on, and falls back). On a link group with the process we
 // expect to take it, our DMB is claimed now and named in it.
 core::ClientEvent send_proposal_now(const ClientHandshake& h) {
-    HandshakeConfig cfg = handshake_config();
-    ism::Device& dev = *g_engine.dev;
-    if (!dev.has_room(dev.size_for(cfg.dmb_size, cfg.dmb_roomy)))
-        return core::ClientEvent::NeedsThread;
-    auto named = smc_name_dmb(*h.c, dev, cfg, h.server_gid);
-    return smc_send_proposal(h.fd, devices(), cfg, named ? &*named : nullptr)
-               ? core::ClientEvent::ProposalSent
-               : core::ClientEvent::ProposalFailed;
+    switch (transports_proposal_now(h.fd, *h.c, devices(), handshake_config(), h.server_gid)) {
+    case ProposalNow::Sent:
+        return core::ClientEvent::ProposalSent;
+    case ProposalNow::Failed:
+        return core::ClientEvent::ProposalFailed;
+    case ProposalNow::NoRoom:
+        break;
+    }
+    return core::ClientEvent::NeedsThread;
 }
 
 // A loopback TCP connect is mostly complete when connect() returns. Then
@@ -308,18 +309,14 @@ core::ClientEvent early_proposal(const ClientHandshake& h) {
 // waiting for one.
 void attach(ClientHandshake h, const clc::AcceptConfirmD& accept) {
     h.on(core::ClientEvent::NeedsAttach);
-    HandshakeConfig cfg = handshake_config();
-    ism::Device* dev = g_engine.dev;
-    auto no_dmb = std::make_shared<uint32_t>(0);
-    bool started = ism::attach_async(
-        accept.gid, smc_attach_key(accept), smc_connect_ours(*h.c, *dev, cfg, no_dmb.get()),
-        cfg.attach_timeout_ms, [=](std::optional<ism::PeerFds> peer) {
+    bool started = transports_attach_on_loop(
+        h.fd, *h.c, devices(), handshake_config(), accept, [h](ConnectResult result) {
             counters::count(counters::client_handshakes_on_watch);
-            end_client(h, smc_connect_confirm(h.fd, *h.c, *dev, cfg, accept, peer, *no_dmb));
+            end_client(h, result);
         });
     if (started) return;
     to_worker(h, [accept](ClientHandshake on) {
-        end_client(on, smc_connect_attach(on.fd, *on.c, *g_engine.dev, handshake_config(), accept));
+        end_client(on, transports_attach(on.fd, *on.c, devices(), handshake_config(), accept));
     });
 }
 
@@ -331,11 +328,11 @@ void on_answer(ClientHandshake h) {
     auto answer = clc::take_whole_message(h.fd);
     if (!answer) return to_worker(h);
     HandshakeConfig cfg = handshake_config();
-    ism::Device* dev = g_engine.dev;
     auto step = smc_connect_accept(h.fd, *h.c, devices(), cfg, true, &*answer);
     if (auto* done = std::get_if<ConnectResult>(&step)) return end_client(h, *done);
     auto accept = std::get<clc::AcceptConfirmD>(step);
-    if (auto done = smc_connect_reuse(h.fd, *h.c, *dev, cfg, accept)) { // a link group: no attach
+    if (auto done =
+            transports_reuse(h.fd, *h.c, devices(), cfg, accept)) { // a link group: no attach
         counters::count(counters::client_handshakes_on_watch);
         return end_client(h, *done);
     }
@@ -370,7 +367,7 @@ int connect_async(int fd, const sockaddr* addr, socklen_t len, uint32_t* reason,
     HandshakeQueue* q = client_queue();
     auto* c = new SmcConn;
     c->learn_ticket = learner;
-    if (!q || !smc_conn_init_wakeups(*c, true, ism::random64())) {
+    if (!q || !smc_conn_init_wakeups(*c, true, transports_random_token())) {
         discard(c);
         *reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MEM;
         return 1; // go on as plain TCP
@@ -449,7 +446,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     errno = 0;
     uint64_t key = destination_key(addr, len);
     uint64_t acceptor = acceptor_of(key);
-    if (!smc_conn_init_wakeups(*conn, true, ism::random64()) && errno == EMFILE)
+    if (!smc_conn_init_wakeups(*conn, true, transports_random_token()) && errno == EMFILE)
         result = Fallback{fallback::FDLIMIT, 0};
     else if (conn->sig >= 0)
         result = smc_connect_handshake(fd, *conn, devices(), handshake_config(), false,

@@ -5,8 +5,8 @@
 // Not for the preload.
 #include "engine/base/fdtable.hpp"
 #include "engine/handshake/handshake.hpp"
-#include "engine/handshake/handshake_ism.hpp"
 #include "engine/handshake/handshake_queue.hpp"
+#include "engine/handshake/transports.hpp"
 #include "engine/sock/af_smc.hpp"
 #include "engine/sock/listener.hpp"
 
@@ -50,11 +50,10 @@ inline bool is_smc(const SmcConn* c) {
            c->phase.load(std::memory_order_acquire) != Phase::Tcp;
 }
 
-// The process's ISM device and endpoint, made on first need (and again in a
-// forked child, which gets its own GID).
+// The process's transport devices, made on first need (and again in a
+// forked child, which gets its own identity: transports.hpp).
 struct Engine {
-    ism::Device* dev = nullptr;
-    ism::Endpoint* ep = nullptr;
+    HandshakeDevices devs;
     HandshakeQueue* server_q = nullptr;
     std::atomic<HandshakeQueue*> client_q{nullptr}; // (connect() reads it without the lock)
 };
@@ -66,7 +65,7 @@ HandshakeQueue* client_queue();
 HandshakeConfig handshake_config();
 // The devices the handshakes run on (g_engine's, made by ensure_engine).
 inline HandshakeDevices devices() {
-    return {g_engine.dev, g_engine.ep};
+    return g_engine.devs;
 }
 
 void set_mode(int fd, SockMode mode, uint32_t reason);
