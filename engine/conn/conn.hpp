@@ -27,6 +27,7 @@
 #include "engine/core/close_state.hpp"
 #include "engine/core/conn_state.hpp"
 #include "engine/core/transport.hpp"
+#include "engine/readiness/conn_readiness.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/smcd/conn_part.hpp"
 
@@ -70,56 +71,33 @@ struct MovedLeft {
 // the application.
 constexpr ssize_t kSmcMoved = -EXDEV;
 
-// The transport-independent connection (core::ConnState: cursors, close
-// state, urgent data, corking) with what this side adds around it.
-struct SmcConn : core::ConnState {
+// The socket the application holds: descriptor references, phase,
+// timeouts, fork and exec, learning, its record for observers. One of the
+// three objects a connection side is (below).
+struct ConnSocket {
     std::atomic<Phase> phase{Phase::Active};
-    // The transport's part (core/transport.hpp): the rings, the CDC both
-    // ways, the requests and wake-ups. SMC-D: the two DMBs.
-    Transport transport;
-    int sig = -1;                         // ours (wakeup.hpp)
-    std::atomic<int> sink{-1};            // where `sig` puts its fill (made at the first)
-    wakeup::Name sink_name;               // the sink's (kernel-chosen), set before `sink`
-    std::atomic<bool> sig_blocked{false}; // connecting: `sig` connected to the blocker
-    wakeup::Name sig_name;                // ours, for wake-ups of our own
-    int tcp_fd = -1;                      // the TCP connection: a dead peer shows up here
-    uint32_t busy_poll_us = 0;
-    uint32_t autocorking_size = 0; // most bytes MSG_MORE / TCP_CORK hold back (config)
-
-    std::atomic<bool> peer_gone{false}; // TCP connection closed under us (after close_state has it)
-    std::atomic<bool> closing{false};   // this process is closing it: blocked calls return EBADF
-    std::atomic<bool> sent_after_peer_close{false}; // the one write TCP takes after the peer closed
-    std::atomic<bool> waking_overrun{
-        false}; // the peer held kWakingData past the bound once (rx.cpp)
-    std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
-
-    // Socket-level state the shim keeps (af_smc.cpp).
+    int tcp_fd = -1;                   // the TCP connection: a dead peer shows up here
     std::atomic<int> fd_refs{1};       // descriptors of this process naming the connection (dup)
     std::atomic<bool> nonblock{false}; // O_NONBLOCK, followed through fcntl/ioctl
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
-    uid_t peer_uid = ism::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
-    // What the handshake agreed, for observers (diag.hpp): the two devices'
-    // GIDs and the DMB tokens each side announced in CLC.
-    uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
-    // Our DMB's owner token (smcd/cdc_line.hpp, offset 56): random, told
-    // only in CLC, so only the peer that got the message can name the DMB.
-    uint64_t dmb_secret = 0;
-    // Client, during the handshake: our DMB is named in the Proposal
-    // (clc::NamedDmb), so the server may take it with its Accept.
-    bool named_dmb = false;
-    int32_t diag_slot = -1; // its record in the stats segment, -1: none
+    uint32_t busy_poll_us = 0;
+    uint32_t autocorking_size = 0;       // most bytes MSG_MORE / TCP_CORK hold back (config)
+    std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF
+    int32_t diag_slot = -1;              // its record in the stats segment, -1: none
+    std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
+    std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
+    std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
+    // Moved to TCP with the peer (af_smc_move.cpp): this process's copy is
+    // Tcp phase, and `moved_left` while `left` holds bytes to hand over.
+    std::atomic<bool> moved{false};
+    std::atomic<bool> moved_left{false};
+    std::shared_ptr<MovedLeft> left;
     // af_smc's marker: counted in this fork already; and what it was before
     // (a failed fork puts it back). Atomic: a failed fork's undo runs while
     // another thread's fork may mark (af_smc::fork_returned).
     std::atomic<uint64_t> fork_gen{0};
     std::atomic<uint64_t> prev_fork_gen{0};
     std::atomic<uint64_t> undone_gen{0}; // the failed fork whose reference was given back
-    uint32_t sig_forks = 0;              // forkref::forks_so_far() when `sig` was made
-    // g_epoll_sets_closed when `sig` was taken, and whether it goes to the
-    // spares when the connection ends (release(): out of every epoll set).
-    uint32_t sig_epoll_gen = 0;
-    bool sig_reusable = false;
-    bool sig_clean = false; // `sig` holds nothing of ours or the peer's (smc_withdraw_requests)
     // Processes holding this side (fork): shared with our forked children
     // only (forkref.hpp); `own_refs` if that mapping was full.
     forkref::Count* owner_refs = &own_refs;
@@ -140,66 +118,36 @@ struct SmcConn : core::ConnState {
     std::atomic<uint32_t> learn_turns{0};
     std::atomic<uint64_t> learn_bytes{0};
     forkref::Count* learn_word = nullptr;
-    std::mutex epoll_mu;
-    // The epoll sets `sig` is in. Event loops (ae, libevent) change a
-    // descriptor's events around every request; each application call
-    // becomes a kernel call only if the registration really changes. A
-    // deleted registration is parked (`sig` left in the set with no events)
-    // so a later add is a modify. (An entry whose set was closed is stale
-    // until the kernel says so: af_smc_poll.cpp.)
-    struct EpollMember {
-        int epfd;
-        epoll_event k;       // what the kernel holds for `sig`
-        bool parked = false; // the application deleted it
-    };
-    std::vector<EpollMember> epoll_members;
-    // In an epoll set (ever): an edge-triggered watcher that read the ring
-    // empty waits for a new edge without calling recv again, so emptying the
-    // ring must arm the peer's wake-up, as EAGAIN does.
-    std::atomic<bool> epoll_watched{false};
-    uint64_t peer_watch_id = 0; // its key in peer_watch (0: not watched), under that lock
-    // Its TCP socket's end is being watched by this process's peer watch,
-    // not yet fired: the fork generation it was armed in (peer_watch::armed).
-    std::atomic<uint32_t> peer_watch_armed{0};
-    uint64_t space_key = 0; // its key in space_watch (0: not waiting), under that lock
-    // While Connecting: the application's registrations, replayed on the TCP
-    // socket if the handshake falls back (under epoll_mu).
-    struct EpollReg {
-        int epfd;
-        epoll_event ev;
-    };
-    std::vector<EpollReg> connecting_regs;
-    // A handshake that fell back leaves a TCP connection that needs no
-    // `sig`: it is closed once no poll() of ours is inside a call on
-    // it (smc_retire_wakeups), so fallbacks do not keep usmc's descriptors.
-    std::atomic<int> sig_pollers{0};
-    std::atomic<bool> pair_retired{false};
-    std::atomic<bool> pair_closed{false};
-    std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
-    std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
-    std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
-    // Moved to TCP with the peer (af_smc_move.cpp): this process's copy is
-    // Tcp phase, and `moved_left` while `left` holds bytes to hand over.
-    std::atomic<bool> moved{false};
-    std::atomic<bool> moved_left{false};
-    std::shared_ptr<MovedLeft> left;
 
-    // System calls saved on `sig` (rx.cpp, tx.cpp). The peer sends a
-    // wake-up only after taking our kWaitData flag, so while the flag is
-    // still set and we sent nothing ourselves, `sig` holds no datagram and
-    // needs no draining; the sink needs draining only if we filled `sig`.
-    std::atomic<bool> self_woken{false}; // we woke `sig` since our last drain
-    std::atomic<bool> sig_filled{false}; // we filled `sig` since our last drain
-    std::atomic<bool> sig_shrunk{false}; // its send buffer is at the minimum (wakeup::fill)
-    // A read that found nothing skipped draining `sig` on the flag's word:
-    // the next one in a row drains (a stranger's datagram, smc_drain_wakeup).
-    std::atomic<bool> drain_skipped{false};
-    // We asked the peer for data: ever (until then only a stranger can
-    // have sent `sig` anything), and since our last drain (a request it
-    // took since then means its wake-up is in `sig`: smc_wake_queued).
-    std::atomic<bool> ever_asked{false};
-    std::atomic<bool> asked_since_drain{false};
-    std::atomic<bool> wake_seen{false}; // smc_wake_queued found it, since our last drain
+    bool shared_by_fork() const { return fork_gen.load(std::memory_order_relaxed) != 0; }
+};
+
+// One side of a connection is three objects (docs/ARCHITECTURE.md,
+// "Objects") and the transport's part: the transport-independent core
+// (core::ConnState: cursors, close state, urgent data, corking), the socket
+// (ConnSocket), its readiness (readiness::ConnReadiness: what poll, epoll
+// and blocked calls wait on), and, here, the transport's part with what the
+// handshake agreed and what the data path counts.
+struct SmcConn : core::ConnState, ConnSocket, readiness::ConnReadiness {
+    // The transport's part (core/transport.hpp): the rings, the CDC both
+    // ways, the requests and wake-ups. SMC-D: the two DMBs.
+    Transport transport;
+    uid_t peer_uid = ism::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
+    // What the handshake agreed, for observers (diag.hpp): the two devices'
+    // GIDs and the DMB tokens each side announced in CLC.
+    uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
+    // Our DMB's owner token (smcd/cdc_line.hpp, offset 56): random, told
+    // only in CLC, so only the peer that got the message can name the DMB.
+    uint64_t dmb_secret = 0;
+    // Client, during the handshake: our DMB is named in the Proposal
+    // (clc::NamedDmb), so the server may take it with its Accept.
+    bool named_dmb = false;
+
+    std::atomic<bool> peer_gone{false}; // TCP connection closed under us (after close_state has it)
+    std::atomic<bool> sent_after_peer_close{false}; // the one write TCP takes after the peer closed
+    std::atomic<bool> waking_overrun{
+        false}; // the peer held kWakingData past the bound once (rx.cpp)
+    std::atomic<uint64_t> notifications{0}, notifications_suppressed{0}, cursor_updates{0};
 
     // Announce our consumer cursor (receiver, under rx_mu) or our connection
     // flags (any thread: shutdown/close must not wait for a blocked reader)
@@ -223,7 +171,6 @@ struct SmcConn : core::ConnState {
     // impossible (the peer can write there): the connection is broken.
     bool adopt_published_tx();
     bool adopt_published_rx();
-    bool shared_by_fork() const { return fork_gen.load(std::memory_order_relaxed) != 0; }
     // Our side is up: its process count starts at 1 (af_smc.cpp).
     void start_owner_refs();
     // In a forked child: locks a parent thread held at the fork (a recv or
