@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import queue
+import random
 import tempfile
 import threading
 import time
@@ -200,8 +201,29 @@ def smcd_share(stats_dir):
     return f"{st['conn_smcd']}/{total} ends SMC-D {st['fallback_reasons'] or ''}"
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    with socket.socket() as s:
+    """A port nobody holds now, below the kernel's ephemeral range: a port
+    the kernel chose for us (bind to 0) is one it also hands to other
+    tests' outgoing connections, which may take it before our server
+    binds it (tests run two at a time)."""
+    low, top = 10000, _ephemeral_low() - 1
+    for _ in range(200):
+        port = random.randint(low, top)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # (a range that full: the kernel's choice)
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
