@@ -25,15 +25,12 @@ Received receive(ConnState& k, const T& t) {
     return cdc_recv(k, t.receive(), t.rx_ring_size(), t.tx_ring_size());
 }
 
-// Copies up to `max` bytes of the iovecs (from logical offset `skip`) into
-// the peer's ring at our producer cursor, wrapping at the ring's end. The
-// cursor is not moved (produce() does).
-template <ConnTransport T>
-uint32_t copy_in(const ConnState& k, T& t, const iovec* iov, int iovcnt, size_t skip,
-                 uint32_t max) {
-    uint32_t ring = t.tx_ring_size();
-    uint8_t* base = t.tx_ring();
-    uint32_t pos = k.tx_prod.load().count;
+// Walks up to `max` bytes of the iovecs (from logical offset `skip`) against
+// a ring of `ring` bytes from offset `pos`, wrapping at its end: `f(ring
+// offset, iovec bytes, length)` for each piece. The bytes walked.
+template <typename Byte, typename F>
+uint32_t ring_walk(uint32_t ring, uint32_t pos, const iovec* iov, int iovcnt, size_t skip,
+                   uint32_t max, F f) {
     uint32_t done = 0;
     for (int i = 0; i < iovcnt && done < max; ++i) {
         size_t len = iov[i].iov_len;
@@ -41,13 +38,13 @@ uint32_t copy_in(const ConnState& k, T& t, const iovec* iov, int iovcnt, size_t 
             skip -= len;
             continue;
         }
-        const uint8_t* src = static_cast<const uint8_t*>(iov[i].iov_base) + skip;
+        Byte* at = static_cast<Byte*>(iov[i].iov_base) + skip;
         size_t n = std::min<size_t>(len - skip, max - done);
         skip = 0;
         while (n > 0) {
             uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
-            std::memcpy(base + pos, src, chunk);
-            src += chunk;
+            f(pos, at, chunk);
+            at += chunk;
             n -= chunk;
             done += chunk;
             pos = pos + chunk == ring ? 0 : pos + chunk;
@@ -56,35 +53,29 @@ uint32_t copy_in(const ConnState& k, T& t, const iovec* iov, int iovcnt, size_t 
     return done;
 }
 
+// Copies up to `max` bytes of the iovecs (from logical offset `skip`) into
+// the peer's ring at our producer cursor. The cursor is not moved
+// (produce() does).
+template <ConnTransport T>
+uint32_t copy_in(const ConnState& k, T& t, const iovec* iov, int iovcnt, size_t skip,
+                 uint32_t max) {
+    uint8_t* base = t.tx_ring();
+    return ring_walk<const uint8_t>(
+        t.tx_ring_size(), k.tx_prod.load().count, iov, iovcnt, skip, max,
+        [base](uint32_t at, const uint8_t* src, uint32_t n) { std::memcpy(base + at, src, n); });
+}
+
 // Copies up to `max` bytes from `from` bytes after our consumer cursor into
 // the iovecs, starting `skip` bytes into them. The cursor is not moved
 // (consume() does).
 template <ConnTransport T>
 uint32_t copy_out(const ConnState& k, const T& t, const iovec* iov, int iovcnt, size_t skip,
                   uint32_t from, uint32_t max) {
-    uint32_t ring = t.rx_ring_size();
     const uint8_t* base = t.rx_ring();
-    uint32_t pos = advance(k.rx_cons.load(), from, ring).count;
-    uint32_t done = 0;
-    for (int i = 0; i < iovcnt && done < max; ++i) {
-        size_t len = iov[i].iov_len;
-        if (skip >= len) {
-            skip -= len;
-            continue;
-        }
-        uint8_t* dst = static_cast<uint8_t*>(iov[i].iov_base) + skip;
-        size_t n = std::min<size_t>(len - skip, max - done);
-        skip = 0;
-        while (n > 0) {
-            uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n, ring - pos));
-            std::memcpy(dst, base + pos, chunk);
-            dst += chunk;
-            n -= chunk;
-            done += chunk;
-            pos = pos + chunk == ring ? 0 : pos + chunk;
-        }
-    }
-    return done;
+    uint32_t ring = t.rx_ring_size();
+    return ring_walk<uint8_t>(
+        ring, advance(k.rx_cons.load(), from, ring).count, iov, iovcnt, skip, max,
+        [base](uint32_t at, uint8_t* dst, uint32_t n) { std::memcpy(dst, base + at, n); });
 }
 
 // `n` bytes copied in (under tx_mu) / read out (under rx_mu).
