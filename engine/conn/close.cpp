@@ -98,14 +98,6 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     return true;
 }
 
-bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
-    bool reached = c.transport.signals.reach(peer_gid, peer_token);
-    // Our own pool too, now rather than at the first self-wake-up (which
-    // may come at any later connection): a process's descriptors then stay
-    // what its first SMC-D connection made them.
-    return reached && wakeup::wakers_for_self() != nullptr;
-}
-
 void smc_unblock(SmcConn& c) {
     if (c.sig_blocked.load(std::memory_order_acquire) &&
         c.sig_blocked.exchange(false, std::memory_order_acq_rel))
@@ -119,7 +111,7 @@ void smc_wake_all(SmcConn& c) {
 }
 
 void smc_ring_peer_bell(SmcConn& c) {
-    c.transport.ring_bell();
+    c.transport.wake_writer();
 }
 
 // Neither takes the rx/tx locks: a thread blocked in recv or send must not
@@ -139,7 +131,7 @@ void smc_close_wakeups(SmcConn& c) {
     c.sig = -1;
     int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
     if (sink >= 0) sys::real().close(sink);
-    c.transport.signals.release();
+    c.transport.release_wakers();
 }
 
 // (seq_cst both ways: a poll() that counted itself in before the retirement

@@ -29,7 +29,7 @@
 #include "engine/core/transport.hpp"
 #include "engine/readiness/conn_readiness.hpp"
 #include "engine/readiness/wakeup.hpp"
-#include "engine/smcd/conn_part.hpp"
+#include "engine/transport/conn_part.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -47,9 +47,9 @@ namespace usmc {
 // object then stays only so the descriptor's calls pass straight through).
 enum class Phase : uint8_t { Active, Connecting, Tcp };
 
-// The transport a connection runs on. SMC-D only, for now: SMC-R's part
-// comes beside it (engine/smcr), and then this becomes the choice of one.
-using Transport = smcd::ConnPart;
+// The transport a connection runs on (engine/transport/conn_part.hpp: SMC-D's
+// part today; SMC-R's comes beside it there).
+using Transport = transport::Part;
 
 // A connection moved to TCP with bytes of the rings still to hand over
 // (af_smc_move.cpp): shared with the event loop, which pushes the resend
@@ -132,7 +132,7 @@ struct SmcConn : core::ConnState, ConnSocket, readiness::ConnReadiness {
     // The transport's part (core/transport.hpp): the rings, the CDC both
     // ways, the requests and wake-ups. SMC-D: the two DMBs.
     Transport transport;
-    uid_t peer_uid = ism::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
+    uid_t peer_uid = transport::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
     // What the handshake agreed, for observers (diag.hpp): the two devices'
     // GIDs and the DMB tokens each side announced in CLC.
     uint64_t gid = 0, peer_gid = 0, token = 0, peer_token = 0;
@@ -215,9 +215,6 @@ bool smc_sig_reusable(const SmcConn& c);
 // peer's line, and a wake-up it had in flight landed (bounded: false if
 // it did not, and `sig` must then be closed).
 bool smc_withdraw_requests(SmcConn& c);
-// Notes where the peer's `sig` is (its token in CLC) and how to reach its
-// process. False if no waker can be had.
-bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token);
 // A connecting client's `sig` now reachable and writable.
 void smc_unblock(SmcConn& c);
 // Wakes everything that waits on `sig` (readable and writable): its end,

@@ -272,11 +272,11 @@ namespace {
 // on its connection 2 ms of this thread (an event loop's, serving all).
 // False if it had not landed.
 bool wait_wake_landed(SmcConn& c) {
-    if (c.transport.data_wake_in_flight()) {
+    if (c.transport.data_wake_coming()) {
         bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; c.transport.data_wake_in_flight(); ++i) {
+        for (int i = 0; c.transport.data_wake_coming(); ++i) {
             if (i < 256) {
                 wait::cpu_relax();
                 continue;
@@ -290,13 +290,13 @@ bool wait_wake_landed(SmcConn& c) {
             sched_yield();
         }
     }
-    return !c.transport.data_wake_in_flight();
+    return !c.transport.data_wake_coming();
 }
 } // namespace
 
 bool smc_withdraw_requests(SmcConn& c) {
     if (!c.transport.attached()) return false;
-    bool untaken = c.transport.withdraw_data_request();
+    bool untaken = c.transport.unwant_data();
     // Nothing of ours or the peer's waits in `sig` since our last drain:
     // no self-wake, no wake-up seen, and no request the peer took (each
     // arm after a taken one drains first, smc_drain_wakeup). The next
@@ -313,7 +313,7 @@ void smc_arm_for_data(SmcConn& c, bool read_nothing) {
     smc_drain_wakeup(c, read_nothing);
     c.ever_asked.store(true, std::memory_order_relaxed);
     c.asked_since_drain.store(true, std::memory_order_release);
-    c.transport.ask_for_data();
+    c.transport.want_data();
 }
 
 void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
@@ -326,7 +326,7 @@ void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
     // skips the drain.
     // Never asked: the peer has sent nothing either (a connection's first
     // arm, right after its handshake), the same case.
-    bool peer_silent = c.transport.data_asked() || !c.ever_asked.load(std::memory_order_relaxed);
+    bool peer_silent = c.transport.wants_data() || !c.ever_asked.load(std::memory_order_relaxed);
     if (!self && peer_silent &&
         (!read_nothing || !c.drain_skipped.exchange(true, std::memory_order_relaxed)))
         return;
@@ -344,7 +344,7 @@ bool smc_wake_queued(SmcConn& c) {
     if (!c.asked_since_drain.load(std::memory_order_acquire) || !c.transport.attached() ||
         c.sig < 0)
         return false;
-    if (c.transport.data_asked() || c.transport.data_wake_in_flight()) return false;
+    if (c.transport.wants_data() || c.transport.data_wake_coming()) return false;
     pollfd p{c.sig, POLLIN, 0};
     if (sys::real().poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) return false;
     c.wake_seen.store(true, std::memory_order_release);
@@ -656,7 +656,7 @@ short smc_arm(SmcConn& c, short want, bool for_epoll) {
     if (!(ready & POLLOUT) && (want & POLLOUT)) {
         smc_block_writable(c);
         filled = true;
-        c.transport.ask_for_space();
+        c.transport.want_space();
         ready |= smc_poll_events(c) & POLLOUT;
     }
     // Make `sig` show what is already true, for a level-triggered

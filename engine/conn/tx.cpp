@@ -137,7 +137,7 @@ void smc_block_writable(SmcConn& c) {
     // `sig` then stays writable, a level-triggered writer spins.
     uint64_t bell = space_watch::bell();
     if (!bell) return;
-    c.transport.name_bell(bell);
+    c.transport.name_space_bell(bell);
     c.sig_filled.store(true, std::memory_order_release);
     if (!wakeup::fill(c.sig, c.token, c.sink, c.sink_name,
                       !c.sig_shrunk.exchange(true, std::memory_order_relaxed)) &&
@@ -243,7 +243,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             // point leaves it writable.
             smc_block_writable(c);
             filled = true;
-            c.transport.ask_for_space();
+            c.transport.want_space();
             // Look again at all a drain of the far end can mean: space, and
             // the peer's close or death (its drain may have come before our
             // fill, and the peer watch's after the look at the top).

@@ -26,9 +26,12 @@
 //               progress reaps completions so the core can post again.
 //   notify_*    the peer's sleeping reader or writer: SMC-D takes its
 //               request from the control line (one RMW) and sends one
-//               datagram; SMC-R's CDC message is the wake-up. How a side
-//               asks (SMC-D's wait flags, bell and in-flight word) is the
-//               transport's own (smcd/conn_part.hpp), not the core's.
+//               datagram; SMC-R's CDC message is the wake-up.
+//   want_*      our own sleeping reader or writer asks the peer for a
+//               wake-up: SMC-D stores a request into the peer's control
+//               line (its wait flags, the bell we name, the in-flight word
+//               while the peer's datagram is on its way: smcd/conn_part.hpp);
+//               SMC-R notes it locally, and its receive completion wakes us.
 #include "engine/core/cdc.hpp"
 #include "engine/core/cursor.hpp"
 
@@ -80,6 +83,27 @@ concept ConnTransport = requires(T& t, const T& ct, Cursor at, uint16_t urg, uin
     { t.notify_reader(at) } -> std::same_as<bool>;
     { ct.writer_waits() } -> std::same_as<bool>;
     { t.notify_writer() } -> std::same_as<bool>;
+    // Our waiters: a reader asks to be woken after the peer's next post
+    // (withdrawn: true if the peer had not taken it; whether it stands;
+    // whether a wake-up for it is on its way and must land before a drain),
+    // a writer after the peer's next consume, at this process's bell.
+    {t.want_data()};
+    { t.unwant_data() } -> std::same_as<bool>;
+    { ct.wants_data() } -> std::same_as<bool>;
+    { ct.data_wake_coming() } -> std::same_as<bool>;
+    {t.want_space()};
+    {t.name_space_bell(uint64_t{})};
+    // Our end (close, abort, a move to TCP): every request of the peer's
+    // taken at once, its reader and writer woken, its waker let go.
+    { t.take_all_requests() } -> std::same_as<Requests>;
+    {ct.wake_reader()};
+    {ct.wake_writer()};
+    {t.release_wakers()};
+    // Moving to TCP (kMovedFlags): the flags as the peer sent them and as
+    // we did, and our move stored once among the processes holding us.
+    { ct.peer_conn_flags() } -> std::same_as<uint8_t>;
+    { ct.sent_conn_flags() } -> std::same_as<uint8_t>;
+    { t.send_move(at, flags, flags) } -> std::same_as<bool>;
 };
 
 } // namespace usmc::core

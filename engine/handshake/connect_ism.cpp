@@ -27,7 +27,7 @@ bool claim_own(SmcConn& c, ism::Device& dev, uint32_t size, uint32_t up_to, uid_
     if (!own) return false;
     c.dmb_secret = ism::random64();
     smcd::stamp_owner(*own->control(), c.dmb_secret, c.token);
-    c.transport.rx = *own;
+    c.transport.smcd().rx = *own;
     c.peer_uid = uid;
     return true;
 }
@@ -36,11 +36,11 @@ bool claim_own(SmcConn& c, ism::Device& dev, uint32_t size, uint32_t up_to, uid_
 std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
                                           uint64_t server_gid) {
     auto uid = dev.groups().peer_user(server_gid);
-    if (!uid || c.transport.rx.valid()) return std::nullopt;
+    if (!uid || c.transport.smcd().rx.valid()) return std::nullopt;
     // (None: claimed again, and declined if need be, after the Accept.)
     if (!claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), cfg.dmb_size, *uid))
         return std::nullopt;
-    const ism::Dmb& own = c.transport.rx;
+    const ism::Dmb& own = c.transport.smcd().rx;
     // A slot in a segment the server lacks needs the attach anyway: kept for
     // it, not named.
     if (!dev.groups().peer_has(server_gid, own.serial)) return std::nullopt;
@@ -51,7 +51,7 @@ std::optional<clc::NamedDmb> smc_name_dmb(SmcConn& c, ism::Device& dev, const Ha
 
 bool smc_withdraw_named_dmb(SmcConn& c) {
     if (!c.named_dmb) return true;
-    if (!smcd::withdraw_named(*c.transport.rx.control(), c.dmb_secret)) return false;
+    if (!smcd::withdraw_named(*c.transport.smcd().rx.control(), c.dmb_secret)) return false;
     c.named_dmb = false;
     return true;
 }
@@ -64,10 +64,10 @@ void smc_connect_abandon(SmcConn& c, ism::Device& dev) {
     // A DMB the server took is written by it until its close flags say
     // otherwise; one whose name is withdrawn (or never given) is ours alone.
     bool reusable = smc_withdraw_named_dmb(c);
-    dev.release(c.transport.rx, c.peer_uid, reusable);
+    dev.release(c.transport.smcd().rx, c.peer_uid, reusable);
     c.named_dmb = false;
-    c.transport.rx = ism::Dmb{};
-    dev.unmap_peer(c.transport.tx);
+    c.transport.smcd().rx = ism::Dmb{};
+    dev.unmap_peer(c.transport.smcd().tx);
 }
 
 namespace {
@@ -84,7 +84,7 @@ ConnectResult fail(SmcConn& c, ism::Device& dev, ConnectResult r) {
 ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg,
                            const clc::AcceptConfirmD& accept, const ism::Dmb& theirs,
                            bool attached) {
-    c.transport.tx = theirs;
+    c.transport.smcd().tx = theirs;
     if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
         clc::send_decline(fd, dev.gid(), fallback::FDLIMIT, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{fallback::FDLIMIT, 0});
@@ -99,9 +99,9 @@ ConnectResult confirm_with(int fd, SmcConn& c, ism::Device& dev, const Handshake
     confirm.gid = dev.gid();
     confirm.token = c.token;                          // our `sig`'s name
     confirm.dmb_secret = attached ? 0 : c.dmb_secret; // our DMB's owner token
-    confirm.dmbe_size_code = clc::size_to_code(c.transport.rx.size, clc::kMaxDmbeSizeCode);
-    confirm.link_id = attached ? 0 : c.transport.rx.serial;
-    confirm.dmbe_idx = attached ? 0 : uint8_t(c.transport.rx.slot);
+    confirm.dmbe_size_code = clc::size_to_code(c.transport.smcd().rx.size, clc::kMaxDmbeSizeCode);
+    confirm.link_id = attached ? 0 : c.transport.smcd().rx.serial;
+    confirm.dmbe_idx = attached ? 0 : uint8_t(c.transport.smcd().rx.slot);
     confirm.chid = clc::kChidEmulated;
     if (!clc::write_message(fd, clc::encode(confirm), cfg.clc_timeout_ms))
         return fail(c, dev, -ECONNRESET);
@@ -117,17 +117,18 @@ smc_connect_ours(SmcConn& c, ism::Device& dev, const HandshakeConfig& cfg, uint3
     return [conn, d, size, roomy, no_dmb](uid_t server_uid) -> std::optional<ism::Fds> {
         // Claimed already for this user (smc_connect_reuse: the server lacks
         // its segment), or now.
-        if (conn->transport.rx.valid() && conn->peer_uid != server_uid) {
-            d->release(conn->transport.rx, conn->peer_uid);
-            conn->transport.rx = ism::Dmb{};
+        if (conn->transport.smcd().rx.valid() && conn->peer_uid != server_uid) {
+            d->release(conn->transport.smcd().rx, conn->peer_uid);
+            conn->transport.smcd().rx = ism::Dmb{};
         }
-        if (!conn->transport.rx.valid() &&
+        if (!conn->transport.smcd().rx.valid() &&
             !claim_own(*conn, *d, d->size_for(size, roomy), size, server_uid)) {
             *no_dmb = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
             return std::nullopt;
         }
-        return ism::Fds{conn->transport.rx.fd, conn->transport.rx.size, conn->transport.rx.offset,
-                        conn->transport.rx.file_size, conn->transport.rx.serial};
+        return ism::Fds{conn->transport.smcd().rx.fd, conn->transport.smcd().rx.size,
+                        conn->transport.smcd().rx.offset, conn->transport.smcd().rx.file_size,
+                        conn->transport.smcd().rx.serial};
     };
 }
 
@@ -150,7 +151,7 @@ ConnectResult smc_connect_confirm(int fd, SmcConn& c, ism::Device& dev, const Ha
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{reason, 0});
     }
-    dev.groups().note_attach(accept.gid, peer->pid, peer->uid, c.transport.rx.serial,
+    dev.groups().note_attach(accept.gid, peer->pid, peer->uid, c.transport.smcd().rx.serial,
                              peer->fds.serial, *peer_dmb);
     counters::count(counters::lgr_first_contacts);
     return confirm_with(fd, c, dev, cfg, accept, *peer_dmb, true);
@@ -166,7 +167,7 @@ ConnectResult up_without_confirm(SmcConn& c, ism::Device& dev, const clc::Accept
     auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
                                           accept.dmb_secret);
     if (!theirs) return fail(c, dev, -ECONNRESET);
-    c.transport.tx = *theirs;
+    c.transport.smcd().tx = *theirs;
     if (!smc_conn_peer_wakeups(c, accept.gid, accept.token)) {
         // The server's connection is up: it learns of the end from its line,
         // and its DMB is free for reuse once it closes.
@@ -192,8 +193,8 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
     // (a server of the same user in a link group of ours) wrote the word.
     // Whoever holds it may write our DMB now: it is never reused before
     // the close flags, and this connection fails.
-    if (c.named_dmb &&
-        c.transport.rx.control()->owner_token.load(std::memory_order_acquire) != c.dmb_secret)
+    if (c.named_dmb && c.transport.smcd().rx.control()->owner_token.load(
+                           std::memory_order_acquire) != c.dmb_secret)
         return fail(c, dev, -ECONNRESET);
     c.named_dmb = false; // not taken: the name no longer matters
     if (accept.first_contact) return std::nullopt;
@@ -205,14 +206,14 @@ std::optional<ConnectResult> smc_connect_reuse(int fd, SmcConn& c, ism::Device& 
     auto theirs = dev.groups().their_slot(accept.gid, accept.link_id, accept.dmbe_idx, peer_size,
                                           accept.dmb_secret);
     if (!theirs) return std::nullopt;
-    if (!c.transport.rx.valid() &&
+    if (!c.transport.smcd().rx.valid() &&
         !claim_own(c, dev, dev.size_for(cfg.dmb_size, cfg.dmb_roomy), cfg.dmb_size, *uid)) {
         dev.unmap_peer(*theirs);
         uint32_t reason = errno == EMFILE ? fallback::FDLIMIT : fallback::MAX_DMB;
         clc::send_decline(fd, dev.gid(), reason, cfg.clc_timeout_ms);
         return fail(c, dev, Fallback{reason, 0});
     }
-    if (!dev.groups().peer_has(accept.gid, c.transport.rx.serial)) {
+    if (!dev.groups().peer_has(accept.gid, c.transport.smcd().rx.serial)) {
         dev.unmap_peer(*theirs); // the attach brings it again, with ours
         return std::nullopt;
     }
@@ -229,9 +230,17 @@ ConnectResult smc_connect_attach(int fd, SmcConn& c, ism::Device& dev, const Han
     return smc_connect_confirm(fd, c, dev, cfg, accept, peer, no_dmb);
 }
 
+bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token) {
+    bool reached = c.transport.smcd().signals.reach(peer_gid, peer_token);
+    // Our own pool too, now rather than at the first self-wake-up (which
+    // may come at any later connection): a process's descriptors then stay
+    // what its first SMC-D connection made them.
+    return reached && wakeup::wakers_for_self() != nullptr;
+}
+
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid) {
     smc_close_wakeups(c);
-    c.transport.release(dev, peer_uid);
+    c.transport.smcd().release(dev, peer_uid);
 }
 
 } // namespace usmc

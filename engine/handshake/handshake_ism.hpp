@@ -65,6 +65,10 @@ HandshakeResult smcd_listen_confirmed(int tcp_fd, std::unique_ptr<SmcConn> conn,
 HandshakeResult smcd_listen_abandon(SmcConn& conn, uint64_t key, ism::Device& dev,
                                     ism::Endpoint& ep, HandshakeResult res);
 
+// Notes where the peer's `sig` is (its token in CLC) and how to reach its
+// process. False if no waker can be had.
+bool smc_conn_peer_wakeups(SmcConn& c, uint64_t peer_gid, uint64_t peer_token);
+
 // Frees what a connection holds (after close or a failed handshake).
 void smc_conn_release(SmcConn& c, ism::Device& dev, uid_t peer_uid);
 

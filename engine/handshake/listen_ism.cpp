@@ -42,7 +42,7 @@ void claim_for_group(SmcConn& conn, ism::Device& dev, uint64_t client_gid, uint3
     // (A free slot of a larger size may serve: the Accept says which.)
     accept.dmbe_size_code = clc::size_to_code(ours->size, clc::kMaxDmbeSizeCode);
     smcd::stamp_owner(*ours->control(), conn.dmb_secret, token);
-    conn.transport.rx = *ours;
+    conn.transport.smcd().rx = *ours;
     conn.peer_uid = *uid;
     if (!dev.groups().peer_has(client_gid, ours->serial)) return; // a new segment: attach
     accept.first_contact = false;
@@ -67,11 +67,11 @@ bool take_named(SmcConn& conn, ism::Device& dev, const clc::NamedDmb& named) {
         dev.unmap_peer(*theirs);
         return false;
     }
-    conn.transport.tx = *theirs;
+    conn.transport.smcd().tx = *theirs;
     conn.peer_token = sig_token;
     if (!smc_conn_peer_wakeups(conn, conn.peer_gid, sig_token)) {
         smcd::untake_named(*theirs->control(), named.secret);
-        dev.unmap_peer(conn.transport.tx);
+        dev.unmap_peer(conn.transport.smcd().tx);
         return false;
     }
     return true;
@@ -125,7 +125,7 @@ HandshakeResult smcd_listen_begin(int fd, const clc::Proposal& p, uint64_t clien
         conn->token = token;
     } else {
         ism::OfferSpec offer{dmb_size, std::nullopt, client_gid};
-        if (conn->transport.rx.valid()) offer.claimed = conn->transport.rx;
+        if (conn->transport.smcd().rx.valid()) offer.claimed = conn->transport.smcd().rx;
         ep.offer(key, offer);
     }
     if (!clc::write_message(fd, clc::encode(accept), cfg.clc_timeout_ms)) {
@@ -158,7 +158,7 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
     if (!cf.first_contact) {
         // No attach: both DMBs lie in segments the other side has (our
         // Accept said so of ours). The client's name must check out.
-        if (conn->transport.rx.valid() && cf.gid == proposed_gid)
+        if (conn->transport.smcd().rx.valid() && cf.gid == proposed_gid)
             peer_dmb =
                 dev.groups().their_slot(cf.gid, cf.link_id, cf.dmbe_idx, size, cf.dmb_secret);
         ep.withdraw(key); // (an attach that comes now is refused)
@@ -177,7 +177,7 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
             log::warn("fd {}: the client confirmed a first contact it did not attach", fd);
             return fail(-ECONNRESET);
         }
-        conn->transport.rx = attached->ours;
+        conn->transport.smcd().rx = attached->ours;
         ism::PeerFds& peer = attached->peer;
         ism::close_fds(peer.fds); // (the DMB's is the mapping's: the endpoint mapped it)
         if (attached->theirs.size != size) {
@@ -190,10 +190,10 @@ HandshakeResult smcd_listen_confirmed(int fd, std::unique_ptr<SmcConn> conn, uin
         conn->peer_uid = peer.uid; // our DMB, once released, is reused only for this user
         counters::count(counters::lgr_first_contacts);
         if (cf.gid == proposed_gid)
-            dev.groups().note_attach(cf.gid, peer.pid, peer.uid, conn->transport.rx.serial,
+            dev.groups().note_attach(cf.gid, peer.pid, peer.uid, conn->transport.smcd().rx.serial,
                                      peer.fds.serial, *peer_dmb);
     }
-    conn->transport.tx = *peer_dmb;
+    conn->transport.smcd().tx = *peer_dmb;
     conn->gid = dev.gid();
     if (!smc_conn_peer_wakeups(*conn, conn->peer_gid, conn->peer_token)) {
         log::warn("fd {}: no waker for the client's process: {}", fd, std::strerror(errno));

@@ -36,7 +36,7 @@ void transports_release(SmcConn& c, HandshakeDevices& d) {
 }
 
 void transports_leave(SmcConn& c, HandshakeDevices& d) {
-    if (d.smcd) c.transport.leave_device(*d.smcd);
+    if (d.smcd) c.transport.smcd().leave_device(*d.smcd);
 }
 
 ProposalNow transports_proposal_now(int tcp_fd, SmcConn& c, const HandshakeDevices& d,

@@ -12,6 +12,8 @@
 //
 // The handshake fills both (connect.cpp, listen.cpp: claimed, mapped, or
 // named by a link group) and the connection's release gives them back.
+// Held by engine/transport's Part, which shows the layers above only the
+// seam (not final for that reason: Part derives from it privately).
 #include "engine/core/transport.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/ism.hpp"
@@ -20,7 +22,7 @@
 
 namespace usmc::smcd {
 
-class ConnPart final {
+class ConnPart {
   public:
     ism::Dmb rx;
     ism::Dmb tx;
@@ -67,7 +69,7 @@ class ConnPart final {
     // The peer's writer asked for space (taken here): ring its process's bell.
     bool notify_writer() {
         if (!take_space_request()) return false;
-        ring_bell();
+        wake_writer();
         return true;
     }
     // Moving to TCP (core::kMovedFlags): the flags alone, the peer's and
@@ -78,29 +80,30 @@ class ConnPart final {
         return smcd::send_move(peer(), cons, conn_flags, move);
     }
 
-    void ask_for_data() { smcd::ask_for_data(peer()); }
-    void ask_for_space() { smcd::ask_for_space(peer()); }
-    bool withdraw_data_request() { return smcd::withdraw_data_request(peer()); }
-    bool data_asked() const { return smcd::data_asked(peer()); }
-    bool data_wake_in_flight() const { return smcd::data_wake_in_flight(peer()); }
+    // Our own waits (the core's seam, core/transport.hpp): a request in
+    // the peer's control line, taken by the peer when it posts or consumes.
+    void want_data() { smcd::ask_for_data(peer()); }
+    bool unwant_data() { return smcd::withdraw_data_request(peer()); }
+    bool wants_data() const { return smcd::data_asked(peer()); }
+    // Taken, and the peer's datagram not yet sent (its in-flight word).
+    bool data_wake_coming() const { return smcd::data_wake_in_flight(peer()); }
+    void want_space() { smcd::ask_for_space(peer()); }
     // Our process's bell, where the peer rings when it takes our request for
     // space (written before the request; a store only when it changes).
-    void name_bell(uint64_t bell) {
+    void name_space_bell(uint64_t bell) {
         auto& ours = peer().space_bell;
         if (ours.load(std::memory_order_relaxed) != bell)
             ours.store(bell, std::memory_order_relaxed);
     }
-
-    bool take_data_request() { return smcd::take_data_request(own()); }
-    void keep_data_request() { smcd::keep_data_request(own()); }
-    void data_woken() { smcd::data_woken(own()); }
-    bool space_asked() const { return smcd::space_asked(own()); }
-    bool take_space_request() { return smcd::take_space_request(own()); }
     core::Requests take_all_requests() { return smcd::take_all_requests(own()); }
     void wake_reader() const { signals.wake_reader(); }
     // The bell the peer named in our line (its word: a wrong one wakes a
     // stranger's bell or nobody, never us).
-    void ring_bell() const { signals.ring_bell(own().space_bell.load(std::memory_order_relaxed)); }
+    void wake_writer() const {
+        signals.ring_bell(own().space_bell.load(std::memory_order_relaxed));
+    }
+    // The connection's end: the peer's waker no longer ours to use.
+    void release_wakers() { signals.release(); }
 
     // The buffers' life, on SMC-D's device (ism.hpp; the caller holds the
     // engine's lock around the device). The handshake claims or maps them.
@@ -141,6 +144,13 @@ class ConnPart final {
     void release_at_exit() const { ism::release_slot_at_exit(rx); }
 
   private:
+    // The peer's requests in our line, taken by notify_* and our close.
+    bool take_data_request() { return smcd::take_data_request(own()); }
+    void keep_data_request() { smcd::keep_data_request(own()); }
+    void data_woken() { smcd::data_woken(own()); }
+    bool space_asked() const { return smcd::space_asked(own()); }
+    bool take_space_request() { return smcd::take_space_request(own()); }
+
     Control& own() const { return *rx.control(); }
     Control& peer() const { return *tx.control(); }
 };

@@ -25,12 +25,13 @@ void begin_write(statseg::ConnRecord& r, uint32_t gen) {
 statseg::ConnRecord record_of(const SmcConn& c, int fd) {
     statseg::ConnRecord r{};
     r.fd = fd;
-    r.dmb_fd = c.transport.rx.fd;
-    r.dmb_size = c.transport.rx.size;
-    r.dmb_offset = c.transport.rx.offset;
-    r.peer_dmb_size = c.transport.tx.size;
-    r.dmb_ino = c.transport.rx.ino;
-    r.peer_dmb_ino = c.transport.tx.ino;
+    transport::BufferView b = c.transport.buffers();
+    r.dmb_fd = b.fd;
+    r.dmb_size = b.size;
+    r.dmb_offset = b.offset;
+    r.peer_dmb_size = b.peer_size;
+    r.dmb_ino = b.ino;
+    r.peer_dmb_ino = b.peer_ino;
     r.gid = c.gid;
     r.peer_gid = c.peer_gid;
     r.token = c.token;

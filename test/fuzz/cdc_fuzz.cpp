@@ -186,7 +186,7 @@ void check_state(Fixture& f) {
     FUZZ_CHECK(smc_tx_unconsumed(c) <= f.tx_ring);
     short ev = smc_poll_events(c);
     // An impossible cursor is an error, and reads as one.
-    if (!core::distance(c.rx_cons.load(), smcd::unpack_prod(c.transport.rx.control()->prod.load()),
+    if (!core::distance(c.rx_cons.load(), smcd::unpack_prod(c.transport.smcd().rx.control()->prod.load()),
                         f.rx_ring))
         FUZZ_CHECK(ev & POLLERR);
 }
@@ -214,7 +214,7 @@ void do_recv(Fixture& f, Reader& in, uint8_t op) {
     size_t first = size_t(len) * split / 255;
     iovec iov[2] = {{out, first}, {out + first, len - first}};
     Cursor before = c.rx_cons.load();
-    uint64_t prod_word = c.transport.rx.control()->prod.load();
+    uint64_t prod_word = c.transport.smcd().rx.control()->prod.load();
     auto avail = core::distance(before, smcd::unpack_prod(prod_word), f.rx_ring);
     bool was_broken = smc_broken(c);
     // Urgent data about (a new urgent count, or a mark that stands): the
@@ -238,9 +238,9 @@ void do_recv(Fixture& f, Reader& in, uint8_t op) {
         FUZZ_CHECK(size_t(r) + skipped <= len + skipped && size_t(r) + skipped <= *avail);
         // (The rx ring still holds pattern(), which nothing of ours writes.)
         uint32_t at = core::advance(before, skipped, f.rx_ring).count;
-        bool same = ring_matches(c.transport.rx.ring(), f.rx_ring, at, out, size_t(r));
+        bool same = ring_matches(c.transport.smcd().rx.ring(), f.rx_ring, at, out, size_t(r));
         if (!same && urgent && peek) // passed over the urgent byte at the mark
-            same = ring_matches(c.transport.rx.ring(), f.rx_ring, (at + 1) % f.rx_ring, out,
+            same = ring_matches(c.transport.smcd().rx.ring(), f.rx_ring, (at + 1) % f.rx_ring, out,
                                 size_t(r));
         FUZZ_CHECK(same);
     }
@@ -261,7 +261,7 @@ void do_urgent(SmcConn& c, Reader& in, uint8_t op) {
 // producer word with the new count.
 void peer_urgent(Fixture& f, Reader& in) {
     SmcConn& c = f.c;
-    uint64_t w = c.transport.rx.control()->prod.load();
+    uint64_t w = c.transport.smcd().rx.control()->prod.load();
     Cursor p = smcd::unpack_prod(w);
     uint32_t n = 1 + in.u16() % f.rx_ring;
     in.u8();
@@ -270,8 +270,8 @@ void peer_urgent(Fixture& f, Reader& in) {
     if (!used || *used + n > f.rx_ring) return;
     Cursor end = core::advance(p, n, f.rx_ring);
     uint16_t count = uint16_t(smcd::urg_count_of(w) + 1);
-    c.transport.rx.control()->urg.store(smcd::pack_prod(end, count));
-    c.transport.rx.control()->prod.store(smcd::pack_prod(end, count));
+    c.transport.smcd().rx.control()->urg.store(smcd::pack_prod(end, count));
+    c.transport.smcd().rx.control()->prod.store(smcd::pack_prod(end, count));
 }
 
 void do_send(Fixture& f, Reader& in, uint8_t op) {
@@ -288,7 +288,7 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
     const uint8_t* src = source + seed;
     iovec iov{const_cast<uint8_t*>(src), len};
     Cursor before = c.tx_prod.load();
-    uint64_t cons_word = c.transport.rx.control()->cons.load();
+    uint64_t cons_word = c.transport.smcd().rx.control()->cons.load();
     Cursor peer_cons = smcd::unpack_cons(cons_word);
     auto used = core::distance(peer_cons, before, f.tx_ring);
     // As TCP, the first write after the peer closed is taken whole, and
@@ -313,7 +313,7 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
     }
     if (urgent && r > 0 && !taken_unsent) {
         // The mark is at the end of what was sent, with the count published.
-        uint64_t mark = c.transport.tx.control()->urg.load();
+        uint64_t mark = c.transport.smcd().tx.control()->urg.load();
         FUZZ_CHECK(smcd::urg_count_of(mark) != count);
         FUZZ_CHECK(mark == smcd::pack_prod(c.tx_prod.load(), c.tx_urg_count));
     }
@@ -324,11 +324,11 @@ void do_send(Fixture& f, Reader& in, uint8_t op) {
         // Never past the peer's consumer cursor: unconsumed bytes stay.
         FUZZ_CHECK(used && size_t(r) <= f.tx_ring - *used);
         FUZZ_CHECK(size_t(r) <= len);
-        FUZZ_CHECK(ring_matches(c.transport.tx.ring(), f.tx_ring, before.count, src, size_t(r)));
+        FUZZ_CHECK(ring_matches(c.transport.smcd().tx.ring(), f.tx_ring, before.count, src, size_t(r)));
         Cursor after = core::advance(before, uint32_t(r), f.tx_ring);
         FUZZ_CHECK(c.tx_prod.load() == after);
         // Not corked: published, for the peer to see (with our urgent count).
-        FUZZ_CHECK(c.transport.tx.control()->prod.load() == smcd::pack_prod(after, c.tx_urg_count));
+        FUZZ_CHECK(c.transport.smcd().tx.control()->prod.load() == smcd::pack_prod(after, c.tx_urg_count));
     } else {
         FUZZ_CHECK(c.tx_prod.load() == before);
     }
@@ -353,12 +353,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(txb.base, tx_line, sizeof tx_line);
 
     SmcConn& c = f->c;
-    c.transport.rx.base = rxb.base;
-    c.transport.rx.size = c.transport.rx.file_size = rxb.size;
-    c.transport.tx.base = txb.base;
-    c.transport.tx.size = c.transport.tx.file_size = txb.size;
-    c.transport.tx.control()->waiting.store(
-        without_waking(c.transport.tx.control()->waiting.load()));
+    c.transport.smcd().rx.base = rxb.base;
+    c.transport.smcd().rx.size = c.transport.smcd().rx.file_size = rxb.size;
+    c.transport.smcd().tx.base = txb.base;
+    c.transport.smcd().tx.size = c.transport.smcd().tx.file_size = txb.size;
+    c.transport.smcd().tx.control()->waiting.store(
+        without_waking(c.transport.smcd().tx.control()->waiting.load()));
     c.sig = kSig;
     c.tcp_fd = -1; // no TCP connection: a dead peer shows only in shared memory
     c.busy_poll_us = 0;
@@ -373,9 +373,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint32_t arith_size = in.u32();
     c.epoll_watched.store(in.u8() & 1);
 
-    check_arithmetic(c.transport.rx.control()->prod.load(), c.transport.rx.control()->cons.load(),
-                     arith_size, uint32_t(c.transport.tx.control()->prod.load()));
-    check_arithmetic(c.transport.rx.control()->cons.load(), c.transport.rx.control()->prod.load(),
+    check_arithmetic(c.transport.smcd().rx.control()->prod.load(), c.transport.smcd().rx.control()->cons.load(),
+                     arith_size, uint32_t(c.transport.smcd().tx.control()->prod.load()));
+    check_arithmetic(c.transport.smcd().rx.control()->cons.load(), c.transport.smcd().rx.control()->prod.load(),
                      f->rx_ring, arith_size);
     check_state(*f);
 
@@ -390,21 +390,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             do_send(*f, in, op);
             break;
         case 2: { // the peer produces as it should
-            Cursor p = smcd::unpack_prod(c.transport.rx.control()->prod.load());
+            Cursor p = smcd::unpack_prod(c.transport.smcd().rx.control()->prod.load());
             uint32_t n = in.u16() % (f->rx_ring + 1);
             in.u8();
             if (core::valid(p, f->rx_ring))
-                c.transport.rx.control()->prod.store(
+                c.transport.smcd().rx.control()->prod.store(
                     smcd::pack_prod(core::advance(p, n, f->rx_ring)));
             break;
         }
         case 3: { // the peer consumes as it should, flags kept
-            uint64_t w = c.transport.rx.control()->cons.load();
+            uint64_t w = c.transport.smcd().rx.control()->cons.load();
             Cursor k = smcd::unpack_cons(w);
             uint32_t n = in.u16() % (f->tx_ring + 1);
             in.u8();
             if (core::valid(k, f->tx_ring))
-                c.transport.rx.control()->cons.store(
+                c.transport.smcd().rx.control()->cons.store(
                     smcd::pack_cons(core::advance(k, n, f->tx_ring), smcd::prod_flags_of(w),
                                     smcd::conn_flags_of(w)));
             break;
@@ -414,17 +414,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             uint8_t word = in.u8() % 8;
             in.u16();
             uint64_t v = in.u64();
-            auto* line = reinterpret_cast<std::atomic<uint64_t>*>(kind == 4 ? c.transport.rx.base
-                                                                            : c.transport.tx.base);
+            auto* line = reinterpret_cast<std::atomic<uint64_t>*>(kind == 4 ? c.transport.smcd().rx.base
+                                                                            : c.transport.smcd().tx.base);
             if (kind == 5 && word == 4) v = without_waking(v); // `waiting`
             line[word].store(v);
             break;
         }
         case 6: { // the peer's connection flags
-            uint64_t w = c.transport.rx.control()->cons.load();
+            uint64_t w = c.transport.smcd().rx.control()->cons.load();
             uint8_t flags = in.u8();
             in.u16();
-            c.transport.rx.control()->cons.store((w & 0x00ffffffffffffffull) | uint64_t{flags}
+            c.transport.smcd().rx.control()->cons.store((w & 0x00ffffffffffffffull) | uint64_t{flags}
                                                                                    << 56);
             break;
         }

@@ -6,6 +6,7 @@
 #include "engine/conn/peer_watch.hpp"
 #include "engine/conn/space_watch.hpp"
 #include "engine/conn/tx.hpp"
+#include "engine/handshake/handshake_ism.hpp"
 #include "engine/readiness/wakeup.hpp"
 #include "engine/smcd/wait_flags.hpp"
 #include "test/unit/loopback.hpp"
@@ -45,10 +46,10 @@ struct Pair {
         db = *ism::create_dmb(size);
         REQUIRE(smc_conn_init_wakeups(a, false, ism::random64()));
         REQUIRE(smc_conn_init_wakeups(b, false, ism::random64()));
-        a.transport.rx = da;
-        a.transport.tx = db;
-        b.transport.rx = db;
-        b.transport.tx = da;
+        a.transport.smcd().rx = da;
+        a.transport.smcd().tx = db;
+        b.transport.smcd().rx = db;
+        b.transport.smcd().tx = da;
         REQUIRE(smc_conn_peer_wakeups(a, kPeerGid, b.token)); // (both in this process)
         REQUIRE(smc_conn_peer_wakeups(b, kPeerGid, a.token));
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, tcp) == 0); // stands in for the TCP connection
@@ -196,7 +197,7 @@ TEST_CASE("send and recv through the DMBs; no wake-up when nobody waits") {
 
 TEST_CASE("a full ring: EAGAIN, sig unwritable, then space frees and it is writable again") {
     Pair p(16 * 1024);
-    uint32_t ring = p.a.transport.tx.ring_size();
+    uint32_t ring = p.a.transport.smcd().tx.ring_size();
     auto data = pattern(ring + 100, 1);
     CHECK(writable(p.a.sig));
     CHECK(send_buf(p.a, data.data(), data.size(), true) == ssize_t(ring)); // partial write
@@ -386,27 +387,27 @@ TEST_CASE("timeouts: SO_RCVTIMEO / SO_SNDTIMEO semantics") {
     CHECK(waited < std::chrono::milliseconds(1000));
     auto big = pattern(32 * 1024, 6);
     CHECK(send_buf(p.a, big.data(), big.size(), false, 50) ==
-          ssize_t(p.a.transport.tx.ring_size())); // partial
+          ssize_t(p.a.transport.smcd().tx.ring_size())); // partial
     CHECK(send_buf(p.a, big.data(), big.size(), false, 50) == -EAGAIN);
 }
 
 TEST_CASE("hostile peer cursors break only this connection") {
     SECTION("producer cursor outside the ring") {
         Pair p;
-        p.b.transport.rx.control()->prod.store(smcd::pack_prod({0, 0xfffffff0u}));
+        p.b.transport.smcd().rx.control()->prod.store(smcd::pack_prod({0, 0xfffffff0u}));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf) == -ECONNRESET);
         CHECK(smc_broken(p.b));
     }
     SECTION("producer cursor two wraps ahead") {
         Pair p;
-        p.b.transport.rx.control()->prod.store(smcd::pack_prod({2, 10}));
+        p.b.transport.smcd().rx.control()->prod.store(smcd::pack_prod({2, 10}));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -ECONNRESET);
     }
     SECTION("consumer cursor ahead of what we produced") {
         Pair p;
-        p.a.transport.rx.control()->cons.store(smcd::pack_cons({0, 500}, 0, 0));
+        p.a.transport.smcd().rx.control()->cons.store(smcd::pack_cons({0, 500}, 0, 0));
         CHECK(send_buf(p.a, "x", 1) == -ECONNRESET);
         CHECK(smc_poll_events(p.a) & POLLERR);
     }
@@ -414,7 +415,7 @@ TEST_CASE("hostile peer cursors break only this connection") {
         // (A reader that took any nonzero flag byte as news looked again at
         // once, forever: these calls would not return.)
         Pair p;
-        p.b.transport.rx.control()->cons.store(smcd::pack_cons({0, 0}, 0, 0x01));
+        p.b.transport.smcd().rx.control()->cons.store(smcd::pack_cons({0, 0}, 0, 0x01));
         char buf[8];
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, false, 0) == -EAGAIN);
@@ -425,7 +426,7 @@ TEST_CASE("hostile peer cursors break only this connection") {
     SECTION("garbage everywhere, then the other connection still works") {
         Pair bad, good;
         auto junk = pattern(64, 9);
-        std::memcpy(static_cast<void*>(bad.b.transport.rx.control()), junk.data(), 64);
+        std::memcpy(static_cast<void*>(bad.b.transport.smcd().rx.control()), junk.data(), 64);
         char buf[8];
         ssize_t r = recv_buf(bad.b, buf, sizeof buf, 0, true);
         CHECK(r < 0);
@@ -441,7 +442,7 @@ TEST_CASE("a peer's move to TCP: the ring first, then every call says moved; one
     // a stops using the rings: its consumer cursor and kMovedOut, once.
     CHECK(p.a.publish_move(core::kMovedOut));
     CHECK_FALSE(p.a.publish_move(core::kMovedTook));
-    CHECK(smcd::conn_flags(*p.b.transport.rx.control()) == core::kMovedOut);
+    CHECK(smcd::conn_flags(*p.b.transport.smcd().rx.control()) == core::kMovedOut);
     CHECK_FALSE(smc_move_noticed(p.a)); // (a's own flag: the peer's line is b's)
     CHECK(smc_move_noticed(p.b));
     // b reads what a wrote before it moved, then is told to use TCP.
@@ -452,7 +453,7 @@ TEST_CASE("a peer's move to TCP: the ring first, then every call says moved; one
     CHECK(send_buf(p.b, "x", 1) == kSmcMoved);
     CHECK(smc_poll_events(p.b) == (POLLIN | POLLOUT));
     CHECK(p.b.publish_move(core::kMovedTook));
-    CHECK(smcd::conn_flags(*p.a.transport.rx.control()) == core::kMovedTook);
+    CHECK(smcd::conn_flags(*p.a.transport.smcd().rx.control()) == core::kMovedTook);
 }
 
 TEST_CASE("the move flag of a side is claimed once among its processes") {
@@ -853,7 +854,8 @@ TEST_CASE("sig: readable when woken by name, unwritable while its sink holds a f
 
 TEST_CASE("sig: whether the peer's wake-up is queued is the kernel's word, not the peer's") {
     Pair p;
-    smcd::Control& a_requests = *p.a.transport.tx.control(); // a asks b through the line of b's DMB
+    smcd::Control& a_requests =
+        *p.a.transport.smcd().tx.control(); // a asks b through the line of b's DMB
     smc_arm_for_data(p.a);
     CHECK_FALSE(smc_wake_queued(p.a)); // asked, not taken
     // A lying peer: it takes the request, says its wake-up landed, sends nothing.
@@ -1156,7 +1158,7 @@ TEST_CASE("a peer that closes right after its last write: every byte before EOF"
 TEST_CASE("a peer that holds its waking flag for good costs an arm 2 ms once, then only a spin") {
     Pair p;
     // b's peer (a) "is writing a wake-up" and never finishes.
-    p.b.transport.tx.control()->waiting.fetch_or(smcd::kWakingData);
+    p.b.transport.smcd().tx.control()->waiting.fetch_or(smcd::kWakingData);
     auto t0 = std::chrono::steady_clock::now();
     smc_arm_for_data(p.b);
     auto first = std::chrono::steady_clock::now() - t0;
@@ -1304,11 +1306,11 @@ TEST_CASE("urgent data: a lone urgent byte is not readable data") {
 
 TEST_CASE("urgent data: a partial nonblocking MSG_OOB send marks its last byte") {
     Pair p(16 * 1024);
-    std::vector<char> big(p.a.transport.tx.ring_size() + 100, 'q');
-    big[p.a.transport.tx.ring_size() - 1] = '!';
+    std::vector<char> big(p.a.transport.smcd().tx.ring_size() + 100, 'q');
+    big[p.a.transport.smcd().tx.ring_size() - 1] = '!';
     iovec iov{big.data(), big.size()};
     ssize_t n = smc_send(p.a, &iov, 1, true, -1, false, true);
-    REQUIRE(n == ssize_t(p.a.transport.tx.ring_size()));
+    REQUIRE(n == ssize_t(p.a.transport.smcd().tx.ring_size()));
     CHECK(oob_str(p.b) == "!");
     std::vector<char> got(big.size());
     iovec in{got.data(), got.size()};
@@ -1318,8 +1320,8 @@ TEST_CASE("urgent data: a partial nonblocking MSG_OOB send marks its last byte")
 
 TEST_CASE("hostile urgent marks break only this connection, never read outside the ring") {
     auto forge = [](Pair& p, uint16_t count, core::Cursor mark, core::Cursor prod) {
-        p.b.transport.rx.control()->urg.store(smcd::pack_prod(mark, count));
-        p.b.transport.rx.control()->prod.store(smcd::pack_prod(prod, count));
+        p.b.transport.smcd().rx.control()->urg.store(smcd::pack_prod(mark, count));
+        p.b.transport.smcd().rx.control()->prod.store(smcd::pack_prod(prod, count));
     };
     char buf[8];
     SECTION("a mark beyond what the peer produced") {
@@ -1344,8 +1346,8 @@ TEST_CASE("hostile urgent marks break only this connection, never read outside t
     SECTION("a mark whose count never matches: urgent data on its way, data still flows") {
         Pair p;
         CHECK(send_buf(p.a, "abcd", 4) == 4);
-        p.b.transport.rx.control()->urg.store(smcd::pack_prod({0, 2}, 7));
-        p.b.transport.rx.control()->prod.store(smcd::pack_prod({0, 4}, 6));
+        p.b.transport.smcd().rx.control()->urg.store(smcd::pack_prod({0, 2}, 7));
+        p.b.transport.smcd().rx.control()->prod.store(smcd::pack_prod({0, 4}, 6));
         CHECK(smc_recv_urgent(p.b, buf, 1, false) == -EAGAIN);
         CHECK_FALSE(smc_poll_events(p.b) & (POLLPRI | POLLERR));
         CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 4);
@@ -1449,7 +1451,7 @@ TEST_CASE("a read whose arm takes the peer watch's wake-up for a dead peer still
     for (int round = 0; round < 50; ++round) {
         Pair p;
         p.b.epoll_watched.store(true);
-        p.b.transport.tx.control()->waiting.fetch_or(smcd::kWakingData);
+        p.b.transport.smcd().tx.control()->waiting.fetch_or(smcd::kWakingData);
         std::atomic<bool> started{false}, delivered{false};
         std::thread watch([&] {
             while (!started.load())
@@ -1459,7 +1461,7 @@ TEST_CASE("a read whose arm takes the peer watch's wake-up for a dead peer still
             smc_check_peer(p.b); // what peer_watch::deliver does
             smc_self_wake(p.b);
             delivered.store(true);
-            p.b.transport.tx.control()->waiting.fetch_and(~uint64_t{smcd::kWakingData});
+            p.b.transport.smcd().tx.control()->waiting.fetch_and(~uint64_t{smcd::kWakingData});
         });
         started.store(true);
         char buf[8];

@@ -13,6 +13,7 @@
 
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace usmc;
@@ -71,6 +72,24 @@ class FakeTransport final {
     bool notify_reader(Cursor) { return false; }
     bool writer_waits() const { return false; }
     bool notify_writer() { return false; }
+    // Our waits: noted only; the delivered CDC is the wake-up (SMC-R's way).
+    bool wanted_data = false, wanted_space = false;
+    void want_data() { wanted_data = true; }
+    bool unwant_data() { return std::exchange(wanted_data, false); }
+    bool wants_data() const { return wanted_data; }
+    bool data_wake_coming() const { return false; }
+    void want_space() { wanted_space = true; }
+    void name_space_bell(uint64_t) {}
+    core::Requests take_all_requests() { return {}; }
+    void wake_reader() const {}
+    void wake_writer() const {}
+    void release_wakers() {}
+    uint8_t peer_conn_flags() const { return inbox_.conn_flags; }
+    uint8_t sent_conn_flags() const { return sent_.conn_flags; }
+    bool send_move(Cursor cons, uint8_t flags, uint8_t move) {
+        send_cons(cons, uint8_t(flags | move));
+        return true;
+    }
 
     // The test's wire: the oldest message of ours arrives at the peer.
     bool deliver() {

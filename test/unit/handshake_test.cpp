@@ -149,9 +149,9 @@ TEST_CASE("a second connection between the same peers reuses both DMBs and their
         SmcConn c;
         auto server_conn = handshake_pair(t, server_dev, client_dev, *ep, c);
         auto& s = *server_conn;
-        server_rx[round] = s.transport.rx.base;
-        client_rx[round] = c.transport.rx.base;
-        client_tx[round] = c.transport.tx.base;
+        server_rx[round] = s.transport.smcd().rx.base;
+        client_rx[round] = c.transport.smcd().rx.base;
+        client_tx[round] = c.transport.smcd().tx.base;
         CHECK(s.peer_uid == getuid()); // from SO_PEERCRED at attach time
         const std::string msg = round == 0 ? "first" : "again";
         CHECK(send_str(c, msg.c_str()) == ssize_t(msg.size()));
@@ -196,8 +196,8 @@ TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes
     REQUIRE(named);
     CHECK(named->secret == c.dmb_secret);
     CHECK(named->secret != c.token); // never the `sig`'s name, which anyone can read
-    CHECK(c.transport.rx.control()->owner_sig.load() == c.token);
-    CHECK(named->serial == c.transport.rx.serial);
+    CHECK(c.transport.smcd().rx.control()->owner_sig.load() == c.token);
+    CHECK(named->serial == c.transport.smcd().rx.serial);
     HandshakeResult server_result;
     bool complete = false;
     std::thread server([&] {
@@ -214,10 +214,10 @@ TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes
     CHECK(complete); // up at the Accept
     auto& s = *std::get<std::unique_ptr<SmcConn>>(server_result);
     // The DMB the Proposal named (each side maps the other's segment where it may).
-    CHECK(s.transport.tx.serial == c.transport.rx.serial);
-    CHECK(s.transport.tx.offset == c.transport.rx.offset);
-    CHECK(c.transport.tx.serial == s.transport.rx.serial);
-    CHECK(c.transport.tx.offset == s.transport.rx.offset);
+    CHECK(s.transport.smcd().tx.serial == c.transport.smcd().rx.serial);
+    CHECK(s.transport.smcd().tx.offset == c.transport.smcd().rx.offset);
+    CHECK(c.transport.smcd().tx.serial == s.transport.smcd().rx.serial);
+    CHECK(c.transport.smcd().tx.offset == s.transport.smcd().rx.offset);
     CHECK(s.peer_token == c.token);
     char b;
     CHECK(recv(t.server, &b, 1, MSG_DONTWAIT) == -1); // no Confirm came
@@ -239,9 +239,9 @@ TEST_CASE("on a link group the Proposal names the client's DMB: the Accept takes
     REQUIRE(smc_conn_init_wakeups(d, false, ism::random64()));
     auto taken = smc_name_dmb(d, client_dev, cfg, server_dev.gid());
     REQUIRE(taken);
-    REQUIRE(smcd::take_named(*d.transport.rx.control(), d.dmb_secret)); // as the server does
+    REQUIRE(smcd::take_named(*d.transport.smcd().rx.control(), d.dmb_secret)); // as the server does
     smc_connect_abandon(d, client_dev);
-    CHECK_FALSE(d.transport.rx.valid());
+    CHECK_FALSE(d.transport.smcd().rx.valid());
     for (int i = 0; i < 8; ++i) {
         SmcConn e;
         REQUIRE(smc_conn_init_wakeups(e, false, ism::random64()));

@@ -280,9 +280,9 @@ TEST_CASE("connection records are published, read twice, and freed") {
     REQUIRE(dmb);
     CHECK(dmb->ino != 0);
     SmcConn c;
-    c.transport.rx = *dmb;
-    c.transport.tx.size = 32 << 10;
-    c.transport.tx.ino = 4242;
+    c.transport.smcd().rx = *dmb;
+    c.transport.smcd().tx.size = 32 << 10;
+    c.transport.smcd().tx.ino = 4242;
     c.gid = 0x1111;
     c.peer_gid = 0x2222;
     c.token = 0x3333;
@@ -334,7 +334,7 @@ TEST_CASE("connection records are published, read twice, and freed") {
     CHECK(statseg::live_records(views[0]).empty());
     statseg::close_all(views);
 
-    c.transport.rx = ism::Dmb{};
+    c.transport.smcd().rx = ism::Dmb{};
     ism::Dmb own = *dmb;
     ism::unmap(own);
     statseg::retire(h);
