@@ -13,6 +13,35 @@
 namespace usmc {
 
 namespace {
+using readiness::SigAct;
+using readiness::SigEvent;
+
+// Closes `sig` and its sink and lets go of the peer's wakers: what the
+// lifecycle word's Close step (sig_life.hpp) tells its one caller to do.
+void close_pair(SmcConn& c) {
+    // The loop must not drain the sink (nor look at the connection) after this.
+    space_watch::remove(&c);
+    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name, c.sig_clean}))
+        counters::count(counters::sigs_spared);
+    else if (c.sig >= 0)
+        sys::real().close(c.sig);
+    c.sig = -1;
+    int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
+    if (sink >= 0) sys::real().close(sink);
+    c.transport.release_wakers();
+    c.pair_let_go.store(true, std::memory_order_release);
+}
+
+// Does what a step of the lifecycle word asks of its caller.
+void act(SmcConn& c, readiness::SigOutcome o) {
+    if (o.act == SigAct::Unblock) wakeup::unblock(c.sig);
+    if (o.act == SigAct::Close) close_pair(c);
+}
+
+void made(SmcConn& c, bool blocked) {
+    act(c, c.sig_life.apply(blocked ? SigEvent::MadeBlocked : SigEvent::MadeOpen));
+}
+
 void tell_peer(SmcConn& c, uint8_t flag) {
     log::debug("fd {}: tells the peer {}", c.tcp_fd,
                flag == core::kPeerDoneWriting  ? "done writing"
@@ -61,8 +90,8 @@ bool smc_sig_reusable(const SmcConn& c) {
     return c.sig >= 0 && c.sig_forks == forkref::forks_so_far() &&
            c.sig_epoll_gen == g_epoll_sets_closed.load(std::memory_order_acquire) &&
            c.sink.load(std::memory_order_acquire) < 0 &&
-           !c.sig_shrunk.load(std::memory_order_acquire) &&
-           !c.sig_blocked.load(std::memory_order_acquire) && c.sig_pollers.load() == 0;
+           !c.sig_shrunk.load(std::memory_order_acquire) && !c.sig_life.blocked() &&
+           c.sig_life.pollers() == 0;
 }
 
 bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
@@ -77,7 +106,7 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
             c.sig = spare->fd;
             c.sig_name = spare->name;
             c.token = spare->token;
-            c.sig_blocked.store(blocked, std::memory_order_release);
+            made(c, blocked);
             counters::count(counters::sigs_reused);
             return true;
         }
@@ -94,14 +123,12 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     }
     c.sig_name = name;
     c.token = token;
-    c.sig_blocked.store(blocked, std::memory_order_release);
+    made(c, blocked);
     return true;
 }
 
 void smc_unblock(SmcConn& c) {
-    if (c.sig_blocked.load(std::memory_order_acquire) &&
-        c.sig_blocked.exchange(false, std::memory_order_acq_rel))
-        wakeup::unblock(c.sig);
+    act(c, c.sig_life.apply(SigEvent::Unblock));
 }
 
 void smc_wake_all(SmcConn& c) {
@@ -121,35 +148,21 @@ void smc_shutdown_write(SmcConn& c) {
 }
 
 void smc_close_wakeups(SmcConn& c) {
-    if (c.pair_closed.exchange(true, std::memory_order_acq_rel)) return;
-    // The loop must not drain the sink (nor look at the connection) after this.
-    space_watch::remove(&c);
-    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name, c.sig_clean}))
-        counters::count(counters::sigs_spared);
-    else if (c.sig >= 0)
-        sys::real().close(c.sig);
-    c.sig = -1;
-    int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
-    if (sink >= 0) sys::real().close(sink);
-    c.transport.release_wakers();
+    act(c, c.sig_life.apply(SigEvent::Close));
 }
 
-// (seq_cst both ways: a poll() that counted itself in before the retirement
-// is seen by it, or sees it.)
+// (A poll() counted in before the retirement is seen by it, or is refused
+// after it: one word, sig_life.cpp.)
 void smc_retire_wakeups(SmcConn& c) {
-    c.pair_retired.store(true);
-    if (c.sig_pollers.load() == 0) smc_close_wakeups(c);
+    act(c, c.sig_life.apply(SigEvent::Retire));
 }
 
 bool smc_sig_enter(SmcConn& c) {
-    c.sig_pollers.fetch_add(1);
-    if (!c.pair_retired.load()) return true;
-    smc_sig_leave(c);
-    return false;
+    return c.sig_life.apply(SigEvent::Enter).act != SigAct::Refused;
 }
 
 void smc_sig_leave(SmcConn& c) {
-    if (c.sig_pollers.fetch_sub(1) == 1 && c.pair_retired.load()) smc_close_wakeups(c);
+    act(c, c.sig_life.apply(SigEvent::Leave));
 }
 
 void smc_quiesce(SmcConn& c) {

@@ -5,6 +5,7 @@
 // bookkeeping that saves system calls on it. One of the three objects a
 // connection side is (engine/conn/conn.hpp): it knows no transport and no
 // cursor; the data path decides when to arm, drain and wake it.
+#include "engine/readiness/sig_life.hpp"
 #include "engine/readiness/wakeup.hpp"
 
 #include <atomic>
@@ -16,12 +17,11 @@
 namespace usmc::readiness {
 
 struct ConnReadiness {
-    int sig = -1;                         // ours (wakeup.hpp)
-    std::atomic<int> sink{-1};            // where `sig` puts its fill (made at the first)
-    wakeup::Name sink_name;               // the sink's (kernel-chosen), set before `sink`
-    std::atomic<bool> sig_blocked{false}; // connecting: `sig` connected to the blocker
-    wakeup::Name sig_name;                // ours, for wake-ups of our own
-    uint32_t sig_forks = 0;               // forkref::forks_so_far() when `sig` was made
+    int sig = -1;              // ours (wakeup.hpp)
+    std::atomic<int> sink{-1}; // where `sig` puts its fill (made at the first)
+    wakeup::Name sink_name;    // the sink's (kernel-chosen), set before `sink`
+    wakeup::Name sig_name;     // ours, for wake-ups of our own
+    uint32_t sig_forks = 0;    // forkref::forks_so_far() when `sig` was made
     // g_epoll_sets_closed when `sig` was taken, and whether it goes to the
     // spares when the connection ends (release(): out of every epoll set).
     uint32_t sig_epoll_gen = 0;
@@ -57,12 +57,15 @@ struct ConnReadiness {
         epoll_event ev;
     };
     std::vector<EpollReg> connecting_regs;
-    // A handshake that fell back leaves a TCP connection that needs no
-    // `sig`: it is closed once no poll() of ours is inside a call on
-    // it (smc_retire_wakeups), so fallbacks do not keep usmc's descriptors.
-    std::atomic<int> sig_pollers{0};
-    std::atomic<bool> pair_retired{false};
-    std::atomic<bool> pair_closed{false};
+    // `sig`'s life (sig_life.hpp): blocked while connecting, then open;
+    // the poll()s of ours inside a call on it; retired when the connection
+    // goes TCP (a fallback keeps no usmc descriptor: `sig` is closed once no
+    // poll() of ours is inside a call on it, smc_retire_wakeups); closed once.
+    SigLife sig_life;
+    // The Close step's work is done (close.cpp): the word says Closed before
+    // the thread it chose has let go of the pair, and the object may be
+    // freed only after that.
+    std::atomic<bool> pair_let_go{false};
 
     // System calls saved on `sig` (rx.cpp, tx.cpp). The peer sends a
     // wake-up only after taking our request for data, so while the request

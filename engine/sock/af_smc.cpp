@@ -159,12 +159,13 @@ void drop_local(SmcConn* c) {
 // A poll() of another thread may still be inside a call on the wake-up
 // pair of this (once Connecting) connection: it leaves before the object
 // goes. Counted in ourselves, the pair cannot close under us while we wake
-// them; retired, no new one comes in; the last to leave closes the pair.
+// them (the retirement leaves it to the last one out); retired, no new one
+// comes in; the last to leave closes the pair.
 void quiesce_pollers(SmcConn* c) {
     timespec pause{0, 100000};
     if (smc_sig_enter(*c)) {
-        c->pair_retired.store(true);
-        for (int spins = 0; c->sig_pollers.load() > 1; ++spins) {
+        smc_retire_wakeups(*c);
+        for (int spins = 0; c->sig_life.pollers() > 1; ++spins) {
             if (spins % 64 == 0) {
                 smc_wake_all(*c);
             }
@@ -172,8 +173,10 @@ void quiesce_pollers(SmcConn* c) {
         }
         smc_sig_leave(*c);
     }
-    // (Retired before: the retirement woke them.)
-    while (c->sig_pollers.load() != 0)
+    // (Retired before: the retirement woke them.) The last of them to leave
+    // closes the pair after its count is off the word: wait for that too.
+    while (c->sig_life.pollers() != 0 || (c->sig_life.phase() == readiness::SigPhase::Closed &&
+                                          !c->pair_let_go.load(std::memory_order_acquire)))
         nanosleep(&pause, nullptr);
 }
 

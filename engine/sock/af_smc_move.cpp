@@ -437,7 +437,7 @@ void moved_ctl(SmcConn* c, int epfd, int op, const epoll_event* ev) {
 }
 
 void moved_exec_failed(int fd, SmcConn* c) {
-    if (!c->pair_retired.load()) switch_local(fd, c);
+    if (!c->sig_life.retired()) switch_local(fd, c);
 }
 
 void moved_at_exit(int fd, SmcConn* c, bool exec) {
