@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -108,15 +109,29 @@ void name_this_thread(const char* name) {
     pthread_setname_np(pthread_self(), name); // (a name too long is refused: unnamed, no harm)
 }
 
+bool start_thread(std::function<void()> body) {
+    // A new thread inherits its creator's mask: block everything around
+    // the creation, then give the caller its own mask back.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool started = true;
+    try {
+        std::thread(std::move(body)).detach();
+    } catch (const std::system_error&) {
+        started = false;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return started;
+}
+
 int start_epoll_thread(void (*loop)(int epfd), const char* name) {
     int epfd = place_high(real().epoll_create1(EPOLL_CLOEXEC));
     if (epfd < 0) return -1;
-    try {
-        std::thread([loop, epfd, name] {
+    if (!start_thread([loop, epfd, name] {
             name_this_thread(name);
             loop(epfd);
-        }).detach();
-    } catch (const std::system_error&) {
+        })) {
         real().close(epfd);
         return -1;
     }

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdint>
 #include <fcntl.h>
+#include <functional>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -128,6 +129,14 @@ inline uint64_t mono_ns() {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
+
+// Starts a detached thread of ours running `body`, with every signal
+// blocked in it: a signal sent to the process goes to a thread of the
+// application's, whose mask is its own choice (a program that blocks a
+// signal to take it in sigwait, signalfd or epoll_pwait's mask must find
+// it pending, not handled at once on one of our threads). False if the
+// thread cannot be made.
+bool start_thread(std::function<void()> body);
 
 // A private epoll set served by a detached thread of ours, named `name`,
 // running `loop(epfd)` for the rest of the process (the listen and peer

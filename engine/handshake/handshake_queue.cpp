@@ -34,11 +34,10 @@ bool HandshakeQueue::submit(std::function<void()> job) {
     {
         std::lock_guard lock(mu_);
         if (started_ < workers_ && started_ < running_.load() + jobs_.size() + 1) {
-            try {
-                std::thread([this] { work(); }).detach();
+            if (sys::start_thread([this] { work(); })) {
                 ++started_;
-            } catch (const std::system_error& e) {
-                log::warn("cannot start a handshake worker: {}", e.what());
+            } else {
+                log::warn("cannot start a handshake worker");
                 if (started_ == 0) return false;
             }
         }

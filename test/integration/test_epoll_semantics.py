@@ -49,11 +49,6 @@ KNOWN_GAPS = {
     "peer_exit": "no RDHUP/HUP/ERR (nor ECONNRESET, EPIPE) when the peer process exits mid-stream",
     "peer_abort": "no RDHUP/HUP/ERR (nor ECONNRESET, EPIPE) when the peer resets the connection",
     "peer_shutdown": "no RDHUP (nor HUP after our own shutdown) when the peer shuts down writing",
-    # usmc's threads (handshake workers, peer watch) do not block signals:
-    # a process-directed signal the program's only thread blocks runs its
-    # handler on one of them at once, and epoll_pwait's mask finds nothing
-    # pending.
-    "epoll_pwait_process_signal": "a process-directed signal blocked by the program runs at once on usmc's threads",
 }
 
 

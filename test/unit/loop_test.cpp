@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The engine's event loop (loop.hpp): readiness, deadlines, timers, cancel.
 #include "engine/base/loop.hpp"
+#include "engine/base/sys.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -8,7 +9,9 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -255,4 +258,35 @@ TEST_CASE("loop: a storm of handshake events runs the thread as SCHED_BATCH, a w
     while (loop::batched() && steady_clock::now() < give_up)
         std::this_thread::sleep_for(milliseconds(10)); // (polls a state, bounded)
     CHECK_FALSE(loop::batched());
+}
+
+// A signal sent to the process must reach one of the application's threads,
+// under its mask: every thread of ours blocks them all, the loop's too, and
+// the caller's own mask is left as it was.
+TEST_CASE("usmc's threads block every signal; the caller's mask is untouched", "[loop]") {
+    sigset_t before;
+    pthread_sigmask(SIG_SETMASK, nullptr, &before);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool seen = false, all_blocked = false;
+    REQUIRE(sys::start_thread([&] {
+        sigset_t now;
+        pthread_sigmask(SIG_SETMASK, nullptr, &now);
+        bool all = sigismember(&now, SIGUSR1) && sigismember(&now, SIGTERM) &&
+                   sigismember(&now, SIGINT) && sigismember(&now, SIGCHLD) &&
+                   sigismember(&now, SIGRTMIN);
+        std::lock_guard lock(mu);
+        all_blocked = all;
+        seen = true;
+        cv.notify_one();
+    }));
+    {
+        std::unique_lock lock(mu);
+        REQUIRE(cv.wait_for(lock, seconds(10), [&] { return seen; }));
+    }
+    CHECK(all_blocked);
+    sigset_t after;
+    pthread_sigmask(SIG_SETMASK, nullptr, &after);
+    for (int s : {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGCHLD})
+        CHECK(sigismember(&after, s) == sigismember(&before, s));
 }
