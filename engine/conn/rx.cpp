@@ -491,6 +491,12 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (c.moved.load(std::memory_order_relaxed)) [[unlikely]]
             return got ? ssize_t(got) : kSmcMoved;
         if (smc_broken(c)) return got ? ssize_t(got) : -ECONNRESET;
+        // Another process holding our side (fork) moved it to TCP: what the
+        // ring holds past the cursor it published is the peer's to send
+        // again over TCP (it moved out), or in the stash of the one that
+        // took the peer's move. Never ours to read from the ring as well.
+        if (c.shared_by_fork() && (c.transport.sent_conn_flags() & core::kMovedFlags)) [[unlikely]]
+            return got ? ssize_t(got) : kSmcMoved;
         // The core's receive of the peer's CDC, at each look (SMC-D's words
         // in our control line).
         core::PeerCdc peer = c.transport.receive();

@@ -38,9 +38,10 @@ KNOWN_GAPS = {
     # (af_smc_move.cpp); the peer hands over what the rings held only at its
     # next call on the connection, so the exec'd program reads none of what
     # came before the exec, and the set still holds the old image's `sig`,
-    # readable. The parent (it forked the exec'd child) then reads 5 or 13
-    # bytes where TCP gives 3: the 5 twice, it seems (its stash and the
-    # peer's resend).
+    # readable. The parent (it forked the exec'd child) holds the same
+    # socket: it gets the 5 (the peer's resend over TCP, never its own ring
+    # as well) and the 3, where TCP gives it 3 (the child read the 5); its
+    # set, answered by `sig`, may wake it before they land: 8 or 0 read.
     "exec_inherited_set": "the exec'd program cannot read what arrived before the exec",
     # (c) epoll_wait reports `sig`'s own events untranslated, and `sig` (an
     # unconnected datagram socket) never shows RDHUP, HUP or ERR: the peer's

@@ -30,6 +30,14 @@ the other wrote, in order.
    or kill the process as OpenSSH's do) and loops over the connection.
 4. A client in an edge-triggered epoll loop (in cases 1 and 3): the move
    to TCP has to wake it (its 1 s tick never retries I/O).
+5. A side held by two processes: the server forks, the child execs a
+   reader with the connection (the client's first bytes unread in the
+   ring), which reads what it can in 0.5 s and exits; the client sends
+   more and shuts down; then the parent, which kept its copy, reads to the
+   end (or it starts reading first, and waits for the client). What the
+   child read, then what the parent read, must be the client's bytes
+   exactly, each once (the parent must not read from its ring what the
+   client sends again over TCP for the child's move).
 
 Every payload random (its seed printed), compared byte for byte; every
 wait bounded (a case has a deadline of its own), every process stopped by
@@ -458,6 +466,71 @@ def seccomp_steps(case, probe, on_denied, pre, m, rest, post, epoll):
           f"client {crc})")
 
 
+# ---- 5. a side held by two processes: the parent reads after its child's exec ----
+
+def shared(env, wrapped_child, pre, post, parent_first=False):
+    name = f"shared-{'wrapped' if wrapped_child else 'plain'}-child-pre{pre // KB}k-post{post // KB}k" \
+           f"{'-parent-first' if parent_first else ''}"
+    if opts.only not in name:
+        return
+    case = Case(env, name)
+    case.run(shared_steps, wrapped_child, pre, post, parent_first)
+    case.moved(expect_moves=True)
+
+
+def shared_steps(case, wrapped_child, pre, post, parent_first):
+    server, slines = case.start([PYTHON, APP, "server", "--seed", str(case.seed)])
+    ready = case.wait_line(slines, "READY", "the server listens")
+    if not ready:
+        return
+    port = int(ready.split()[1])
+    client, clines = case.start(client_cmd(case, port, pre, post, False, case.path("client-read")))
+    tell(server, "ACCEPT")
+    accepted = case.wait_line(slines, "ACCEPTED", "accept")
+    connected = case.wait_line(clines, ("CONNECTED", "ERROR"), "connect")
+    if not (accepted and connected.startswith("CONNECTED")):
+        check(False, f"{case.name}: connected ({accepted!r}, {connected!r})")
+        return
+    smcd_before(case, port)
+    tell(client, "PRE")
+    pre_line = case.wait_line(clines, ("PRE_SENT", "PRE_BLOCKED"), "the client's first bytes")
+    child_file, parent_file = case.path("child-read"), case.path("parent-read")
+    tell(server, f"EXEC fork-after {int(wrapped_child)} reader {child_file}")
+    execed = case.wait_line(slines, "EXECED", "the exec")
+    read_done = case.wait_line(slines, "READER-DONE", "the exec'd reader reads what it can")
+    tell(server, "REAP")
+    reaped = case.wait_line(slines, "CHILD-EXIT", "the exec'd reader exits")
+    print(f"    client {pre_line!r}; exec'd child {execed!r}, {read_done!r}, {reaped!r}", flush=True)
+    # The client sends the rest and ends before the parent reads: its call
+    # takes the child's move first (small enough for TCP's buffers to hold
+    # it all while nobody reads). Or the parent reads first, and waits.
+    if parent_first:
+        tell(server, f"DRAIN {parent_file}")
+    tell(client, "READ")
+    tell(client, "POST")
+    posted = case.wait_line(clines, ("POST_SENT", "SEND-ERROR"), "the client sends the rest")
+    check(posted == f"POST_SENT {pre + post}", f"{case.name}: the client sent all ({posted!r})")
+    if not parent_first:
+        tell(server, f"DRAIN {parent_file}")
+    drained = case.wait_line(slines, ("DRAINED", "DRAIN-ERROR"), "the parent reads its copy to the end")
+    tell(server, "CLOSE")
+    case.wait_line(slines, "PARENT-CLOSED", "the parent closes its copy")
+    recv, crc = finish_client(case, client, clines)
+    tell(server, "EXIT")
+    src = case.wait_exit(server, "the server exits")
+    sent = payload(case.seed, "client", pre + post)
+    child_got, parent_got = read_file(child_file), read_file(parent_file)
+    both = child_got + parent_got
+    check(both == sent and drained == f"DRAINED {len(parent_got)}",
+          f"{case.name}: the exec'd child ({len(child_got)} bytes), then its parent ({len(parent_got)} bytes) "
+          f"read the client's {pre} + {post} bytes exactly, each once "
+          f"({first_diff(both, sent, [('before the exec', pre), ('after', post)])}; {drained!r})")
+    check(recv == f"RECV 0 {sha(b'')}", f"{case.name}: the client read the end of the stream, nothing else "
+          f"({recv[:60]!r})")
+    check(crc == 0 and src == 0 and reaped == "CHILD-EXIT 0",
+          f"{case.name}: exit statuses 0 (client {crc}, server {src}, {reaped!r})")
+
+
 t_all = time.monotonic()
 with Env(smcd_mechanics=True) as env:
     # (A loaded machine's late Proposal stays SMC-D: the test is about SMC-D connections.)
@@ -491,6 +564,11 @@ with Env(smcd_mechanics=True) as env:
     inetd(env, "nofork", False, 200 * KB, 30 * KB, 200 * KB, epoll=True)
     inetd(env, "fork-before", True, 3000 * KB, 1 * KB, 50 * KB, epoll=True)
     seccomp(env, probe, "errno", 200 * KB, 30 * KB, 200 * KB, 50 * KB, epoll=True)
+
+    print("5. a side held by two processes: the parent reads after its child's exec", flush=True)
+    shared(env, True, 1 * KB, 40 * KB)
+    shared(env, False, 20 * KB, 10 * KB)
+    shared(env, True, 200 * KB, 50 * KB, parent_first=True)
 
     if SMCD:
         have = {k: v for k, v in moved_counts.items() if v is not None}

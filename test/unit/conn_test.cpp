@@ -456,6 +456,28 @@ TEST_CASE("a peer's move to TCP: the ring first, then every call says moved; one
     CHECK(smcd::conn_flags(*p.a.transport.smcd().rx.control()) == core::kMovedTook);
 }
 
+TEST_CASE("a side two processes hold, moved by the other one: its ring is never read again") {
+    Pair p;
+    CHECK(send_buf(p.a, "abc", 3) == 3);
+    char buf[8];
+    // b's side is held by two processes (fork): its word in a's line is
+    // theirs, and the other one moved (b's copy here never did).
+    p.b.fork_gen.store(1);
+    smcd::Control& b_word_line = *p.a.transport.smcd().rx.control();
+    SECTION("the other one moved out (exec): a sends the ring's bytes again over TCP") {
+        CHECK(smcd::send_move(b_word_line, {0, 0}, 0, core::kMovedOut));
+    }
+    SECTION("a moved out and the other one took it: the ring's bytes are in its stash") {
+        CHECK(p.a.publish_move(core::kMovedOut));
+        CHECK(smcd::send_move(b_word_line, {0, 0}, 0, core::kMovedTook));
+    }
+    CHECK(smc_move_noticed(p.b));
+    CHECK(recv_buf(p.b, buf, sizeof buf, MSG_PEEK, true) == kSmcMoved);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == kSmcMoved);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, false) == kSmcMoved);            // never sleeps
+    CHECK(smcd::unpack_cons(b_word_line.cons.load()) == core::Cursor{0, 0}); // nothing consumed
+}
+
 TEST_CASE("the move flag of a side is claimed once among its processes") {
     smcd::Control line{};
     CHECK(smcd::send_move(line, {0, 7}, core::kPeerDoneWriting, core::kMovedTook));

@@ -14,8 +14,9 @@ server --seed S [--family 4|6]
       ACCEPT      accept() (10 s at most): 'ACCEPTED <peer port>'
       WRITE <m>   writes payload(S, "server", m): 'WROTE <m>' (not read by
                   the client yet: it sits in the client's receive ring)
-      EXEC <how> <wrapped 0|1> <target> [<len>]
-                  execs `exec_conn_app.py <target>` (echo or talker) with the
+      EXEC <how> <wrapped 0|1> <target> [<len> | <file>]
+                  execs `exec_conn_app.py <target>` (echo, talker or
+                  reader: <file> where the reader puts what it read) with the
                   connection on fds 0 and 1 and its report descriptor a dup
                   of this stdout; wrapped 0: LD_PRELOAD removed from its
                   environment (a program that knows nothing of usmc).
@@ -26,6 +27,8 @@ server --seed S [--family 4|6]
                        fork-after  fork; the child execs at once, the parent
                                    keeps its copy until CLOSE: 'FORKED <pid>'
       CLOSE       the parent closes its copy: 'PARENT-CLOSED'
+      DRAIN <file> reads its copy to end of stream into <file>: 'DRAINED
+                  <len>' (or 'DRAIN-ERROR <what> <len>')
       REAP        waits (20 s at most) for the forked child: 'CHILD-EXIT
                   <status>' (or 'CHILD-EXIT timeout', the child killed)
       EXIT        ends.
@@ -54,6 +57,10 @@ echo --report-fd F   (exec'd) 'EXECED <pid> preload=<0|1>' on F; writes
     BANNER, then echoes all it reads on fd 0 to fd 1, at end of stream
     writes 'EXEC-END <len> <sha256>\\n' to fd 1 and reports 'CHILD-DONE <len>
     <sha256>' on F, exits 0 ('CHILD-ERROR ...' and 1 on a failure).
+reader --report-fd F --out FILE   (exec'd) 'EXECED ...' on F; waits up to 0.5 s
+    for fd 0 to be readable, then reads (without blocking, and without
+    touching the file's O_NONBLOCK, which its parent's copy shares) until
+    nothing is left, into FILE: 'READER-DONE <len>' on F, exits 0.
 talker --report-fd F --seed S --len N --side server|client   (exec'd)
     'EXECED ...' on F; writes payload(S, "talk-<side>", N) to fd 1 and shuts
     writing down, meanwhile reads fd 0 to end of stream: 'TALK-DONE <side>
@@ -148,6 +155,8 @@ def server(a):
             extra = ["--seed", str(a.seed)]  # (the test finds a child left behind by it)
             if target == "talker":
                 extra += ["--side", "server", "--len", w[4]]
+            elif target == "reader":
+                extra += ["--out", w[4]]
             if how == "nofork":
                 exec_target(conn.fileno(), wrapped, target, extra)
             go_r, go_w = os.pipe()
@@ -177,6 +186,20 @@ def server(a):
             conn.close()
             conn = None
             out("PARENT-CLOSED")
+        elif w[0] == "DRAIN":
+            n = 0
+            with open(w[1], "wb") as f:
+                try:
+                    while True:
+                        d = conn.recv(1 << 16)
+                        if not d:
+                            break
+                        f.write(d)
+                        n += len(d)
+                except OSError as e:
+                    out("DRAIN-ERROR", errname(e), n)
+                    continue
+            out("DRAINED", n)
         elif w[0] == "REAP":
             deadline = time.monotonic() + 20
             status = None
@@ -424,6 +447,28 @@ def echo(a):
     return 0
 
 
+def reader(a):
+    signal.alarm(60)
+    r = a.report_fd
+    out("EXECED", os.getpid(), f"preload={int('LD_PRELOAD' in os.environ)}", fd=r)
+    s = socket.socket(fileno=os.dup(0))
+    got = bytearray()
+    if select.select([s], [], [], 0.5)[0]:
+        while True:
+            try:
+                d = s.recv(1 << 16, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            if not d:
+                break
+            got += d
+    s.close()
+    with open(a.out, "wb") as f:
+        f.write(got)
+    out("READER-DONE", len(got), fd=r)
+    return 0
+
+
 def talker(a):
     signal.alarm(60)
     r = a.report_fd
@@ -460,7 +505,7 @@ def talker(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=("server", "client", "echo", "talker"))
+    ap.add_argument("role", choices=("server", "client", "echo", "talker", "reader"))
     ap.add_argument("--family", type=int, default=4, choices=(4, 6))
     ap.add_argument("--port", type=int)
     ap.add_argument("--seed", type=int, default=0)
@@ -473,7 +518,7 @@ def main():
     ap.add_argument("--side")
     ap.add_argument("--len", type=int, default=0)
     a = ap.parse_args()
-    return {"server": server, "client": client, "echo": echo, "talker": talker}[a.role](a)
+    return {"server": server, "client": client, "echo": echo, "talker": talker, "reader": reader}[a.role](a)
 
 
 if __name__ == "__main__":
