@@ -78,21 +78,43 @@ int to_ms(const timespec* ts) {
     return ts ? int(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
 }
 
+// An epoll set kept in user memory that poll/select watches falls back to
+// the kernel first (its readiness must then be the kernel's).
+void polled_sets(const pollfd* fds, nfds_t n) {
+    if (!af_smc::any_user_set()) return;
+    for (nfds_t i = 0; i < n; ++i)
+        if (af_smc::epoll_in_user_memory(fds[i].fd)) af_smc::epoll_set_watched(fds[i].fd);
+}
+void selected_sets(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
+    if (!af_smc::any_user_set()) return;
+    for (int fd = 0; fd < n; ++fd)
+        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
+            af_smc::epoll_in_user_memory(fd))
+            af_smc::epoll_set_watched(fd);
+}
+
+int64_t to_ns(int timeout_ms) {
+    return timeout_ms < 0 ? -1 : int64_t(timeout_ms) * 1000000;
+}
+
 } // namespace
 
 USMC_EXPORT int poll(pollfd* fds, nfds_t n, int timeout) {
+    if (!shim::vfork_child()) polled_sets(fds, n);
     if (af_smc::any_smc(fds, n) && !shim::vfork_child())
         return af_smc::poll(fds, n, timeout, nullptr);
     return sys::real().poll(fds, n, timeout);
 }
 
 USMC_EXPORT int ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
+    if (!shim::vfork_child()) polled_sets(fds, n);
     if (af_smc::any_smc(fds, n) && !shim::vfork_child())
         return af_smc::poll(fds, n, to_ms(timeout), mask);
     return sys::real().ppoll(fds, n, timeout, mask);
 }
 
 USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
+    if (!shim::vfork_child()) selected_sets(n, r, w, e);
     if (sets_hold_smc(n, r, w, e) && !shim::vfork_child()) {
         int ms = timeout ? int(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000) : -1;
         return select_via_poll(n, r, w, e, ms, nullptr);
@@ -102,6 +124,7 @@ USMC_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout)
 
 USMC_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
                         const sigset_t* mask) {
+    if (!shim::vfork_child()) selected_sets(n, r, w, e);
     if (sets_hold_smc(n, r, w, e) && !shim::vfork_child())
         return select_via_poll(n, r, w, e, to_ms(timeout), mask);
     return sys::real().pselect(n, r, w, e, timeout, mask);
@@ -116,6 +139,8 @@ USMC_EXPORT int epoll_create1(int flags) noexcept {
 }
 
 USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
+    // A set kept in user memory put inside another set: the kernel's from here.
+    if (af_smc::epoll_in_user_memory(fd) && !shim::vfork_child()) af_smc::epoll_set_watched(fd);
     if ((shim::smc_or_moved(fd) || af_smc::is_listener(fd)) && !shim::vfork_child())
         return af_smc::epoll_ctl(epfd, op, fd, ev);
     int rc = sys::real().epoll_ctl(epfd, op, fd, ev);
@@ -124,6 +149,9 @@ USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
 }
 
 USMC_EXPORT int epoll_wait(int epfd, epoll_event* evs, int max, int timeout) {
+    if (af_smc::epoll_in_user_memory(epfd) && !shim::vfork_child())
+        if (int rc; af_smc::epoll_wait_user(epfd, evs, max, to_ns(timeout), nullptr, false, &rc))
+            return rc;
     if (af_smc::epoll_spins(epfd) && !shim::vfork_child())
         return af_smc::epoll_wait_spin(epfd, evs, max, timeout, nullptr);
     return sys::real().epoll_wait(epfd, evs, max, timeout);
@@ -131,6 +159,9 @@ USMC_EXPORT int epoll_wait(int epfd, epoll_event* evs, int max, int timeout) {
 
 USMC_EXPORT int epoll_pwait(int epfd, epoll_event* evs, int max, int timeout,
                             const sigset_t* mask) {
+    if (af_smc::epoll_in_user_memory(epfd) && !shim::vfork_child())
+        if (int rc; af_smc::epoll_wait_user(epfd, evs, max, to_ns(timeout), mask, false, &rc))
+            return rc;
     if (af_smc::epoll_spins(epfd) && !shim::vfork_child())
         return af_smc::epoll_wait_spin(epfd, evs, max, timeout, mask);
     return sys::real().epoll_pwait(epfd, evs, max, timeout, mask);
@@ -140,6 +171,13 @@ USMC_EXPORT int epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec
                              const sigset_t* mask) {
     auto fn = sys::real().epoll_pwait2;
     if (!fn) return shim::fail(ENOSYS);
+    if (af_smc::epoll_in_user_memory(epfd) && !shim::vfork_child()) {
+        if (timeout &&
+            (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000))
+            return shim::fail(EINVAL);
+        int64_t ns = timeout ? int64_t(timeout->tv_sec) * 1000000000 + timeout->tv_nsec : -1;
+        if (int rc; af_smc::epoll_wait_user(epfd, evs, max, ns, mask, true, &rc)) return rc;
+    }
     return fn(epfd, evs, max, timeout, mask);
 }
 

@@ -59,6 +59,7 @@ void tell_peer(SmcConn& c, uint8_t flag) {
         c.peer_gone.load(std::memory_order_acquire))
         was = {};
     if (was.data) c.transport.wake_reader();
+    if (was.data_bell) c.transport.ring_data_bell(was.data_bell);
     if (was.space) smc_ring_peer_bell(c);
     // After shutdown(SHUT_WR) our own threads blocked in send (now EPIPE)
     // must wake too: make `sig` writable. (A close has woken them in
@@ -70,6 +71,9 @@ void tell_peer(SmcConn& c, uint8_t flag) {
 core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {
     core::CloseState was = c.close_state.load(std::memory_order_acquire);
     core::CloseState now = core::close_event(c, e);
+    c.end_wakes.fetch_add(1, std::memory_order_acq_rel);
+    // (Its set's look may be far off: an armed side is looked at when rung.)
+    if (now != was && c.user_bell.load(std::memory_order_relaxed)) smc_wake_user(c);
     if (now != was) log::debug("fd {}: {} -> {}", c.tcp_fd, core::name(was), core::name(now));
     return now;
 }

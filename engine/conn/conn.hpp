@@ -24,6 +24,7 @@
 // cursors; a bad one marks the connection broken (ECONNRESET), nothing
 // else.
 #include "engine/base/forkref.hpp"
+#include "engine/conn/conn_source.hpp"
 #include "engine/core/close_state.hpp"
 #include "engine/core/conn_state.hpp"
 #include "engine/core/transport.hpp"
@@ -132,6 +133,8 @@ struct SmcConn : core::ConnState, ConnSocket, readiness::ConnReadiness {
     // The transport's part (core/transport.hpp): the rings, the CDC both
     // ways, the requests and wake-ups. SMC-D: the two DMBs.
     Transport transport;
+    // What a set kept in user memory looks at (conn_source.hpp).
+    ConnSource source{this};
     uid_t peer_uid = transport::kUnknownPeer; // the peer's user (attach), labels our DMB for reuse
     // What the handshake agreed, for observers (diag.hpp): the two devices'
     // GIDs and the DMB tokens each side announced in CLC.
@@ -296,6 +299,10 @@ void smc_open_writable(SmcConn& c, bool filled_here = false);
 // The peer freed space we asked for (kWaitSpace taken): ring the bell its
 // process named in our control line (space_watch.hpp).
 void smc_ring_peer_bell(SmcConn& c);
+// Something this process saw changed the side's readiness (its peer's TCP
+// end, room found by the space watch): the set kept in user memory that
+// holds it looks at it (a datagram to its bell with our token).
+void smc_wake_user(SmcConn& c);
 
 // The close state moved on by `e` (any thread): the new state.
 core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e);

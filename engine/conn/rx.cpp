@@ -356,6 +356,11 @@ void smc_self_wake(SmcConn& c) {
     wakeup::send(wakeup::wakers_for_self(), c.sig_name);
 }
 
+void smc_wake_user(SmcConn& c) {
+    uint64_t bell = c.user_bell.load(std::memory_order_acquire);
+    if (bell) wakeup::send_token(wakeup::wakers_for_self(), wakeup::bell_name(bell), c.token);
+}
+
 void SmcConn::store_cons_word() {
     uint8_t flags = conn_flags.load(std::memory_order_acquire);
     // A move another process holding our side published stays (fork).

@@ -39,6 +39,7 @@ void look_locked(bool backstop) {
             continue;
         }
         smc_open_writable(*c, true);
+        smc_wake_user(*c);
         if (backstop) counters::count(counters::space_backstop_unfills);
         c->space_key = 0;
         it = g_waiting->erase(it);

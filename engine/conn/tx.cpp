@@ -131,6 +131,8 @@ int deadline_left(const timespec& deadline) {
 } // namespace
 
 void smc_block_writable(SmcConn& c) {
+    c.nospace.store(true,
+                    std::memory_order_release); // (TCP's SOCK_NOSPACE: room back counts a wake-up)
     // Filled: no longer writable; draining the sink makes it writable again,
     // which the peer asks of us by ringing our bell. (Already filled: the
     // send finds no room, EAGAIN.) Without a bell nobody would drain it:

@@ -55,6 +55,9 @@ enum class Posted : uint8_t { Done, Busy };
 struct Requests {
     bool data = false;
     bool space = false;
+    // A reader's set kept in user memory asked for data too: the bell the
+    // transport rings for it (0: none; SMC-D's kWaitDataBell).
+    uint64_t data_bell = 0;
 };
 
 template <typename T>
@@ -97,6 +100,7 @@ concept ConnTransport = requires(T& t, const T& ct, Cursor at, uint16_t urg, uin
     // taken at once, its reader and writer woken, its waker let go.
     { t.take_all_requests() } -> std::same_as<Requests>;
     {ct.wake_reader()};
+    {ct.ring_data_bell(uint64_t{})};
     {ct.wake_writer()};
     {t.release_wakers()};
     // Moving to TCP (kMovedFlags): the flags as the peer sent them and as

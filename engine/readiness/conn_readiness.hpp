@@ -83,6 +83,17 @@ struct ConnReadiness {
     std::atomic<bool> ever_asked{false};
     std::atomic<bool> asked_since_drain{false};
     std::atomic<bool> wake_seen{false}; // smc_wake_queued found it, since our last drain
+
+    // Issue 44: the epoll set kept in user memory that holds this side (at
+    // most one per process; others watch `sig`), by its bell's id (0: none):
+    // where this process's own wake-ups for it go (the peer watch, the space
+    // watch). `user_set` is engine/sock's, under its lock.
+    std::atomic<uint64_t> user_bell{0};
+    void* user_set = nullptr;
+    // The set's wake-up counts (conn/conn_source.hpp).
+    std::atomic<uint64_t> end_wakes{0};
+    std::atomic<uint64_t> out_wakes{0};
+    std::atomic<bool> nospace{false};
 };
 
 } // namespace usmc::readiness

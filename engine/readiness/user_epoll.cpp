@@ -237,6 +237,39 @@ size_t UserEpoll::take_cold(const Source** out, size_t max) {
     return k;
 }
 
+size_t UserEpoll::take_unarmed(const Source** out, size_t max) {
+    std::lock_guard lock(mu_);
+    size_t k = 0;
+    for (List<Entry>* l : {&hot_, &cold_}) {
+        while (k < max && !l->empty()) {
+            Entry& e = *l->head;
+            out[k++] = e.src;
+            set_heat(e, Heat::Armed);
+        }
+    }
+    return k;
+}
+
+void UserEpoll::look_at_armed() {
+    std::lock_guard lock(mu_);
+    for (auto& [src, e] : entries_)
+        if (e.heat == Heat::Armed && look(e)) make_hot(e);
+}
+
+std::vector<UserEpoll::Registration> UserEpoll::registrations(const Source* src) const {
+    std::lock_guard lock(mu_);
+    std::vector<Registration> out;
+    for (const auto& [key, r] : regs_) {
+        if (src && key.first != src) continue;
+        epoll_event ev{};
+        ev.events =
+            enabled(r) ? r.events & ~uint32_t(EPOLLERR | EPOLLHUP) : r.events & kPrivateBits;
+        ev.data.u64 = r.data;
+        out.push_back({r.fd, key.first, ev});
+    }
+    return out;
+}
+
 uint32_t UserEpoll::interest(const Source* src) const {
     std::lock_guard lock(mu_);
     auto it = entries_.find(src);

@@ -199,6 +199,25 @@ class UserEpoll {
     // for the wake-ups interest() names, then calls mark() on it.
     size_t take_cold(const Source** out, size_t max);
 
+    // Up to `max` sources that are Hot or Cold into `out`, now Armed: before
+    // the owner sleeps, every source is armed (then marked: the look after
+    // arming), so nothing changes unseen while nobody looks.
+    size_t take_unarmed(const Source** out, size_t max);
+
+    // Every Armed source looked at (the bell's queue overflowed: a wake-up
+    // may have been lost).
+    void look_at_armed();
+
+    // A registration as the application made it (for a set that falls back
+    // to the kernel, or a source that moves out of the set).
+    struct Registration {
+        int fd;
+        const Source* src;
+        epoll_event ev; // its events as given (disabled one-shot: the private bits only)
+    };
+    // Those of `src`, or of every source (nullptr), in the order made.
+    std::vector<Registration> registrations(const Source* src = nullptr) const;
+
     // The events of `src`'s enabled registrations here (without the
     // private bits): what its arming must cover; 0 if none.
     uint32_t interest(const Source* src) const;

@@ -346,17 +346,28 @@ void release(Wakers* w) {
     }
 }
 
-void send(Wakers* w, const Name& to) {
+namespace {
+void send_bytes(Wakers* w, const Name& to, const void* b, size_t n) {
     if (!w || !to.valid()) return;
-    static const char b = 1;
     for (int attempt = 0; attempt < 3; ++attempt) {
         int fd = w->fd.load(std::memory_order_acquire);
-        if (sys::real().sendto(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, addr(to), to.len) == 1)
+        if (sys::real().sendto(fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, addr(to), to.len) ==
+            ssize_t(n))
             return;
         // ECONNREFUSED: nobody holds the name any more. EAGAIN: the
         // receiver's queue is full (it is readable: done), or our buffer.
         if (errno != EAGAIN || !member_full(w, fd) || !move_on(w, fd)) return;
     }
+}
+} // namespace
+
+void send(Wakers* w, const Name& to) {
+    static const char b = 1;
+    send_bytes(w, to, &b, 1);
+}
+
+void send_token(Wakers* w, const Name& to, uint64_t token) {
+    send_bytes(w, to, &token, sizeof token);
 }
 
 void after_fork_child() {

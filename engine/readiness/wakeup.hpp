@@ -123,6 +123,9 @@ Wakers* wakers_for_self();
 // One datagram to `to` (a `sig` or a bell). A full receive queue already
 // means "woken"; a full waker moves on to another of the pool.
 void send(Wakers* w, const Name& to);
+// The same with an 8-byte payload: the token of the connection side a
+// bell's owner is woken for (its set finds the connection by it).
+void send_token(Wakers* w, const Name& to, uint64_t token);
 
 // In a forked child: the pools' lock may have been held at the fork.
 void after_fork_child();

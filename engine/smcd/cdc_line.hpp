@@ -14,8 +14,9 @@
 //       owner token: whom a server that took a DMB named in a Proposal
 //       wakes (the peer's word, checked like any: a wrong one wakes nobody
 //       of ours)
-//   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace), set by the
-//       waiter, taken by the notifier with one atomic RMW: exactly one
+//   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace,
+//       kWaitDataBell with its waiter's bell id in the top 48 bits), set by
+//       the waiter, taken by the notifier with one atomic RMW: exactly one
 //       wake-up per wait
 //   40  usmc: the urgent mark  wrap:16 count:32 + urgent count:16
 //   48  usmc: the bell of the peer's process (space_watch.hpp), set before
@@ -74,7 +75,15 @@ enum WaitFlags : uint64_t {
     // written: the reader re-arms (and drains) only after it has landed, so
     // no wake-up for data already read is left behind as a stale "readable".
     kWakingData = 4,
+    // The peer's epoll set, kept in user memory, waits for data (or the end)
+    // here: its bell's id is in the word's top 48 bits (kBellShift), and the
+    // wake-up is a datagram to that bell carrying the peer's token (issue
+    // 44's readiness; docs/DESIGN-NOTES.md). Independent of kWaitData: a
+    // blocked call of the same side waits on `sig` beside it.
+    kWaitDataBell = 8,
 };
+constexpr unsigned kBellShift = 16;
+constexpr uint64_t kBellIdMax = (uint64_t{1} << (64 - kBellShift)) - 1;
 
 constexpr uint8_t kCdcType = 0xFE;
 constexpr uint32_t kControlBytes = 64;

@@ -56,13 +56,17 @@ class ConnPart {
     // unless it already read all we posted (its request then stands for the
     // next write, and no wake-up goes that would find nothing to read).
     bool notify_reader(core::Cursor prod) {
-        if (!take_data_request()) return false;
+        DataRequest req = take_data_request();
+        if (!req) return false;
         if (receive().cons == prod) {
-            keep_data_request();
+            keep_data_request(req);
             return false;
         }
-        wake_reader();
-        data_woken();
+        if (req.bell) signals.ring_data_bell(req.bell);
+        if (req.sig) {
+            wake_reader();
+            data_woken();
+        }
         return true;
     }
     bool writer_waits() const { return space_asked(); }
@@ -88,6 +92,10 @@ class ConnPart {
     // Taken, and the peer's datagram not yet sent (its in-flight word).
     bool data_wake_coming() const { return smcd::data_wake_in_flight(peer()); }
     void want_space() { smcd::ask_for_space(peer()); }
+    // For a set kept in user memory: data (or the end) rings its bell.
+    void want_data_bell(uint64_t bell) { smcd::ask_for_data_bell(peer(), bell); }
+    void unwant_data_bell() { smcd::withdraw_data_bell(peer()); }
+    bool wants_data_bell() const { return smcd::data_bell_asked(peer()); }
     // Our process's bell, where the peer rings when it takes our request for
     // space (written before the request; a store only when it changes).
     void name_space_bell(uint64_t bell) {
@@ -97,6 +105,7 @@ class ConnPart {
     }
     core::Requests take_all_requests() { return smcd::take_all_requests(own()); }
     void wake_reader() const { signals.wake_reader(); }
+    void ring_data_bell(uint64_t bell) const { signals.ring_data_bell(bell); }
     // The bell the peer named in our line (its word: a wrong one wakes a
     // stranger's bell or nobody, never us).
     void wake_writer() const {
@@ -145,8 +154,8 @@ class ConnPart {
 
   private:
     // The peer's requests in our line, taken by notify_* and our close.
-    bool take_data_request() { return smcd::take_data_request(own()); }
-    void keep_data_request() { smcd::keep_data_request(own()); }
+    DataRequest take_data_request() { return smcd::take_data_request(own()); }
+    void keep_data_request(DataRequest taken) { smcd::keep_data_request(own(), taken); }
     void data_woken() { smcd::data_woken(own()); }
     bool space_asked() const { return smcd::space_asked(own()); }
     bool take_space_request() { return smcd::take_space_request(own()); }

@@ -20,11 +20,18 @@ class PeerSignals {
     // (`peer_gid`), kept until release(). False if no pool could be had.
     bool reach(uint64_t peer_gid, uint64_t peer_token) {
         sig_ = wakeup::sig_name(peer_token);
+        peer_token_ = peer_token;
         if (!wakers_) wakers_ = wakeup::wakers_for(peer_gid);
         return wakers_ != nullptr;
     }
     // Its reader asked for data (or the end): wake it.
     void wake_reader() const { wakeup::send(wakers_, sig_); }
+    // Its epoll set (kept in user memory) asked for data: ring that set's
+    // bell with the token of the peer's side, which names the connection
+    // there (the peer's word: a wrong bell wakes a stranger or nobody).
+    void ring_data_bell(uint64_t bell) const {
+        if (bell) wakeup::send_token(wakers_, wakeup::bell_name(bell), peer_token_);
+    }
     // Its writer asked for space: ring the bell it named (0: none).
     void ring_bell(uint64_t bell) const {
         if (bell) wakeup::send(wakers_, wakeup::bell_name(bell));
@@ -37,6 +44,7 @@ class PeerSignals {
 
   private:
     wakeup::Name sig_;
+    uint64_t peer_token_ = 0;
     wakeup::Wakers* wakers_ = nullptr;
 };
 

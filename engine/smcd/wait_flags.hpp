@@ -23,10 +23,35 @@ inline void ask_for_data(Control& peer_line) {
 inline void ask_for_space(Control& peer_line) {
     peer_line.waiting.fetch_or(kWaitSpace, std::memory_order_seq_cst);
 }
-// Reader, at its end: our request for data withdrawn (the peer must not
-// wake the name any more). True if it still stood: the peer never took it.
+// Reader, for its epoll set kept in user memory: wake my set's bell (id
+// `bell`, at most kBellIdMax) when data arrives. Replaces a bell named before
+// (one set of one process names bells for a connection side).
+inline void ask_for_data_bell(Control& peer_line, uint64_t bell) {
+    auto& w = peer_line.waiting;
+    uint64_t cur = w.load(std::memory_order_relaxed);
+    uint64_t want;
+    do {
+        want = (cur & ((uint64_t{1} << kBellShift) - 1)) | kWaitDataBell | bell << kBellShift;
+    } while (cur != want && !w.compare_exchange_weak(cur, want, std::memory_order_seq_cst));
+    if (cur == want) std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+// Reader: the bell request withdrawn (the set let go of the connection).
+inline void withdraw_data_bell(Control& peer_line) {
+    peer_line.waiting.fetch_and(((uint64_t{1} << kBellShift) - 1) & ~uint64_t{kWaitDataBell},
+                                std::memory_order_seq_cst);
+}
+// Reader: our bell request still stands.
+inline bool data_bell_asked(const Control& peer_line) {
+    return peer_line.waiting.load(std::memory_order_seq_cst) & kWaitDataBell;
+}
+// Reader, at its end: our requests for data withdrawn (the peer must not
+// wake the name or the bell any more). True if the `sig` one still stood:
+// the peer never took it.
 inline bool withdraw_data_request(Control& peer_line) {
-    return peer_line.waiting.fetch_and(~uint64_t{kWaitData}, std::memory_order_seq_cst) & kWaitData;
+    uint64_t was = peer_line.waiting.fetch_and(((uint64_t{1} << kBellShift) - 1) &
+                                                   ~uint64_t{kWaitData | kWaitDataBell},
+                                               std::memory_order_seq_cst);
+    return was & kWaitData;
 }
 // Reader: our request for data still stands (the peer has not taken it).
 inline bool data_asked(const Control& peer_line) {
@@ -37,22 +62,42 @@ inline bool data_wake_in_flight(const Control& peer_line) {
     return peer_line.waiting.load(std::memory_order_seq_cst) & kWakingData;
 }
 
-// Writer: takes the reader's request for data, marking its wake-up in
-// flight. False: nobody asked.
-inline bool take_data_request(Control& own_line) {
+// What a writer took: the `sig` request, and the bell of a set (0: none).
+struct DataRequest {
+    bool sig = false;
+    uint64_t bell = 0;
+    explicit operator bool() const { return sig || bell; }
+};
+inline DataRequest data_request_of(uint64_t word) {
+    return {(word & kWaitData) != 0, (word & kWaitDataBell) ? word >> kBellShift : 0};
+}
+// Writer: takes the reader's requests for data, marking a `sig` wake-up in
+// flight (a bell's wake-up needs no such mark: a stale one is a look).
+inline DataRequest take_data_request(Control& own_line) {
     auto& w = own_line.waiting;
     uint64_t cur = w.load(std::memory_order_seq_cst);
-    while ((cur & kWaitData) &&
-           !w.compare_exchange_weak(cur, (cur & ~uint64_t{kWaitData}) | kWakingData,
-                                    std::memory_order_seq_cst)) {
+    while ((cur & (kWaitData | kWaitDataBell)) &&
+           !w.compare_exchange_weak(
+               cur,
+               (cur & ((uint64_t{1} << kBellShift) - 1) & ~uint64_t{kWaitData | kWaitDataBell}) |
+                   ((cur & kWaitData) ? uint64_t{kWakingData} : 0),
+               std::memory_order_seq_cst)) {
     }
-    return cur & kWaitData;
+    return data_request_of(cur);
 }
 // Writer, after take_data_request: nothing left to read after all; the
-// request stands for the next write and no wake-up goes out.
-inline void keep_data_request(Control& own_line) {
-    own_line.waiting.fetch_or(kWaitData, std::memory_order_seq_cst);
-    own_line.waiting.fetch_and(~uint64_t{kWakingData}, std::memory_order_seq_cst);
+// requests stand for the next write and no wake-up goes out (a bell named
+// meanwhile stays).
+inline void keep_data_request(Control& own_line, DataRequest taken) {
+    auto& w = own_line.waiting;
+    uint64_t cur = w.load(std::memory_order_relaxed);
+    uint64_t want;
+    do {
+        want = cur | (taken.sig ? uint64_t{kWaitData} : 0);
+        if (taken.bell && !(cur & kWaitDataBell))
+            want |= kWaitDataBell | (taken.bell << kBellShift);
+        if (taken.sig) want &= ~uint64_t{kWakingData};
+    } while (!w.compare_exchange_weak(cur, want, std::memory_order_seq_cst));
 }
 // Writer, after take_data_request: the wake-up has landed.
 inline void data_woken(Control& own_line) {
@@ -72,7 +117,8 @@ inline bool take_space_request(Control& own_line) {
 // At our close: every request of the peer's, taken at once.
 inline core::Requests take_all_requests(Control& own_line) {
     uint64_t was = own_line.waiting.exchange(0, std::memory_order_seq_cst);
-    return {(was & kWaitData) != 0, (was & kWaitSpace) != 0};
+    return {(was & kWaitData) != 0, (was & kWaitSpace) != 0,
+            (was & kWaitDataBell) ? was >> kBellShift : 0};
 }
 
 } // namespace usmc::smcd

@@ -20,6 +20,7 @@
 #include "engine/sock/diag.hpp"
 #include "engine/sock/learn.hpp"
 #include "engine/sock/runtime.hpp"
+#include "engine/sock/user_sets.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -183,6 +184,7 @@ void quiesce_pollers(SmcConn* c) {
 } // namespace
 
 void release(SmcConn* c) {
+    user_leave(c);                 // before anything of it goes: its set looks at it
     peer_watch::remove_closing(c); // (every caller closes the TCP descriptor next)
     loop::forget(c->tcp_fd);
     smc_quiesce(*c); // no other thread of ours is inside a call on it any more
@@ -479,6 +481,7 @@ void init(uint32_t capacity, uint32_t busy_poll_us) {
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (conns == MAP_FAILED || listeners == MAP_FAILED) return;
     g_listeners = static_cast<std::atomic<SmcListener*>*>(listeners);
+    user_sets_init(capacity);
     g_conns_capacity = capacity;
     g_conns.store(static_cast<std::atomic<SmcConn*>*>(conns), std::memory_order_release);
 }
@@ -490,6 +493,7 @@ bool is_listener(int fd) {
 Closed on_close(int fd) {
     Closed closed;
     if (!in_table(fd)) return closed;
+    if (has_user_set(fd)) user_set_closed(fd);
     // An epoll set closed with SMC registrations still counted: the next set
     // to get its number must not spin for them. (Only with busy polling.)
     if (auto* sets = g_epoll_smc; sets && sets[fd].load(std::memory_order_relaxed) != 0) {
@@ -559,6 +563,9 @@ void after_close(const Closed& closed) {
 
 void on_dup(int from, int to) {
     if (!in_table(from) || !in_table(to)) return;
+    // An epoll set under two numbers: its user-memory part cannot follow.
+    if (has_user_set(from)) user_set_fallback(from);
+    if (has_user_set(to)) user_set_closed(to);
     SmcConn* c = slot(from).load();
     if (is_late(c)) c = nullptr;
     if (c) c->fd_refs.fetch_add(1, std::memory_order_acq_rel);
@@ -813,6 +820,7 @@ void on_exit() {
 }
 
 void detail::conns_before_exec() {
+    user_sets_before_exec(); // a set the new image keeps is the kernel's
     // A connection closes with the exec unless one of its descriptors lacks
     // close-on-exec (the new program holds that one; usmc's state of it goes
     // with this image, so its count stays as it is).
@@ -893,6 +901,7 @@ void for_each_listener(F&& f) {
 // however many descriptors name it). Runs in the prepare handler: no
 // allocation.
 void before_fork() {
+    user_sets_before_fork(); // either process may use a set next
     forkref::note_fork();
     uint64_t gen = ++g_fork_gen;
     t_fork_gen = gen;

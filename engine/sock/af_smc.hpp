@@ -103,6 +103,16 @@ inline bool epoll_spins(int epfd) {
 // for up to busy_poll_us, then sleeps for what is left of the timeout.
 int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask);
 
+// Epoll sets kept in user memory (user_sets.hpp): whether `epfd` has a
+// user-memory part (one load while no set ever had one); a wait on it
+// (false: fallen back, ask the kernel); and the calls that make a set fall
+// back (it is nested in another set, or polled).
+bool epoll_in_user_memory(int epfd);
+bool epoll_wait_user(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const sigset_t* mask,
+                     bool pwait2, int* rc);
+void epoll_set_watched(int epfd);
+bool any_user_set();
+
 // fork: before it, every connection gains the reference the child will
 // hold (so a parent that closes at once does not end it); if fork fails,
 // fork_returned(true) gives them back. The child gets its own device and

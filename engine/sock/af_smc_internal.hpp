@@ -124,6 +124,8 @@ void note_epoll_member(int epfd, int delta);
 // What the kernel holds in an epoll set for the application's `ev` on a
 // connection: its events on `sig`, with its own data.
 epoll_event sig_registration(const epoll_event& ev);
+// epoll_ctl of an Active connection through its `sig` (under c->epoll_mu).
+int kernel_ctl(SmcConn* c, int epfd, int op, epoll_event* ev);
 inline int fail(int err) {
     errno = err;
     return -1;

@@ -38,6 +38,7 @@
 #include "engine/conn/space_watch.hpp"
 #include "engine/conn/tx.hpp"
 #include "engine/sock/af_smc_internal.hpp"
+#include "engine/sock/user_sets.hpp"
 #include "engine/sock/diag.hpp"
 #include "engine/sock/runtime.hpp"
 
@@ -145,6 +146,7 @@ void push_bounded(int fd, MovedLeft& L, int ms) {
 // registrations move from `sig` to the socket (`sig` stays beside them,
 // readable, while a stash is left to read), and `sig` goes.
 void switch_local(int fd, SmcConn* c) {
+    user_move_out(c); // its registrations are `sig` ones from here
     const MovedLeft* L = c->left.get();
     bool stash = L && L->stash_left.load();
     set_mode(fd, SockMode::Tcp, fallback::MOVED);

@@ -9,6 +9,7 @@
 #include "engine/conn/wait.hpp"
 #include "engine/sock/af_smc_internal.hpp"
 #include "engine/sock/runtime.hpp"
+#include "engine/sock/user_sets.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -189,6 +190,10 @@ int spin_probe(int timeout_ms, Probe probe) {
 }
 
 } // namespace
+
+int detail::kernel_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
+    return active_ctl(c, epfd, op, ev);
+}
 
 epoll_event detail::sig_registration(const epoll_event& ev) {
     // (No EPOLLPRI: `sig` never shows it, and epoll_wait's results are not
@@ -402,6 +407,10 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
         smc_move_noticed(*c))
         take_move(fd, c);
     if (is_smc(c)) {
+        if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
+            int rc = 0;
+            if (user_ctl(c, epfd, op, fd, ev, &rc)) return rc;
+        }
         std::unique_lock lock(c->epoll_mu);
         switch (c->phase.load(std::memory_order_acquire)) {
         case Phase::Connecting:

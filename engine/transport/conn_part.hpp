@@ -59,11 +59,15 @@ class Part final : private smcd::ConnPart {
     using smcd::ConnPart::name_space_bell;
     using smcd::ConnPart::unwant_data;
     using smcd::ConnPart::want_data;
+    using smcd::ConnPart::unwant_data_bell;
+    using smcd::ConnPart::want_data_bell;
     using smcd::ConnPart::want_space;
+    using smcd::ConnPart::wants_data_bell;
     using smcd::ConnPart::wants_data;
 
     using smcd::ConnPart::release_wakers;
     using smcd::ConnPart::take_all_requests;
+    using smcd::ConnPart::ring_data_bell;
     using smcd::ConnPart::wake_reader;
     using smcd::ConnPart::wake_writer;
 

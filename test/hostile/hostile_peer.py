@@ -269,6 +269,10 @@ PROD, CONS, WAITING, OWNER_REFS = 8, 16, 32, 40  # OWNER_REFS: where usmc kept i
 CONN_CLOSED = 0x40
 MOVED_OUT, MOVED_TOOK = 0x08, 0x04  # usmc's move to TCP (engine/core/close_state.hpp)
 WAIT_DATA = 1  # (offset 32: wake me when data arrives)
+# (offset 32 too: an epoll set kept in user memory waits for data; its
+# bell's id is in the word's top 48 bits, and the wake-up is a datagram to
+# the bell carrying the waiter's token, engine/smcd/wait_flags.hpp)
+WAIT_DATA_BELL, BELL_SHIFT = 8, 16
 CURSOR_MASK = (1 << 48) - 1
 
 
@@ -305,6 +309,24 @@ def sig_name(token):
     """The abstract name of the wake-up socket of the side that announced
     `token` in CLC (engine/readiness/wakeup.cpp)."""
     return f"\0usmc-s-{token:016x}".encode()
+
+
+def bell_name(bell):
+    """The abstract name of an epoll set's bell (engine/readiness/wakeup.cpp)."""
+    return f"\0usmc-b-{bell:016x}".encode()
+
+
+def ring_bell(waker, ours, server_token):
+    """As a usmc writer does: the server's epoll set, if it named its bell
+    in our line (the request taken here), gets the server side's token there."""
+    waiting = ours.get(WAITING)
+    if waiting & WAIT_DATA_BELL:
+        ours.put(WAITING, waiting & ((1 << BELL_SHIFT) - 1) & ~WAIT_DATA_BELL)
+        try:
+            waker.sendto(struct.pack("=Q", server_token), socket.MSG_DONTWAIT,
+                         bell_name(waiting >> BELL_SHIFT))
+        except OSError:
+            pass
 
 
 def wakeup_socket(token):
@@ -368,6 +390,7 @@ class Session:
         self.sig_token = our_token  # public: its name is in /proc/net/unix
         self.sig = wakeup_socket(our_token)
         self.server_sig_name = sig_name(token)
+        self.server_token = token
         self.waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.waker.setblocking(False)
         self.link = link(server_gid)
@@ -401,6 +424,7 @@ class Session:
         self.theirs.put(CONS, len(ping) << 16)  # consumed it
 
     def wake_server(self, what=b"\1"):
+        ring_bell(self.waker, self.ours, self.server_token)
         try:
             self.waker.sendto(what, socket.MSG_DONTWAIT, self.server_sig_name)
             return True
@@ -504,6 +528,7 @@ def echo_on_named(tcp, first, accept, serial, slot, token=None):
         pass
     deadline = time.monotonic() + TIMEOUT
     while (ours.get(PROD) >> 16) & 0xFFFFFFFF < len(ping) and time.monotonic() < deadline:
+        ring_bell(first.waker, ours, server_token)  # (the server may arm after our write)
         time.sleep(0.005)
     echoed = bytes(ours.map[CTRL:CTRL + len(ping)]) == ping
     theirs.put(CONS, theirs.get(CONS) | CONN_CLOSED << 56)

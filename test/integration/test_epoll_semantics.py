@@ -22,18 +22,6 @@ PROBE = os.path.join(BIN, "usmc-epoll-probe")
 # an SMC-D connection's registrations are its `sig` datagram socket's, and
 # `sig` is readable while a wake-up datagram is queued).
 KNOWN_GAPS = {
-    # (a) The peer wakes `sig` only when it takes our request for data, made
-    # when a read finds the ring empty: with data unread no request stands,
-    # a second write sends no wake-up, and an edge-triggered set sees none.
-    "et_second_arrival": "a second arrival on an ET registration with data unread raises no event",
-    # An EPOLL_CTL_MOD that changes nothing never reaches the kernel
-    # (active_ctl's same_reg), so its EINVAL for an EXCLUSIVE registration
-    # never comes.
-    "exclusive_rules": "EPOLL_CTL_MOD of an EPOLLEXCLUSIVE registration to the same events succeeds",
-    # (b) Registrations are the connection's (one `sig`), not (file,
-    # descriptor)'s: the dup's add is the kernel's EEXIST for `sig`, and
-    # the dup's mod/del then find no registration of their own.
-    "dup_separate": "a dup of a registered descriptor cannot be added to the same set (EEXIST)",
     # An exec the connection's descriptor survives moves it to TCP
     # (af_smc_move.cpp); the peer hands over what the rings held only at its
     # next call on the connection, so the exec'd program reads none of what

@@ -82,6 +82,7 @@ class FakeTransport final {
     void name_space_bell(uint64_t) {}
     core::Requests take_all_requests() { return {}; }
     void wake_reader() const {}
+    void ring_data_bell(uint64_t) const {}
     void wake_writer() const {}
     void release_wakers() {}
     uint8_t peer_conn_flags() const { return inbox_.conn_flags; }
