@@ -152,6 +152,10 @@ USMC_EXPORT int getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
 
 USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
                            socklen_t* optlen) noexcept {
+    // TCP_NODELAY and TCP_CORK of an SMC connection: as usmc keeps them.
+    if (level == IPPROTO_TCP && (optname == TCP_NODELAY || optname == TCP_CORK))
+        if (SmcConn* c = shim::smc(fd))
+            return af_smc::get_tcp_option(c, fd, optname, optval, optlen);
     if (level == sockopt::kSolSmc || level == SOL_SOCKET) {
         SockInfo s = g_fds.get(fd);
         if (s.tracked() && level == sockopt::kSolSmc) {
@@ -199,10 +203,13 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
             return 0;
         }
     }
+    // TCP_NODELAY and TCP_CORK of an SMC connection (nginx toggles them
+    // around each response): kept by usmc, no system call while Active.
+    if (level == IPPROTO_TCP && (optname == TCP_NODELAY || optname == TCP_CORK))
+        if (SmcConn* c = shim::smc(fd))
+            return af_smc::set_tcp_option(c, fd, optname, optval, optlen);
     int rc = sys::real().setsockopt(fd, level, optname, optval, optlen);
     if (rc == 0 && level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO))
         if (SmcConn* c = shim::smc(fd)) af_smc::set_timeout(c, optname, optval, optlen);
-    if (rc == 0 && level == IPPROTO_TCP && (optname == TCP_CORK || optname == TCP_NODELAY))
-        if (SmcConn* c = shim::smc(fd)) af_smc::on_tcp_option(c, optname, optval, optlen);
     return rc;
 }

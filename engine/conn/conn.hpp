@@ -25,6 +25,7 @@
 // else.
 #include "engine/base/forkref.hpp"
 #include "engine/conn/conn_source.hpp"
+#include "engine/conn/tcp_opts.hpp"
 #include "engine/core/close_state.hpp"
 #include "engine/core/conn_state.hpp"
 #include "engine/core/transport.hpp"
@@ -81,6 +82,7 @@ struct ConnSocket {
     std::atomic<int> fd_refs{1};       // descriptors of this process naming the connection (dup)
     std::atomic<bool> nonblock{false}; // O_NONBLOCK, followed through fcntl/ioctl
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
+    std::atomic<uint8_t> tcp_opts{0}; // TCP_NODELAY, TCP_CORK as set (tcp_opts.hpp)
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0;       // most bytes MSG_MORE / TCP_CORK hold back (config)
     std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF

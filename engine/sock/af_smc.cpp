@@ -20,12 +20,14 @@
 #include "engine/sock/diag.hpp"
 #include "engine/sock/learn.hpp"
 #include "engine/sock/runtime.hpp"
+#include "engine/sock/sockopt.hpp"
 #include "engine/sock/user_sets.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fcntl.h>
 #include <limits>
 #include <linux/sockios.h>
@@ -708,16 +710,101 @@ int shutdown(SmcConn* c, int fd, int how) {
     return 0;
 }
 
-void on_tcp_option(SmcConn* c, int optname, const void* optval, socklen_t optlen) {
-    if (!optval || optlen < sizeof(int) ||
-        c->phase.load(std::memory_order_acquire) != Phase::Active)
-        return;
-    int on = *static_cast<const int*>(optval);
-    if (optname == TCP_CORK)
-        smc_set_cork(*c, on != 0);
-    else if (optname == TCP_NODELAY && on)
-        smc_flush(*c); // as the kernel pushes what is pending
+namespace {
+
+tcp_opts::Opt opt_of(int optname) {
+    return optname == TCP_CORK ? tcp_opts::Opt::Cork : tcp_opts::Opt::Nodelay;
 }
+
+int name_of(tcp_opts::Opt o) {
+    return o == tcp_opts::Opt::Cork ? TCP_CORK : TCP_NODELAY;
+}
+
+// One compare-and-swap of the connection's option byte: the new byte.
+template <class Fn>
+uint8_t update_tcp_opts(SmcConn& c, Fn next) {
+    uint8_t w = c.tcp_opts.load();
+    uint8_t n;
+    do {
+        n = next(w);
+    } while (!c.tcp_opts.compare_exchange_weak(w, n));
+    return n;
+}
+
+// The send path as the kernel's TCP follows the option: TCP_CORK holds
+// bytes back, and pushes what it held when it goes off; TCP_NODELAY on
+// pushes what is pending, corked or not (the cork itself stays).
+void tcp_option_to_send_path(SmcConn& c, tcp_opts::Opt o, bool on) {
+    if (o == tcp_opts::Opt::Cork)
+        smc_set_cork(c, on);
+    else if (on)
+        smc_flush(c);
+}
+
+} // namespace
+
+int set_tcp_option(SmcConn* c, int fd, int optname, const void* optval, socklen_t optlen) {
+    tcp_opts::Opt o = opt_of(optname);
+    if (c->phase.load(std::memory_order_acquire) != Phase::Active || c->shared_by_fork()) {
+        // The kernel's socket keeps it: a handshake may still fall back; a
+        // process sharing the connection sees only the socket.
+        if (sys::real().setsockopt(fd, IPPROTO_TCP, optname, optval, optlen) != 0) return -1;
+        bool on = *static_cast<const int*>(optval) != 0; // (the kernel read an int there)
+        uint8_t w = update_tcp_opts(*c, [&](uint8_t x) { return tcp_opts::set(x, o, on, true); });
+        // Active meanwhile (tcp_options_active reads the byte after the
+        // phase changed): the send path follows.
+        if (c->phase.load() == Phase::Active) tcp_option_to_send_path(*c, o, tcp_opts::on(w, o));
+        return 0;
+    }
+    bool on = false;
+    if (int err = sockopt::tcp_flag(optval, optlen, on)) return fail(err);
+    update_tcp_opts(*c, [&](uint8_t x) { return tcp_opts::set(x, o, on, false); });
+    tcp_option_to_send_path(*c, o, on);
+    // Moved to TCP meanwhile: its sync may have read the byte before.
+    if (c->phase.load() != Phase::Active) sync_tcp_options(fd, *c);
+    return 0;
+}
+
+int get_tcp_option(SmcConn* c, int fd, int optname, void* optval, socklen_t* optlen) {
+    if (c->phase.load(std::memory_order_acquire) != Phase::Active || c->shared_by_fork())
+        return sys::real().getsockopt(fd, IPPROTO_TCP, optname, optval, optlen);
+    tcp_opts::Opt o = opt_of(optname);
+    uint8_t w = c->tcp_opts.load();
+    if (!tcp_opts::known(w, o)) {
+        // Never set through usmc: the kernel's socket holds it (set before
+        // connect(), inherited from the listener). Read once.
+        int v = 0;
+        socklen_t len = sizeof v;
+        if (sys::real().getsockopt(fd, IPPROTO_TCP, optname, &v, &len) != 0) return -1;
+        w = update_tcp_opts(*c, [&](uint8_t x) { return tcp_opts::read(x, o, v != 0); });
+    }
+    int err = sockopt::put_int(tcp_opts::on(w, o) ? 1 : 0, optval, optlen);
+    return err ? fail(err) : 0;
+}
+
+namespace detail {
+
+void sync_tcp_options(int fd, SmcConn& c) {
+    uint8_t w = c.tcp_opts.load();
+    for (tcp_opts::Opt o : tcp_opts::kOpts) {
+        if (!tcp_opts::to_apply(w, o)) continue;
+        int v = tcp_opts::on(w, o) ? 1 : 0;
+        if (sys::real().setsockopt(fd, IPPROTO_TCP, name_of(o), &v, sizeof v) == 0)
+            update_tcp_opts(c, [&](uint8_t x) { return tcp_opts::applied(x, o, v != 0); });
+        else
+            log::warn("fd {}: the kernel's socket refused {} = {} ({})", fd,
+                      o == tcp_opts::Opt::Cork ? "TCP_CORK" : "TCP_NODELAY", v,
+                      std::strerror(errno));
+    }
+}
+
+void tcp_options_active(SmcConn& c) {
+    uint8_t w = c.tcp_opts.load();
+    if (tcp_opts::known(w, tcp_opts::Opt::Cork) && tcp_opts::on(w, tcp_opts::Opt::Cork))
+        smc_set_cork(c, true);
+}
+
+} // namespace detail
 
 void set_nonblock(SmcConn* c, bool on) {
     c->nonblock.store(on, std::memory_order_relaxed);
@@ -914,6 +1001,8 @@ void before_fork() {
             c->prev_fork_gen.store(was, std::memory_order_relaxed);
             c->fork_gen.store(gen, std::memory_order_release);
             forkref::hold(*c->owner_refs);
+            // From here on both processes look at the kernel's socket.
+            sync_tcp_options(int(fd), *c);
         }
     }
     // Each listener reserves the child's place among its holders before
@@ -996,6 +1085,7 @@ void on_fork_child() {
         if (c && !is_late(c)) c->worker_done.store(true);
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
+            sync_tcp_options(int(fd), *c);
             c->worker_done.store(true);
             // The parent's worker may have taken DMBs for it already: they
             // are the parent's (a slot given back from here would be freed

@@ -75,8 +75,14 @@ int shutdown(SmcConn* c, int fd, int how);
 // fcntl F_SETFL / ioctl FIONBIO / SO_RCVTIMEO / SO_SNDTIMEO seen on an SMC fd.
 void set_nonblock(SmcConn* c, bool on);
 void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
-// setsockopt(IPPROTO_TCP, TCP_CORK / TCP_NODELAY) succeeded on an SMC fd.
-void on_tcp_option(SmcConn* c, int optname, const void* optval, socklen_t optlen);
+// setsockopt / getsockopt(IPPROTO_TCP, TCP_NODELAY or TCP_CORK) on an SMC
+// connection: 0, or -1 with errno. Active: kept and answered by usmc
+// (conn/tcp_opts.hpp) with the kernel's semantics, the send path following
+// (TCP_CORK holds, TCP_CORK off and TCP_NODELAY on push), no system call.
+// Connecting, or shared by fork (another process keeps its own copy): the
+// kernel's socket, and usmc's copy follows it.
+int set_tcp_option(SmcConn* c, int fd, int optname, const void* optval, socklen_t optlen);
+int get_tcp_option(SmcConn* c, int fd, int optname, void* optval, socklen_t* optlen);
 // FIONREAD/SIOCINQ, SIOCOUTQ and SIOCATMARK.
 int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out);
 // getsockopt(SO_ERROR): the error of a failed background handshake, once

@@ -64,6 +64,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
+        tcp_options_active(*c);
         // Active and in every set: an epoll_ctl from here on goes through
         // active_ctl. Let go before `sig` turns writable: that wakes the
         // application, whose next epoll_ctl would otherwise wait on this
@@ -90,6 +91,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         // connecting.
         set_mode(fd, SockMode::Tcp, reason);
         c->phase.store(Phase::Tcp, std::memory_order_release);
+        sync_tcp_options(fd, *c); // (none: set while connecting, they went to the socket)
         for (auto& r : c->connecting_regs) {
             // (Not in a set whose number now names another: the one it was
             // registered in is gone.)

@@ -93,6 +93,15 @@ void conns_exec_failed();
 // exec, which a signal handler may call over a thread inside a recv).
 bool take_move(int fd, SmcConn* c, bool wait = true);
 void move_out(int fd, SmcConn* c, bool exec);
+// TCP_NODELAY and TCP_CORK kept in usmc that the kernel's socket lacks go
+// to it, on every way the socket takes the data over (a move to TCP, a
+// fallback), after the phase left Active: a setsockopt that kept a value
+// meanwhile sees the phase then, and calls this itself. Also before a
+// fork, after which the kernel's socket is where both processes look.
+void sync_tcp_options(int fd, SmcConn& c);
+// A connecting client's connection became Active: its send path corks if
+// TCP_CORK was set while it connected.
+void tcp_options_active(SmcConn& c);
 // A moved connection with bytes left (SmcConn::moved_left): a read served
 // from the stash (kPassThrough when none is left), a write's resend pushed
 // first (0, or -errno), whether the stash waits (poll), an epoll_ctl on

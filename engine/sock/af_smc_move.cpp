@@ -261,6 +261,7 @@ bool take_move(int fd, SmcConn* c, bool wait) {
         }
         c->phase.store(Phase::Tcp, std::memory_order_release);
         c->moved.store(true, std::memory_order_release);
+        sync_tcp_options(fd, *c); // before the resend goes
     }
     if (mine) counters::count(counters::moved_to_tcp);
     switch_local(fd, c);
@@ -275,6 +276,7 @@ void move_out(int fd, SmcConn* c, bool exec) {
     // copied before are in the cursors published below.
     c->phase.store(Phase::Tcp, std::memory_order_release);
     c->moved.store(true, std::memory_order_release);
+    sync_tcp_options(fd, *c); // the socket then corks (or not) as the application asked
     smc_wake_all(*c);
     std::unique_lock rx(c->rx_mu, std::defer_lock), tx(c->tx_mu, std::defer_lock);
     if (exec) {

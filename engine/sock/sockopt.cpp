@@ -29,9 +29,18 @@ int put_int(int val, void* optval, socklen_t* optlen) {
     int len = static_cast<int>(*optlen);
     if (len > static_cast<int>(sizeof(int))) len = sizeof(int);
     if (len < 0) return EINVAL;
-    if (len > 0 && !optval) return EFAULT;
     *optlen = static_cast<socklen_t>(len);
+    if (len > 0 && !optval) return EFAULT;
     if (len > 0) std::memcpy(optval, &val, static_cast<size_t>(len));
+    return 0;
+}
+
+int tcp_flag(const void* optval, socklen_t optlen, bool& on) {
+    if (static_cast<int>(optlen) < 0 || optlen < sizeof(int)) return EINVAL;
+    if (!optval) return EFAULT;
+    int val;
+    std::memcpy(&val, optval, sizeof val);
+    on = val != 0;
     return 0;
 }
 

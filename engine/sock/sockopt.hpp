@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// SOL_SMC socket options with the kernel's semantics (net/smc/af_smc.c,
-// __smc_setsockopt / __smc_getsockopt):
+// SOL_SMC socket options, and the IPPROTO_TCP ones usmc answers for an SMC
+// connection (TCP_NODELAY, TCP_CORK: net/ipv4/tcp.c), with the kernel's
+// semantics (net/smc/af_smc.c, __smc_setsockopt / __smc_getsockopt):
 //  - SMC_LIMIT_HS is an int; setsockopt with optlen < sizeof(int) -> EINVAL;
 //    any nonzero value enables.
 //  - getsockopt copies min(optlen, sizeof(int)) bytes and reports that length;
@@ -24,7 +25,15 @@ int set(int optname, const void* optval, socklen_t optlen, bool& limit_hs);
 int get(int optname, void* optval, socklen_t* optlen, bool limit_hs);
 
 // An int-valued getsockopt answer with the kernel's length rules
-// (min(optlen, sizeof(int)) bytes; optlen negative as an int -> EINVAL).
+// (min(optlen, sizeof(int)) bytes; optlen negative as an int -> EINVAL;
+// the length is reported before a NULL optval answers EFAULT). The same
+// for SOL_SMC and for IPPROTO_TCP's int options.
 int put_int(int val, void* optval, socklen_t* optlen);
+
+// setsockopt(IPPROTO_TCP) of an on/off int option (TCP_NODELAY, TCP_CORK)
+// as net/ipv4/tcp.c reads it: optlen negative as an int (the system call's
+// check) or < sizeof(int) -> EINVAL; optval NULL -> EFAULT; any nonzero
+// value is on. Returns 0 or a positive errno.
+int tcp_flag(const void* optval, socklen_t optlen, bool& on);
 
 } // namespace usmc::sockopt

@@ -7,13 +7,17 @@ syscall(SYS_close), as libuv closes, is closed; a server that execs into a
 program knowing nothing of usmc, its listener inherited, gets plain bytes
 from a client that talked SMC-D to it before; urgent data (MSG_OOB,
 SIOCATMARK, SO_OOBINLINE, POLLPRI) behaves as Linux TCP's, pinned down
-against plain TCP first."""
+against plain TCP first; TCP_NODELAY and TCP_CORK answer as the kernel's,
+kept by usmc with no system call while a connection is SMC-D and handed to
+the kernel's socket when it moves to TCP."""
 import os
+import re
+import shutil
 import socket
 import subprocess
 import time
 
-from harness import APPS, BIN, PYTHON, Env, Lines, check, finish, read_ready
+from harness import APPS, BIN, PYTHON, Env, Lines, _descendants, check, finish, read_ready
 
 APP = os.path.join(APPS, "semantics_app.py")
 RAWCLOSE = os.path.join(APPS, "rawclose_app.py")
@@ -297,6 +301,92 @@ with Env(smcd_mechanics=True) as env:
           f"accept(): flags and address of the returning call ({r.stdout.strip()} {r.stderr[-300:]})")
     check(st["conn_smcd"] >= 2 * 20,
           f"accept(): the probe's connections ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
+# TCP_NODELAY and TCP_CORK (nginx toggles both around each response):
+# usmc keeps them for an SMC-D connection and answers getsockopt from them
+# as the kernel would (values inherited from the listener or set before
+# connect() included), with no setsockopt system call on the connection;
+# when it moves to TCP (a seccomp filter here) the kernel's socket gets
+# what the application set (sockopt_probe.c). Plain TCP first: the probe's
+# expectations are the kernel's. strace, where it runs, counts the calls.
+SOCKOPT = os.path.join(BIN, "usmc-sockopt-probe")
+TCP_OPT_CALL = re.compile(r"setsockopt\((-?\d+), (?:SOL_TCP|IPPROTO_TCP), (TCP_NODELAY|TCP_CORK), \[(-?\d+)\]")
+
+
+def strace_runs():
+    if not shutil.which("strace"):
+        return False
+    return subprocess.run(["strace", "-f", "-qq", "-e", "trace=none", "true"], capture_output=True,
+                          timeout=30).returncode == 0
+
+
+def sockopt_run(env, smcd, trace):
+    """Both ends of the probe; {side: (status, stdout, stderr, strace path)}."""
+    def cmd(side, *args):
+        c = [SOCKOPT, side, *args, *(["--smc"] if smcd else [])]
+        c = env.wrap(c) if smcd else c
+        path = os.path.join(env.dir, f"{side}.strace")
+        return (["strace", "-f", "-qq", "-e", "trace=setsockopt", "-o", path, *c] if trace else c), path
+    server_cmd, server_trace = cmd("server")
+    server = env.start(server_cmd)
+    port = read_ready(server)
+    client_cmd, client_trace = cmd("client", str(port))
+    client = env.start(client_cmd)
+    got = {}
+    for side, p, path in (("client", client, client_trace), ("server", server, server_trace)):
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            for pid in reversed(_descendants([p.pid])):  # (strace's tracees too)
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            out, err = p.communicate()
+        got[side] = (p.returncode, out, err, path)
+    return got
+
+
+def tcp_opt_calls(path):
+    """(fd, option, value) of each setsockopt(IPPROTO_TCP, TCP_NODELAY or
+    TCP_CORK) strace saw, in order; the probe's markers are fds -1, -2."""
+    with open(path) as f:
+        return [(int(m[1]), m[2], int(m[3])) for m in map(TCP_OPT_CALL.search, f) if m]
+
+
+trace = strace_runs()
+if not trace:
+    print("  (strace missing or not allowed here: the system calls are not counted)")
+for smcd in (False, True):
+    label = "wrapped (SMC-D)" if smcd else "plain TCP"
+    with Env(smcd_mechanics=True) as env:
+        got = sockopt_run(env, smcd, trace and smcd)
+        for side, (rc, out, err, _) in got.items():
+            check(rc == 0, f"{label}: TCP_NODELAY and TCP_CORK, {side} "
+                           f"({out.strip().splitlines()[-6:]} {err[-300:]})")
+        if not smcd:
+            continue
+        st = env.stats()
+        check(st["conn_smcd"] == 2, f"{label}: the probe's connection ran SMC-D "
+                                    f"({st['conn_smcd']}, {st['fallback_reasons']})")
+        check(st.get("moved_to_tcp", 0) == 2,
+              f"{label}: and both sides moved to TCP ({st.get('moved_to_tcp')})")
+        if not trace:
+            continue
+        expect_after = {"server": {("TCP_CORK", 1), ("TCP_NODELAY", 0)}, "client": {("TCP_NODELAY", 0)}}
+        for side, (_, _, _, path) in got.items():
+            calls = tcp_opt_calls(path)
+            fds = [c[0] for c in calls]
+            if not check(-1 in fds and -2 in fds and fds.index(-1) > 0,
+                         f"{label}: strace saw the {side}'s markers and its call before them ({calls})"):
+                continue
+            begin, end = fds.index(-1), fds.index(-2)
+            check(calls[begin + 1:end] == [],
+                  f"{label}: no TCP_NODELAY or TCP_CORK reached the {side}'s socket while SMC-D "
+                  f"({calls[begin + 1:end][:6]})")
+            after = {(c[1], c[2]) for c in calls[end + 1:]}
+            check(expect_after[side] <= after,
+                  f"{label}: the {side}'s move to TCP told the kernel's socket {sorted(expect_after[side])} "
+                  f"({calls[end + 1:]})")
 # select() and poll() over a usmc listener and an SMC-D connection allocate
 # nothing (select_probe.c: the postmaster of PostgreSQL 15 forks from signal
 # handlers it runs only inside select()).

@@ -62,3 +62,37 @@ TEST_CASE("SMC_LIMIT_HS get: min(optlen, 4) bytes, reported back") {
     CHECK(get(kLimitHs, &out, &len, true) == EINVAL);
     CHECK(get(kLimitHs, &out, nullptr, true) == EFAULT);
 }
+
+TEST_CASE("int answers report the length before a NULL optval's EFAULT, as the kernel") {
+    socklen_t len = 8;
+    CHECK(put_int(1, nullptr, &len) == EFAULT);
+    CHECK(len == sizeof(int));
+    len = 0;
+    CHECK(put_int(1, nullptr, &len) == 0);
+    len = static_cast<socklen_t>(-1);
+    CHECK(put_int(1, nullptr, &len) == EINVAL);
+    CHECK(len == static_cast<socklen_t>(-1)); // untouched
+}
+
+TEST_CASE("TCP_NODELAY / TCP_CORK set: as do_tcp_setsockopt reads an int") {
+    bool on = false;
+    int one = 1, zero = 0, big = 42, minus = -1;
+    CHECK(tcp_flag(&one, sizeof one, on) == 0);
+    CHECK(on);
+    CHECK(tcp_flag(&zero, sizeof zero, on) == 0);
+    CHECK_FALSE(on);
+    CHECK(tcp_flag(&big, sizeof big, on) == 0);
+    CHECK(on);
+    CHECK(tcp_flag(&zero, sizeof zero, on) == 0);
+    CHECK(tcp_flag(&minus, sizeof minus, on) == 0);
+    CHECK(on);
+    long wide = 0; // longer optlen: the first int
+    CHECK(tcp_flag(&wide, sizeof wide, on) == 0);
+    CHECK_FALSE(on);
+    CHECK(tcp_flag(&one, 3, on) == EINVAL);
+    CHECK_FALSE(on); // unchanged on error
+    CHECK(tcp_flag(&one, 0, on) == EINVAL);
+    CHECK(tcp_flag(nullptr, 3, on) == EINVAL); // the length is looked at first
+    CHECK(tcp_flag(nullptr, sizeof(int), on) == EFAULT);
+    CHECK(tcp_flag(&one, static_cast<socklen_t>(-1), on) == EINVAL); // negative as an int
+}
