@@ -289,7 +289,7 @@ int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
     const int64_t until = now_ns() + int64_t(budget);
     for (unsigned i = 1;; ++i) {
         int n = S->set.collect(evs, max);
-        if (n == 0 && i % kKernelRatio == 0) n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
+        if (n == 0 && i % kKernelRatio == 1) n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
         if (n != 0) {
             spin::end(n > 0);
             return n;
@@ -397,10 +397,21 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
     for (unsigned round = 0;; ++round) {
         if (S->fallen.load(std::memory_order_acquire)) return false;
         arm_cold(S, false);
+        // Busy polling (busy_poll_us): the looks, at user memory and now and
+        // then at the kernel part, are the spin; it ends in the sleep below.
+        if (g_busy_poll_us > 0 && round == 0 && timeout_ns != 0) {
+            if (int got = spin_looks(S, evs, max, timeout_ns)) {
+                *rc = got;
+                return true;
+            }
+        }
         int n = S->set.collect(evs, max);
         if (n > 0) {
-            if (n < max && S->reports.fetch_add(1, std::memory_order_relaxed) % kKernelRatio == 0) {
-                int k = kernel_wait(S, evs + n, max - n, 0, nullptr, nullptr);
+            // (With a signal mask, always: epoll_pwait delivers a signal the
+            // mask lets in on its way out, events or not.)
+            if (n < max &&
+                (S->reports.fetch_add(1, std::memory_order_relaxed) % kKernelRatio == 0 || mask)) {
+                int k = kernel_wait(S, evs + n, max - n, 0, nullptr, mask);
                 if (k > 0) n += k;
             }
             *rc = n;
@@ -415,14 +426,6 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
         if (timeout_ns == 0) {
             *rc = 0;
             return true;
-        }
-        // Busy polling (busy_poll_us): looks at user memory, and now and
-        // then at the kernel part, before sleeping.
-        if (g_busy_poll_us > 0 && round == 0) {
-            if (int got = spin_looks(S, evs, max, timeout_ns)) {
-                *rc = got;
-                return true;
-            }
         }
         // Before sleeping: every connection armed, then looked at once more.
         S->sleepers.fetch_add(1, std::memory_order_seq_cst);
