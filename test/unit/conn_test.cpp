@@ -1676,3 +1676,49 @@ TEST_CASE("sig: a connection that ends with nothing queued in `sig` leaves a spa
         CHECK_FALSE(p.a.sig_clean);
     }
 }
+
+TEST_CASE("bell requests (issue 44): the id rides in the request word, one take answers both") {
+    smcd::Control line{};
+    // A bell request alone: the take gets the id, marks no `sig` wake-up in flight.
+    smcd::ask_for_data_bell(line, 0x123456789abcull);
+    CHECK(smcd::data_bell_asked(line));
+    CHECK_FALSE(smcd::data_asked(line));
+    auto req = smcd::take_data_request(line);
+    CHECK_FALSE(req.sig);
+    CHECK(req.bell == 0x123456789abcull);
+    CHECK_FALSE(smcd::data_bell_asked(line));
+    CHECK_FALSE(smcd::data_wake_in_flight(line));
+    // Both at once (a blocked call beside the set): one take, both answered;
+    // a space request beside them is untouched.
+    smcd::ask_for_space(line);
+    smcd::ask_for_data(line);
+    smcd::ask_for_data_bell(line, smcd::kBellIdMax);
+    req = smcd::take_data_request(line);
+    CHECK(req.sig);
+    CHECK(req.bell == smcd::kBellIdMax);
+    CHECK(smcd::data_wake_in_flight(line));
+    CHECK(smcd::space_asked(line));
+    // Kept (the reader had read everything): both stand again, nothing in flight.
+    smcd::keep_data_request(line, req);
+    CHECK(smcd::data_asked(line));
+    CHECK(smcd::data_bell_asked(line));
+    CHECK_FALSE(smcd::data_wake_in_flight(line));
+    // A bell named again replaces the id; a keep then leaves the newer one.
+    auto taken = smcd::take_data_request(line);
+    smcd::ask_for_data_bell(line, 7);
+    smcd::keep_data_request(line, taken);
+    CHECK(smcd::take_data_request(line).bell == 7);
+    // Withdrawn at the end: every data request goes, the space one stays.
+    smcd::ask_for_data(line);
+    smcd::ask_for_data_bell(line, 9);
+    CHECK(smcd::withdraw_data_request(line));
+    CHECK_FALSE(smcd::data_asked(line));
+    CHECK_FALSE(smcd::data_bell_asked(line));
+    CHECK(smcd::space_asked(line));
+    // The close takes everything, the bell with it.
+    smcd::ask_for_data_bell(line, 11);
+    auto all = smcd::take_all_requests(line);
+    CHECK(all.space);
+    CHECK(all.data_bell == 11);
+    CHECK_FALSE(all.data);
+}
