@@ -233,7 +233,9 @@ void drain_bell(UserSet* S) {
         {
             std::lock_guard lock(g_user_mu);
             for (int i = 0; i < n; ++i) {
-                if (msgs[i].msg_len != sizeof(uint64_t)) continue;
+                // (A longer datagram is cut to 8 bytes: the flag says so.)
+                if (msgs[i].msg_len != sizeof(uint64_t) || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
+                    continue;
                 auto it = S->by_token.find(tokens[i]);
                 if (it != S->by_token.end()) S->set.mark(&it->second->source);
             }
