@@ -44,6 +44,17 @@ misbehaves, in one of these modes:
   stray-wakeups   not a peer at all: one datagram to the wake-up socket of
                   each of --pid's connections (their names are in
                   /proc/net/unix); prints 'SENT <n>'
+  bell-flood      not a peer at all: floods the epoll-set bells named by
+                  --bell (hex ids, `usmc-b-<id>` in /proc/net/unix) with
+                  datagrams of every kind a stranger can send: random 8-byte
+                  tokens, the `sig` tokens given by --token (public too:
+                  tokens the set holds), 8 zero bytes, 0, 1, 7, 9 and 512
+                  bytes (the longer ones random, or starting with a known
+                  token). Each bell's queue is kept full: a socket connected
+                  to it sleeps in poll() until the owner drains some, then
+                  refills it. Prints 'FLOODING <bells>' once every bell was
+                  found full, floods until a line (or EOF) on stdin or --hold,
+                  then prints 'FLOODED sent=<n> full=<n> ...' and 'CLOSED'
   move-lies       a move to TCP (kMovedOut in the consumer word of the
                   server's line, engine/sock/af_smc_move.cpp), by --variant:
                     cons  with a consumer cursor ahead of all the server produced
@@ -817,6 +828,13 @@ def sig_names(pid):
     """The abstract names of the wake-up sockets (`sig`, one per SMC-D
     connection) that process `pid` holds, from its socket inodes and
     /proc/net/unix."""
+    return unix_names(pid, "usmc-s-")
+
+
+def unix_names(pid, prefix):
+    """The abstract names starting with `prefix` (without the NUL) of the
+    Unix sockets process `pid` holds, from its socket inodes and
+    /proc/net/unix: `usmc-s-` its `sig`s, `usmc-b-` its bells."""
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -829,7 +847,7 @@ def sig_names(pid):
     with open("/proc/net/unix") as f:
         for line in f.read().splitlines()[1:]:
             parts = line.split()
-            if len(parts) >= 8 and int(parts[6]) in inodes and parts[7].startswith("@usmc-s-"):
+            if len(parts) >= 8 and int(parts[6]) in inodes and parts[7].startswith("@" + prefix):
                 names.append(b"\0" + parts[7][1:].encode())
     return names
 
@@ -845,6 +863,85 @@ def stray_wakeups(args):
             pass
     s.close()
     print(f"SENT {sent}", flush=True)
+
+
+def flood_datagrams(known):
+    """An endless cycle of (kind, datagram) a stranger sends a bell: every
+    other one a token the set holds (when --token gave some), the rest of
+    every other kind in turn. A `known_*` kind is a known token with bytes
+    after it (a bell reads the first 8 bytes of each datagram)."""
+    kinds = [("random", 8), ("zero_token", 0), ("size0", 0), ("size1", 1), ("size7", 7),
+             ("size9", 9), ("size512", 512)]
+    if known:
+        kinds += [("known_size9", 1), ("known_size512", 504)]
+    i = 0
+    while True:
+        token = struct.pack("=Q", known[i % len(known)]) if known else b""
+        if known:
+            yield "known", token
+        kind, n = kinds[i % len(kinds)]
+        if kind == "zero_token":
+            yield kind, bytes(8)
+        elif kind.startswith("known_"):
+            yield kind, token + os.urandom(n)
+        else:
+            yield kind, os.urandom(n)
+        i += 1
+
+
+def bell_flood(args):
+    known = [int(t, 16) for t in args.token]
+    socks = {}
+    for b in args.bell:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.setblocking(False)
+        s.connect(bell_name(int(b, 16)))  # (any sender may: a bell is unconnected)
+        socks[s.fileno()] = s
+    stop = threading.Event()
+
+    def watch_stdin():
+        select.select([sys.stdin], [], [], args.hold)
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    poller = select.poll()
+    for fd in socks:
+        poller.register(fd, select.POLLOUT)
+    counts = {}
+    sent = full = errors = wakes = 0
+    found_full = set()
+    announced = False
+    datagrams = flood_datagrams(known)
+    deadline = time.monotonic() + args.hold
+    while not stop.is_set() and time.monotonic() < deadline and socks:
+        # Writable: the bell's queue has room again (the owner drained it).
+        for fd, ev in poller.poll(50):
+            wakes += 1
+            s = socks[fd]
+            for _ in range(256):  # (a queue holds net.unix.max_dgram_qlen + 1)
+                kind, data = next(datagrams)
+                try:
+                    s.send(data)
+                except BlockingIOError:
+                    full += 1
+                    found_full.add(fd)
+                    break
+                except OSError:  # the bell is gone
+                    errors += 1
+                    poller.unregister(fd)
+                    del socks[fd]
+                    s.close()
+                    break
+                sent += 1
+                counts[kind] = counts.get(kind, 0) + 1
+        if not announced and socks and found_full >= set(socks):
+            print(f"FLOODING {len(socks)}", flush=True)
+            announced = True
+    for s in socks.values():
+        s.close()
+    kinds = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+    print(f"FLOODED sent={sent} full={full} wakes={wakes} errors={errors} {kinds}", flush=True)
+    print("CLOSED", flush=True)
 
 
 def unpack_cursor(word):
@@ -1139,6 +1236,7 @@ MODES = {
     "late-half-clc": late_half_clc,
     "zero-pending": zero_pending,
     "stray-wakeups": stray_wakeups,
+    "bell-flood": bell_flood,
     "move-lies": move_lies,
 }
 
@@ -1153,6 +1251,10 @@ def main():
                    help="silent-after-proposal: how many connections announce no port")
     p.add_argument("--hold", type=float, default=60, help="longest time to hold (s)")
     p.add_argument("--pid", type=int, default=0, help="stray-wakeups: whose connections")
+    p.add_argument("--bell", action="append", default=[],
+                   help="bell-flood: a bell's id (hex), once per bell")
+    p.add_argument("--token", action="append", default=[],
+                   help="bell-flood: a `sig` token (hex) the bells' sets hold")
     p.add_argument("--variant", choices=MOVE_VARIANTS, default="good",
                    help="move-lies: which lie (see above)")
     args = p.parse_args()

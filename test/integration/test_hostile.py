@@ -6,7 +6,7 @@ byte for byte, within a bounded time, no crash (exit codes checked), and
 only the hostile connection affected.
 
     test_hostile.py CASE      CASE: flags links silent lookalike owner_refs pending_uid cursors forged_reuse stray
-              late_half_clc late_rcvtimeo move_lies
+              late_half_clc late_rcvtimeo move_lies bells
 
 The server is a single-threaded selectors echo server (apps/steady_app.py)
 under usmc-run on 127.0.0.1; its clients are plain (unwrapped) processes,
@@ -512,8 +512,10 @@ def hostile_user():
     try:
         return pwd.getpwnam(HOSTILE_USER), False
     except KeyError:
-        subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", HOSTILE_USER], check=True,
-                       capture_output=True, timeout=30)
+        r = subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", HOSTILE_USER],
+                           capture_output=True, timeout=30)
+        if r.returncode != 0:  # (another case, run beside this one, made it first?)
+            return pwd.getpwnam(HOSTILE_USER), False
         return pwd.getpwnam(HOSTILE_USER), True
 
 
@@ -628,6 +630,183 @@ def stray_on(env, selector):
           f"the idle connection is echoed once its client writes ({line}, {tail(env, 'client', 300)!r})")
     env.stop(client)
     check_served(env, port, "after the stray wake-ups")
+    stop_server(env, server)
+
+
+def socket_fds(pid):
+    """{descriptor: socket inode} of process `pid`."""
+    fds = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            fds[int(fd)] = int(link[8:-1])
+    return fds
+
+
+def epoll_targets(pid):
+    """{epoll descriptor: the descriptors registered in its kernel part} of
+    process `pid` (/proc/PID/fdinfo: a 'tfd:' line per registration)."""
+    sets = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[eventpoll]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                sets[int(fd)] = {int(l.split()[1]) for l in f if l.startswith("tfd:")}
+        except OSError:
+            continue
+    return sets
+
+
+def listener_inode(port):
+    """The socket inode of the TCP listener on 127.0.0.1:`port`, or None."""
+    with open("/proc/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            parts = line.split()
+            if parts[1].endswith(f":{port:04X}") and parts[3] == "0A":
+                return int(parts[9])
+    return None
+
+
+def unix_names_by_inode():
+    """{inode: abstract name (without the NUL)} of /proc/net/unix."""
+    names = {}
+    with open("/proc/net/unix") as f:
+        for line in f.read().splitlines()[1:]:
+            parts = line.split()
+            if len(parts) >= 8 and parts[7].startswith("@"):
+                names[int(parts[6])] = parts[7][1:]
+    return names
+
+
+def flood(env, port, what, bells, tokens, kinds, who, server, run):
+    """One flood of the server's `bells` (flooder: hostile_peer.py
+    bell-flood, as `who`) for a run of the held connections."""
+    cpu0, sw0 = cpu_and_switches(server.pid)
+    t0 = time.monotonic()
+    flooder = hostile(env, "bell-flood", port, "--hold", "60",
+                      *[a for b in bells for a in ("--bell", b[len("usmc-b-"):])],
+                      *[a for t in tokens for a in ("--token", t[len("usmc-s-"):])], **who)
+    line = expect(flooder, ("FLOODING", "ERROR"), 15)
+    if not check(line == f"FLOODING {len(bells)}",
+                 f"{what}: the stranger filled the queue of each of the server's {len(bells)} bells "
+                 f"({line or tail(env, 'hostile', 500)!r})"):
+        env.stop(flooder, timeout=5)
+        raise Abort()
+    run(2, f"bells flooded with {what}")
+    flooder.stdin.close()
+    flooded = expect(flooder, "FLOODED", 15)
+    cpu1, sw1 = cpu_and_switches(server.pid)
+    end_peer(env, flooder)
+    print(f"  info the server's CPU while flooded: {cpu1 - cpu0:.2f} s in {time.monotonic() - t0:.1f} s, "
+          f"{sw1 - sw0} context switches")
+    sent = dict(kv.split("=") for kv in (flooded or "").split()[1:])
+    check(all(int(sent.get(k, 0)) > 0 for k in kinds) and int(sent.get("full", 0)) >= 10
+          and sent.get("errors") == "0",
+          f"{what}: the stranger sent each kind ({', '.join(kinds)}), and found the bells full "
+          f"again and again ({flooded})")
+
+
+def case_bells(env):
+    """An epoll server's set is kept in user memory (issue 44) with a bell,
+    `usmc-b-<id>`: a datagram socket any local process can send to by name
+    (/proc/net/unix lists it), which the peers of its connections ring with
+    the token of the server's side, the token that also names that side's
+    `sig` (public too). A stranger (another user when the test runs as
+    root) floods the server's bells, each bell's queue kept full, so a
+    peer's ring finds it full (EAGAIN) and only the drain's look at every
+    armed connection finds that data: for a run with random tokens, 8 zero
+    bytes, datagrams of 0, 1, 7, 9 and 512 bytes; then for a run with, every
+    other datagram, the tokens of the server's own `sig`s (tokens its set
+    holds: each costs a look, never a report), some with bytes after them.
+    During each run a wrapped client does echo round trips on 6 SMC-D
+    connections: one at a time rests (idle for far more than 16 looks:
+    armed) while the others are busy, then is used again; one rests the
+    whole run. Every round trip comes back byte for byte within SERVED_MS;
+    after the flood the server idles without spinning, its held connections
+    echo again, and it serves new clients."""
+    sys.path.insert(0, os.path.dirname(PEER))
+    from hostile_peer import unix_names
+    n = 6
+    # (Every connection SMC-D: a detection wait long enough for a loaded
+    # machine, no learning.)
+    env.config("learn_smc = false\nclc_detect_timeout_ms = 2000\n")
+    server, port = start_server(env)
+    before = env.stats()
+    client = env.start(env.wrap([PYTHON, APP, "conns", "--port", str(port), "-n", str(n),
+                                 "--size", "3000", "--rest-ms", "300"]),
+                       stdin=subprocess.PIPE, stderr=log_file(env, "client"))
+
+    def run(seconds, when):
+        client.stdin.write(f"run {seconds}\n")
+        client.stdin.flush()
+        line = expect(client, "RUN", seconds + 20)  # (each socket operation: 5 s at most)
+        m = re.match(r"RUN \d+ ok=(\d+) bad=(\d+) max_ms=(\d+) rested=(\d+) rested_max_ms=(\d+)", line or "")
+        check(m and int(m[1]) > 0 and m[2] == "0" and int(m[3]) <= SERVED_MS and int(m[4]) >= 2,
+              f"{when}: every echo round trip on the {n} held connections, rested ones too, comes "
+              f"back byte for byte within {SERVED_MS} ms ({line or tail(env, 'client', 300)!r})")
+
+    line = expect(client, ("CONNECTED", "ERROR"), 30)
+    if not check(line == f"CONNECTED {n}", f"the wrapped client holds {n} connections, each echoed once "
+                                           f"({line or tail(env, 'client', 300)!r})"):
+        raise Abort()
+    smcd = stat_delta(before, env.stats(), "conn_smcd")
+    check(smcd == 2 * n, f"its {n} connections run SMC-D at both ends ({smcd} SMC-D ends)")
+
+    # The server's set: the epoll descriptor whose kernel part holds the
+    # listener and a bell (usmc's own loop holds the listener too). Its
+    # connections are not there: held in user memory, no `sig` registration.
+    fds, names = socket_fds(server.pid), unix_names_by_inode()
+    listener = listener_inode(port)
+    kernel_parts = {epfd: sorted(names.get(fds.get(fd), "-" if fd not in fds else "")
+                                 for fd in t if fds.get(fd) != listener)
+                    for epfd, t in epoll_targets(server.pid).items()
+                    if any(fds.get(fd) == listener for fd in t)}
+    sets = [t for t in kernel_parts.values() if any(x.startswith("usmc-b-") for x in t)]
+    in_set = sets[0] if len(sets) == 1 else []
+    set_bells = [x for x in in_set if x.startswith("usmc-b-")]
+    sigs = [name[1:].decode() for name in unix_names(server.pid, "usmc-s-")]
+    check(set_bells and not any(x.startswith("usmc-s-") for x in in_set) and len(sigs) >= n,
+          f"the server's epoll set keeps its {len(sigs)} SMC-D connections in user memory, with a "
+          f"bell (the epoll descriptors that hold the listener, and what else: {kernel_parts})")
+    bells = [name[1:].decode() for name in unix_names(server.pid, "usmc-b-")]
+    print(f"  info the server's bells: {bells} (its set's: {set_bells}); its sigs: {sigs}")
+    if not set_bells:
+        raise Abort()
+
+    user, created = hostile_user() if os.geteuid() == 0 else (None, False)
+    try:
+        who = dict(user=user.pw_uid, group=user.pw_gid, extra_groups=[]) if user else {}
+        print(f"  info the stranger runs as {HOSTILE_USER if user else 'our own user'}")
+        # First strangers' datagrams only; then the tokens the set holds as
+        # well (alone they would hide a lost wake-up: each is a look at the
+        # connection it names, so they go second).
+        for what, tokens, kinds in (
+                ("random tokens and wrong sizes", [],
+                 ("random", "zero_token", "size0", "size1", "size7", "size9", "size512")),
+                ("the tokens the set holds, too", sigs, ("known", "random", "known_size9", "known_size512"))):
+            flood(env, port, what, bells, tokens, kinds, who, server, run)
+    finally:
+        if created:
+            subprocess.run(["userdel", HOSTILE_USER], capture_output=True, timeout=30)
+
+    cpu0, sw0 = cpu_and_switches(server.pid)
+    time.sleep(1)  # measuring an idle interval: there is no event to wait for
+    cpu1, sw1 = cpu_and_switches(server.pid)
+    check(cpu1 - cpu0 < 0.3, f"after the flood the server does not spin ({cpu1 - cpu0:.2f} s CPU, "
+                             f"{sw1 - sw0} context switches in 1 s)")
+    run(1, "after the flood")
+    check_served(env, port, "after the flood")
+    client.stdin.close()
+    try:
+        client.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    rc = env.stop(client, timeout=5)
+    check(rc == 0, f"the wrapped client exits cleanly (exit {rc}; {tail(env, 'client', 300)!r})")
     stop_server(env, server)
 
 
