@@ -410,6 +410,8 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
         if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
             int rc = 0;
             if (user_ctl(c, epfd, op, fd, ev, &rc)) return rc;
+        } else if (op == EPOLL_CTL_ADD) {
+            user_set_prepare(epfd);
         }
         std::unique_lock lock(c->epoll_mu);
         switch (c->phase.load(std::memory_order_acquire)) {

@@ -126,6 +126,19 @@ void ring_sleepers(UserSet* S) {
         wakeup::send_token(wakeup::wakers_for_self(), wakeup::bell_name(S->bell_id), 0);
 }
 
+// Under g_user_mu: a user-memory part for `epfd`, made and published.
+UserSet* install_set(int epfd) {
+    UserSet* S = make_set(epfd);
+    if (!S) return nullptr;
+    g_user_sets[epfd].store(S, std::memory_order_release);
+    g_user_set_count.fetch_add(1, std::memory_order_relaxed);
+    uint32_t high = g_user_sets_high.load(std::memory_order_relaxed);
+    while (high < uint32_t(epfd) + 1 &&
+           !g_user_sets_high.compare_exchange_weak(high, uint32_t(epfd) + 1)) {
+    }
+    return S;
+}
+
 // Under g_user_mu: `c` is no longer held by its set.
 void detach(SmcConn* c) {
     auto* S = static_cast<UserSet*>(c->user_set);
@@ -343,17 +356,8 @@ bool user_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev, int* rc) {
             return false;
         }
         if (!S) {
-            S = make_set(epfd);
-            if (!S) {
-                // Not an epoll set (the kernel's answer), or no bell: `sig`.
-                return false;
-            }
-            g_user_sets[epfd].store(S, std::memory_order_release);
-            g_user_set_count.fetch_add(1, std::memory_order_relaxed);
-            uint32_t high = g_user_sets_high.load(std::memory_order_relaxed);
-            while (high < uint32_t(epfd) + 1 &&
-                   !g_user_sets_high.compare_exchange_weak(high, uint32_t(epfd) + 1)) {
-            }
+            S = install_set(epfd);
+            if (!S) return false; // not an epoll set (the kernel's answer), or no bell: `sig`
         }
         if (it != c->epoll_members.end()) {
             sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, c->sig, nullptr);
@@ -464,6 +468,15 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
             return true;
         }
     }
+}
+
+void user_set_prepare(int epfd) {
+    if (!g_user_sets || static_cast<unsigned>(epfd) >= g_conns_capacity || has_user_set(epfd))
+        return;
+    int saved = errno;
+    std::lock_guard user_lock(g_user_mu);
+    if (!has_user_set(epfd)) install_set(epfd);
+    errno = saved;
 }
 
 void user_leave(SmcConn* c) {

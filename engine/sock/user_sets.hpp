@@ -50,6 +50,10 @@ bool user_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev, int* rc);
 // the set fell back: the caller asks the kernel.
 bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const sigset_t* mask,
                bool pwait2, int* rc);
+// A Connecting connection joins `epfd` (as `sig`): the set gets its
+// user-memory part and bell now, so the descriptors a set holds do not change
+// when its first connection comes up (nothing if `epfd` is no epoll set).
+void user_set_prepare(int epfd);
 // The connection closes (its last descriptor): out of its set.
 void user_leave(SmcConn* c);
 // The connection moves to TCP: its registrations become `sig` ones first.

@@ -105,7 +105,15 @@ with Env(smcd_mechanics=True) as env:
           f"closed sockets leave the epoll set: registrations with one socket in it {regs}")
     fds = [int(c[3]) for c in conns]
     diff = [l for l in out.splitlines() if l.startswith("FDDIFF")]
-    check(len(fds) == N and fds[-1] == fds[0],
+    # A connection whose handshake overlaps the previous one's close takes a
+    # new `sig` where it would have taken the spare that close parks next:
+    # the process then keeps one more spare (bounded by the spare pool, not
+    # by the connections). Anything else is a leak.
+    new_part = diff[0].split(" gone ")[0] if diff else ""
+    spares = len(re.findall(r"'@usmc-s-[0-9a-f]+'", new_part))
+    extra = fds[-1] - fds[0] if fds else 0
+    check(len(fds) == N and (extra == 0 or (0 < extra <= 2 and extra == spares and
+                                            len(re.findall(r"\(\d+, ", new_part)) == spares)),
           f"nothing stays behind: open descriptors with the first connection {fds[:1]}, with the "
           f"last {fds[-1:]} ({diff} {err[-200:]})")
     check(len(pipe) == 1 and pipe[0][2] == "pipe bytes",
