@@ -149,22 +149,25 @@ USMC_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
 }
 
 USMC_EXPORT int epoll_wait(int epfd, epoll_event* evs, int max, int timeout) {
-    if (af_smc::epoll_in_user_memory(epfd) && !shim::vfork_child())
-        if (int rc; af_smc::epoll_wait_user(epfd, evs, max, to_ns(timeout), nullptr, false, &rc))
-            return rc;
-    if (af_smc::epoll_spins(epfd) && !shim::vfork_child())
-        return af_smc::epoll_wait_spin(epfd, evs, max, timeout, nullptr);
-    return sys::real().epoll_wait(epfd, evs, max, timeout);
+    return epoll_pwait(epfd, evs, max, timeout, nullptr);
 }
 
 USMC_EXPORT int epoll_pwait(int epfd, epoll_event* evs, int max, int timeout,
                             const sigset_t* mask) {
-    if (af_smc::epoll_in_user_memory(epfd) && !shim::vfork_child())
-        if (int rc; af_smc::epoll_wait_user(epfd, evs, max, to_ns(timeout), mask, false, &rc))
-            return rc;
-    if (af_smc::epoll_spins(epfd) && !shim::vfork_child())
-        return af_smc::epoll_wait_spin(epfd, evs, max, timeout, mask);
-    return sys::real().epoll_pwait(epfd, evs, max, timeout, mask);
+    for (int round = 0; round < 2; ++round) {
+        if (af_smc::epoll_in_user_memory(epfd) && !shim::vfork_child())
+            if (int rc; af_smc::epoll_wait_user(epfd, evs, max, to_ns(timeout), mask, false, &rc))
+                return rc;
+        int rc = af_smc::epoll_spins(epfd) && !shim::vfork_child()
+                     ? af_smc::epoll_wait_spin(epfd, evs, max, timeout, mask)
+                 : mask ? sys::real().epoll_pwait(epfd, evs, max, timeout, mask)
+                        : sys::real().epoll_wait(epfd, evs, max, timeout);
+        // (The set got its user-memory part while this thread slept in the
+        // kernel: its bell woke us, and the wait goes on there.)
+        if (rc <= 0 || shim::vfork_child() || !af_smc::any_user_set()) return rc;
+        if (int k = af_smc::epoll_kernel_returned(epfd, evs, rc); k != 0 || round == 1) return k;
+    }
+    return 0;
 }
 
 USMC_EXPORT int epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout,
@@ -178,7 +181,12 @@ USMC_EXPORT int epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec
         int64_t ns = timeout ? int64_t(timeout->tv_sec) * 1000000000 + timeout->tv_nsec : -1;
         if (int rc; af_smc::epoll_wait_user(epfd, evs, max, ns, mask, true, &rc)) return rc;
     }
-    return fn(epfd, evs, max, timeout, mask);
+    int rc = fn(epfd, evs, max, timeout, mask);
+    if (rc <= 0 || shim::vfork_child() || !af_smc::any_user_set()) return rc;
+    if (int k = af_smc::epoll_kernel_returned(epfd, evs, rc); k != 0) return k;
+    if (af_smc::epoll_in_user_memory(epfd))
+        if (int again; af_smc::epoll_wait_user(epfd, evs, max, 0, mask, true, &again)) return again;
+    return 0;
 }
 
 USMC_EXPORT int __poll(pollfd*, nfds_t, int) __attribute__((alias("poll")));

@@ -117,6 +117,10 @@ bool epoll_in_user_memory(int epfd);
 bool epoll_wait_user(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const sigset_t* mask,
                      bool pwait2, int* rc);
 void epoll_set_watched(int epfd);
+// After a wait that went to the kernel while `epfd` had no user-memory part:
+// if it has one now (made meanwhile by another thread), its bell's event is
+// taken out of `evs` (the count left; 0: wait again, in user memory).
+int epoll_kernel_returned(int epfd, epoll_event* evs, int n);
 bool any_user_set();
 
 // fork: before it, every connection gains the reference the child will

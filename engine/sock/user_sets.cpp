@@ -130,8 +130,12 @@ void ring_sleepers(UserSet* S) {
 UserSet* install_set(int epfd) {
     UserSet* S = make_set(epfd);
     if (!S) return nullptr;
-    g_user_sets[epfd].store(S, std::memory_order_release);
-    g_user_set_count.fetch_add(1, std::memory_order_relaxed);
+    g_user_set_count.fetch_add(1, std::memory_order_seq_cst);
+    g_user_sets[epfd].store(S, std::memory_order_seq_cst);
+    // A thread of the application may be asleep in this set's kernel part
+    // already (it entered before the set had a user-memory part): woken by
+    // the bell, the preload sees the part and takes it from there.
+    wakeup::send_token(wakeup::wakers_for_self(), wakeup::bell_name(S->bell_id), 0);
     uint32_t high = g_user_sets_high.load(std::memory_order_relaxed);
     while (high < uint32_t(epfd) + 1 &&
            !g_user_sets_high.compare_exchange_weak(high, uint32_t(epfd) + 1)) {
@@ -541,8 +545,18 @@ void user_sets_before_exec() {
     }
 }
 
+int epoll_kernel_returned(int epfd, epoll_event* evs, int n) {
+    UserSet* S = set_at(epfd);
+    if (!S || n <= 0) return n;
+    int k = 0;
+    for (int i = 0; i < n; ++i)
+        if (evs[i].data.u64 != S->tag) evs[k++] = evs[i];
+    return k;
+}
+
 bool epoll_in_user_memory(int epfd) {
-    return has_user_set(epfd);
+    // (A program whose sets never held an SMC-D connection reads one word.)
+    return g_user_set_count.load(std::memory_order_relaxed) != 0 && has_user_set(epfd);
 }
 
 bool epoll_wait_user(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const sigset_t* mask,

@@ -14,7 +14,7 @@ import difflib
 import os
 import subprocess
 
-from harness import BIN, Env, check, finish, slow_machine_config
+from harness import APPS, BIN, PYTHON, Env, check, finish, read_ready, slow_machine_config
 
 PROBE = os.path.join(BIN, "usmc-epoll-probe")
 
@@ -93,4 +93,17 @@ with Env(smcd_mechanics=True) as env:
             for line in difflib.unified_diff(plain.stdout.splitlines(), wrapped.stdout.splitlines(),
                                              "plain", "usmc", lineterm="", n=0):
                 print(f"         {line}")
+    # A set that gets its first SMC-D connection while a thread of the
+    # program sleeps in epoll_wait on it: the sleeper reports it.
+    server = env.start(env.wrap([PYTHON, os.path.join(APPS, "echo_app.py"), "server", "--conns", "1",
+                                 "--mode", "selectors"]))
+    port = read_ready(server)
+    late = env.run(env.wrap([PYTHON, os.path.join(APPS, "late_set_app.py"), "--port", str(port)]),
+                   timeout=60)
+    words = late.stdout.split()
+    fd = words[-1] if words else "?"
+    check(f"[({fd}, 1)]" in late.stdout,
+          f"a connection added while a thread sleeps on the empty set is reported to it "
+          f"({late.stdout.strip()!r} {late.stderr[-200:]!r})")
+    server.communicate(timeout=30)
 finish()
