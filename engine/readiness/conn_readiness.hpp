@@ -90,6 +90,7 @@ struct ConnReadiness {
     // watch). `user_set` is engine/sock's, under its lock.
     std::atomic<uint64_t> user_bell{0};
     void* user_set = nullptr;
+    uint64_t user_slot = 0; // its key in the set's gates (0: not gated)
     // The set's wake-up counts (conn/conn_source.hpp).
     std::atomic<uint64_t> end_wakes{0};
     std::atomic<uint64_t> out_wakes{0};

@@ -250,10 +250,21 @@ size_t UserEpoll::take_unarmed(const Source** out, size_t max) {
     return k;
 }
 
+void UserEpoll::disarmed(const Source* src) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(src);
+    if (it == entries_.end()) return;
+    Entry& e = it->second;
+    if (look(e) || e.heat == Heat::Armed) make_hot(e);
+}
+
 void UserEpoll::look_at_armed() {
     std::lock_guard lock(mu_);
     for (auto& [src, e] : entries_)
-        if (e.heat == Heat::Armed && look(e)) make_hot(e);
+        if (e.heat == Heat::Armed) {
+            look(e);
+            make_hot(e);
+        }
 }
 
 std::vector<UserEpoll::Registration> UserEpoll::registrations(const Source* src) const {

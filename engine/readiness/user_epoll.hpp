@@ -204,8 +204,17 @@ class UserEpoll {
     // arming), so nothing changes unseen while nobody looks.
     size_t take_unarmed(const Source** out, size_t max);
 
-    // Every Armed source looked at (the bell's queue overflowed: a wake-up
-    // may have been lost).
+    // The owner learnt that `src`'s arming was used up (the peer took the
+    // request it armed): looked at, as mark(), and Hot even if the look
+    // finds nothing new. A wake-up that a collect found first (a level-
+    // triggered registration still on the ready list looks at the source
+    // again) leaves nothing for this look, yet nothing is armed any more:
+    // an Armed source would miss every later wake-up.
+    void disarmed(const Source* src);
+
+    // Every Armed source looked at and made Hot (the bell's queue
+    // overflowed: a wake-up may have been lost, and with it the news that
+    // its arming was used up).
     void look_at_armed();
 
     // A registration as the application made it (for a set that falls back

@@ -15,7 +15,8 @@
 //       wakes (the peer's word, checked like any: a wrong one wakes nobody
 //       of ours)
 //   32  usmc: what the peer is waiting for (kWaitData, kWaitSpace,
-//       kWaitDataBell with its waiter's bell id in the top 48 bits), set by
+//       kWaitDataBell with its waiter's bell id in the top 48 bits and
+//       perhaps its gate line, kWaitDataGate in bits 8..13), set by
 //       the waiter, taken by the notifier with one atomic RMW: exactly one
 //       wake-up per wait
 //   40  usmc: the urgent mark  wrap:16 count:32 + urgent count:16
@@ -81,7 +82,13 @@ enum WaitFlags : uint64_t {
     // 44's readiness; docs/DESIGN-NOTES.md). Independent of kWaitData: a
     // blocked call of the same side waits on `sig` beside it.
     kWaitDataBell = 8,
+    // With kWaitDataBell: the set's gate line (gate.hpp) is named in the
+    // word's bits 8..13 (kGateShift); the writer knocks there and rings
+    // only a sleeping set.
+    kWaitDataGate = 16,
 };
+constexpr unsigned kGateShift = 8;
+constexpr uint64_t kGateBits = uint64_t{63} << kGateShift;
 constexpr unsigned kBellShift = 16;
 constexpr uint64_t kBellIdMax = (uint64_t{1} << (64 - kBellShift)) - 1;
 

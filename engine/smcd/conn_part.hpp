@@ -16,6 +16,7 @@
 // seam (not final for that reason: Part derives from it privately).
 #include "engine/core/transport.hpp"
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/gate.hpp"
 #include "engine/smcd/ism.hpp"
 #include "engine/smcd/signal.hpp"
 #include "engine/smcd/wait_flags.hpp"
@@ -62,7 +63,7 @@ class ConnPart {
             keep_data_request(req);
             return false;
         }
-        if (req.bell) signals.ring_data_bell(req.bell);
+        if (req.bell && knock(req.gate)) signals.ring_data_bell(req.bell);
         if (req.sig) {
             wake_reader();
             data_woken();
@@ -92,8 +93,18 @@ class ConnPart {
     // Taken, and the peer's datagram not yet sent (its in-flight word).
     bool data_wake_coming() const { return smcd::data_wake_in_flight(peer()); }
     void want_space() { smcd::ask_for_space(peer()); }
-    // For a set kept in user memory: data (or the end) rings its bell.
-    void want_data_bell(uint64_t bell) { smcd::ask_for_data_bell(peer(), bell); }
+    // For a set kept in user memory: data (or the end) rings its bell,
+    // through its gate line `gate` of our DMB's segment (-1: none).
+    void want_data_bell(uint64_t bell, int gate = -1) {
+        smcd::ask_for_data_bell(peer(), bell, gate);
+    }
+    // For a set kept in user memory: its gate line `g` of our DMB's segment
+    // (nullptr: our DMB is a file of its own). A connection in such a set is
+    // never one a fork shares, so only this process's sets use the lines of
+    // the segments its device made (a forked child's device makes its own).
+    GateLine* own_gate(unsigned g) const {
+        return rx.seg && rx.slot < 64 && g < kGates ? &smcd::own_gate(*rx.seg, g) : nullptr;
+    }
     void unwant_data_bell() { smcd::withdraw_data_bell(peer()); }
     bool wants_data_bell() const { return smcd::data_bell_asked(peer()); }
     // Our process's bell, where the peer rings when it takes our request for
@@ -153,6 +164,14 @@ class ConnPart {
     void release_at_exit() const { ism::release_slot_at_exit(rx); }
 
   private:
+    // A request naming the peer set's gate line `gate` (-1: none): our bit
+    // there; whether its bell rings (no gate it can name: always).
+    bool knock(int gate) const {
+        unsigned slot = 0;
+        if (gate < 0) return true;
+        GateLine* l = peer_gate(tx, unsigned(gate), &slot);
+        return !l || smcd::knock(*l, slot);
+    }
     // The peer's requests in our line, taken by notify_* and our close.
     DataRequest take_data_request() { return smcd::take_data_request(own()); }
     void keep_data_request(DataRequest taken) { smcd::keep_data_request(own(), taken); }

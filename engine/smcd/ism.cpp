@@ -267,7 +267,7 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     for (const auto& g : segments_)
         if (g->peer_uid == peer_uid && g->slot_size == size && !g->retired) held += g->nslots;
     uint32_t n = std::clamp<uint32_t>(held, 4, kMaxSegmentSlots);
-    n = std::min(n, kMaxSegmentBytes / size);
+    n = std::min(n, (kMaxSegmentBytes - kGatePage) / size);
     drop_idle_segments(uint64_t{n} * size);
     // At most half the room left: the free slots of a segment serve only
     // its size, and a crowd's smaller DMBs (crowd_size) need segments of
@@ -296,8 +296,8 @@ std::shared_ptr<Segment> Device::make_segment(uint32_t size, uid_t peer_uid) {
     g->ino = static_cast<uint64_t>(fst.st_ino);
     g->live.assign(n, 0);
     g->tokens.assign(n, 0);
-    in_use_ += g->file_size();
-    spare_bytes_ += g->file_size();
+    in_use_ += g->slot_bytes();
+    spare_bytes_ += g->slot_bytes();
     segments_.push_back(g);
     counters::count(counters::dmb_segments);
     return g;
@@ -385,7 +385,7 @@ void Device::drop_idle_segments(uint64_t need) {
         if (!idle) continue;
         spare_bytes_ -= std::min(spare, spare_bytes_);
         away_bytes_ -= std::min(away, away_bytes_);
-        in_use_ -= std::min<uint64_t>(g->file_size(), in_use_);
+        in_use_ -= std::min<uint64_t>(g->slot_bytes(), in_use_);
         segments_.erase(segments_.begin() + static_cast<long>(i));
     }
     claim_pos_ = 0;

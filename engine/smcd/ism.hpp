@@ -50,6 +50,9 @@ namespace usmc::ism {
 struct Segment;
 class LinkGroups;
 
+// A segment's file ends in this many bytes of gate lines (smcd/gate.hpp).
+constexpr uint32_t kGatePage = 4096;
+
 struct Dmb {
     int fd = -1;
     uint8_t* base = nullptr;
@@ -106,7 +109,9 @@ struct Segment {
     // A slot of it was lost (a failed handshake's peer may still write it):
     // no more claims; dropped once no connection holds a slot of it.
     bool retired = false;
-    uint32_t file_size() const { return slot_size * nslots; }
+    // The slots, then one page of gate lines (gate.hpp): the file's size.
+    uint32_t slot_bytes() const { return slot_size * nslots; }
+    uint32_t file_size() const { return slot_bytes() + kGatePage; }
     uint8_t* slot_base(uint32_t i) const { return base + size_t{i} * slot_size; }
     ~Segment();
 };

@@ -24,20 +24,25 @@ inline void ask_for_space(Control& peer_line) {
     peer_line.waiting.fetch_or(kWaitSpace, std::memory_order_seq_cst);
 }
 // Reader, for its epoll set kept in user memory: wake my set's bell (id
-// `bell`, at most kBellIdMax) when data arrives. Replaces a bell named before
-// (one set of one process names bells for a connection side).
-inline void ask_for_data_bell(Control& peer_line, uint64_t bell) {
+// `bell`, at most kBellIdMax) when data arrives, through its gate line `gate`
+// of the segment our DMB lies in (gate.hpp; -1: none, every take rings).
+// Replaces a bell named before (one set of one process names bells for a
+// connection side).
+inline void ask_for_data_bell(Control& peer_line, uint64_t bell, int gate = -1) {
     auto& w = peer_line.waiting;
+    uint64_t gated = gate >= 0 ? kWaitDataGate | (uint64_t(gate) << kGateShift & kGateBits) : 0;
     uint64_t cur = w.load(std::memory_order_relaxed);
     uint64_t want;
     do {
-        want = (cur & ((uint64_t{1} << kBellShift) - 1)) | kWaitDataBell | bell << kBellShift;
+        want = (cur & ((uint64_t{1} << kBellShift) - 1) & ~(kWaitDataGate | kGateBits)) |
+               kWaitDataBell | gated | bell << kBellShift;
     } while (cur != want && !w.compare_exchange_weak(cur, want, std::memory_order_seq_cst));
     if (cur == want) std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 // Reader: the bell request withdrawn (the set let go of the connection).
 inline void withdraw_data_bell(Control& peer_line) {
-    peer_line.waiting.fetch_and(((uint64_t{1} << kBellShift) - 1) & ~uint64_t{kWaitDataBell},
+    peer_line.waiting.fetch_and(((uint64_t{1} << kBellShift) - 1) &
+                                    ~(kWaitDataBell | kWaitDataGate | kGateBits),
                                 std::memory_order_seq_cst);
 }
 // Reader: our bell request still stands.
@@ -48,9 +53,10 @@ inline bool data_bell_asked(const Control& peer_line) {
 // wake the name or the bell any more). True if the `sig` one still stood:
 // the peer never took it.
 inline bool withdraw_data_request(Control& peer_line) {
-    uint64_t was = peer_line.waiting.fetch_and(((uint64_t{1} << kBellShift) - 1) &
-                                                   ~uint64_t{kWaitData | kWaitDataBell},
-                                               std::memory_order_seq_cst);
+    uint64_t was =
+        peer_line.waiting.fetch_and(((uint64_t{1} << kBellShift) - 1) &
+                                        ~(kWaitData | kWaitDataBell | kWaitDataGate | kGateBits),
+                                    std::memory_order_seq_cst);
     return was & kWaitData;
 }
 // Reader: our request for data still stands (the peer has not taken it).
@@ -62,14 +68,19 @@ inline bool data_wake_in_flight(const Control& peer_line) {
     return peer_line.waiting.load(std::memory_order_seq_cst) & kWakingData;
 }
 
-// What a writer took: the `sig` request, and the bell of a set (0: none).
+// What a writer took: the `sig` request, and the bell of a set (0: none)
+// with its gate line (-1: none).
 struct DataRequest {
     bool sig = false;
     uint64_t bell = 0;
+    int gate = -1;
     explicit operator bool() const { return sig || bell; }
 };
 inline DataRequest data_request_of(uint64_t word) {
-    return {(word & kWaitData) != 0, (word & kWaitDataBell) ? word >> kBellShift : 0};
+    DataRequest r{(word & kWaitData) != 0, (word & kWaitDataBell) ? word >> kBellShift : 0};
+    if ((word & kWaitDataBell) && (word & kWaitDataGate))
+        r.gate = int((word & kGateBits) >> kGateShift);
+    return r;
 }
 // Writer: takes the reader's requests for data, marking a `sig` wake-up in
 // flight (a bell's wake-up needs no such mark: a stale one is a look).
@@ -77,11 +88,11 @@ inline DataRequest take_data_request(Control& own_line) {
     auto& w = own_line.waiting;
     uint64_t cur = w.load(std::memory_order_seq_cst);
     while ((cur & (kWaitData | kWaitDataBell)) &&
-           !w.compare_exchange_weak(
-               cur,
-               (cur & ((uint64_t{1} << kBellShift) - 1) & ~uint64_t{kWaitData | kWaitDataBell}) |
-                   ((cur & kWaitData) ? uint64_t{kWakingData} : 0),
-               std::memory_order_seq_cst)) {
+           !w.compare_exchange_weak(cur,
+                                    (cur & ((uint64_t{1} << kBellShift) - 1) &
+                                     ~(kWaitData | kWaitDataBell | kWaitDataGate | kGateBits)) |
+                                        ((cur & kWaitData) ? uint64_t{kWakingData} : 0),
+                                    std::memory_order_seq_cst)) {
     }
     return data_request_of(cur);
 }
@@ -94,8 +105,11 @@ inline void keep_data_request(Control& own_line, DataRequest taken) {
     uint64_t want;
     do {
         want = cur | (taken.sig ? uint64_t{kWaitData} : 0);
-        if (taken.bell && !(cur & kWaitDataBell))
+        if (taken.bell && !(cur & kWaitDataBell)) {
             want |= kWaitDataBell | (taken.bell << kBellShift);
+            if (taken.gate >= 0)
+                want |= kWaitDataGate | (uint64_t(taken.gate) << kGateShift & kGateBits);
+        }
         if (taken.sig) want &= ~uint64_t{kWakingData};
     } while (!w.compare_exchange_weak(cur, want, std::memory_order_seq_cst));
 }

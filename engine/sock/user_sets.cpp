@@ -45,6 +45,25 @@ constexpr unsigned kBellBatches = 8;
 unsigned g_bell_queue_full = 11;
 // A bell's id travels in 48 bits of a request word (SMC-D's kBellShift).
 constexpr uint64_t kBellIdMask = (uint64_t{1} << 48) - 1;
+// Gate lines a process's sets share out (one per set, the same in every
+// segment; a set beyond them rings per connection), and the segments one set
+// keeps gates in (connections in others ring per connection).
+constexpr unsigned kGateLines = 64;
+constexpr size_t kGatesPerSet = 16;
+std::atomic<uint64_t> g_gate_lines{0};
+
+int take_gate_line() {
+    uint64_t used = g_gate_lines.load(std::memory_order_relaxed);
+    while (~used) {
+        int g = __builtin_ctzll(~used);
+        if (g >= int(kGateLines)) return -1;
+        if (g_gate_lines.compare_exchange_weak(used, used | uint64_t{1} << g)) return g;
+    }
+    return -1;
+}
+void give_gate_line(int g) {
+    if (g >= 0) g_gate_lines.fetch_and(~(uint64_t{1} << g));
+}
 
 } // namespace
 
@@ -63,6 +82,11 @@ struct UserSet {
     // kernel part: a registration enabled meanwhile (another thread's
     // epoll_ctl) is not armed, so its ctl rings the bell to wake one.
     std::atomic<int> sleepers{0};
+    // Under g_user_mu: the set's gate line (-1: none), the segments it keeps
+    // one in, and the connections gated there by (segment, slot) key.
+    int gate = -1;
+    std::vector<transport::Gate> gates;
+    std::unordered_map<uint64_t, SmcConn*> by_slot;
 };
 
 std::atomic<UserSet*>* g_user_sets = nullptr;
@@ -116,6 +140,7 @@ UserSet* make_set(int epfd) {
     S->bell = fd;
     S->bell_id = id;
     S->tag = tag;
+    S->gate = take_gate_line();
     return S;
 }
 
@@ -148,6 +173,8 @@ void detach(SmcConn* c) {
     auto* S = static_cast<UserSet*>(c->user_set);
     if (!S) return;
     S->by_token.erase(c->token);
+    if (c->user_slot) S->by_slot.erase(c->user_slot);
+    c->user_slot = 0;
     c->user_set = nullptr;
     c->user_bell.store(0, std::memory_order_release);
     if (c->transport.attached()) c->transport.unwant_data_bell();
@@ -171,6 +198,72 @@ void demote_locked(SmcConn* c) {
     }
 }
 
+// Under g_user_mu: the set's gate lines let go of (it holds no connection).
+void drop_gates(UserSet* S) {
+    for (auto& g : S->gates)
+        g.wake();
+    S->gates.clear();
+    S->by_slot.clear();
+    give_gate_line(S->gate);
+    S->gate = -1;
+}
+
+// Under g_user_mu: the gate line `src`'s connection is armed through (-1:
+// none), its segment's gate kept (woken if the set is asleep) and the
+// connection found by its slot there.
+int gate_for(UserSet* S, SmcConn* c) {
+    if (S->gate < 0) return -1;
+    if (c->user_slot) return S->gate;
+    transport::Gate g = c->transport.own_gate(unsigned(S->gate));
+    if (!g) return -1;
+    auto it = std::find_if(S->gates.begin(), S->gates.end(),
+                           [&](const transport::Gate& h) { return h.key() == g.key(); });
+    if (it == S->gates.end()) {
+        // (Segments no connection holds any more first: their memory may go.)
+        std::erase_if(S->gates, [](const transport::Gate& h) { return h.keep.use_count() == 1; });
+        if (S->gates.size() >= kGatesPerSet) return -1;
+        if (S->sleepers.load(std::memory_order_relaxed) > 0) g.sleep();
+        S->gates.push_back(g);
+    }
+    uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(g.key())) << 6 | g.slot;
+    S->by_slot[key] = c;
+    c->user_slot = key;
+    return S->gate;
+}
+
+// Under g_user_mu: the connections whose requests were taken since the
+// last time, by their bits in the set's gates, looked at.
+void take_gates(UserSet* S) {
+    for (auto& g : S->gates) {
+        uint64_t bits = g.take_ready();
+        while (bits) {
+            unsigned slot = unsigned(__builtin_ctzll(bits));
+            bits &= bits - 1;
+            auto it = S->by_slot.find(uint64_t(reinterpret_cast<uintptr_t>(g.key())) << 6 | slot);
+            if (it != S->by_slot.end()) S->set.disarmed(&it->second->source);
+        }
+    }
+}
+
+// A thread of the set goes to sleep (before it arms everything): a writer
+// that takes a request rings the bell, once per gate. And it woke: the
+// gates quiet unless another thread of the set still sleeps. Both under
+// g_user_mu, with `sleepers`, so the last to wake is the one that quiets
+// them.
+void begin_sleep(UserSet* S) {
+    std::lock_guard lock(g_user_mu);
+    S->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    for (auto& g : S->gates)
+        g.sleep();
+}
+void end_sleep(UserSet* S) {
+    std::lock_guard lock(g_user_mu);
+    if (S->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1)
+        for (auto& g : S->gates)
+            g.wake();
+    take_gates(S);
+}
+
 // Under g_user_mu: the set falls back for good.
 void fall_back_locked(UserSet* S) {
     if (S->fallen.load(std::memory_order_acquire)) return;
@@ -182,6 +275,7 @@ void fall_back_locked(UserSet* S) {
         demote_locked(c);
     }
     S->fallen.store(true, std::memory_order_release);
+    drop_gates(S);
     if (S->bell >= 0) {
         sys::real().epoll_ctl(S->epfd, EPOLL_CTL_DEL, S->bell, nullptr);
         sys::real().close(S->bell);
@@ -197,7 +291,7 @@ void arm_locked(UserSet* S, const readiness::Source* src) {
     SmcConn* c = conn_of_source(src);
     uint32_t want = S->set.interest(src);
     if (c->transport.attached()) {
-        c->transport.want_data_bell(S->bell_id);
+        c->transport.want_data_bell(S->bell_id, gate_for(S, c));
         if ((want & EPOLLOUT) && smc_tx_unconsumed(*c) >= c->transport.tx_ring_size()) {
             c->nospace.store(true, std::memory_order_release);
             if (uint64_t bell = space_watch::bell()) {
@@ -217,6 +311,7 @@ void arm_locked(UserSet* S, const readiness::Source* src) {
 void arm_cold(UserSet* S, bool all) {
     const readiness::Source* batch[64];
     std::lock_guard lock(g_user_mu);
+    take_gates(S);
     while (true) {
         size_t n = all ? S->set.take_unarmed(batch, 64) : S->set.take_cold(batch, 64);
         for (size_t i = 0; i < n; ++i)
@@ -254,7 +349,7 @@ void drain_bell(UserSet* S) {
                 if (msgs[i].msg_len != sizeof(uint64_t) || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
                     continue;
                 auto it = S->by_token.find(tokens[i]);
-                if (it != S->by_token.end()) S->set.mark(&it->second->source);
+                if (it != S->by_token.end()) S->set.disarmed(&it->second->source);
             }
         }
         if (unsigned(n) < kBellBatch) {
@@ -307,6 +402,10 @@ int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
     if (timeout_ns > 0) budget = std::min<uint64_t>(budget, uint64_t(timeout_ns));
     const int64_t until = now_ns() + int64_t(budget);
     for (unsigned i = 1;; ++i) {
+        if (g_user_mu.try_lock()) {
+            take_gates(S);
+            g_user_mu.unlock();
+        }
         int n = S->set.collect(evs, max);
         if (n == 0 && i % kKernelRatio == 1) n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
         if (n != 0) {
@@ -437,11 +536,12 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
             *rc = 0;
             return true;
         }
-        // Before sleeping: every connection armed, then looked at once more.
-        S->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        // Before sleeping: every connection armed, then looked at once more
+        // (with what the gates say writers took while we were awake).
+        begin_sleep(S);
         struct Awake {
             UserSet* S;
-            ~Awake() { S->sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+            ~Awake() { end_sleep(S); }
         } awake{S};
         arm_cold(S, true);
         n = S->set.collect(evs, max);
@@ -519,6 +619,7 @@ void user_set_closed(int epfd) {
         S->set.remove_source(&c->source);
         detach(c);
     }
+    drop_gates(S);
     if (S->bell >= 0) sys::real().close(S->bell);
     S->bell = -1;
     S->fallen.store(true, std::memory_order_release);

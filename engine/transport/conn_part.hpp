@@ -17,6 +17,7 @@
 #include "engine/smcd/conn_part.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <sys/types.h>
 
 namespace usmc::transport {
@@ -32,6 +33,20 @@ struct BufferView {
     uint64_t ino = 0;    // ours: the memory's inode
     uint32_t peer_size = 0;
     uint64_t peer_ino = 0;
+};
+
+// An epoll set's gate line in one of our segments (smcd/gate.hpp), as the
+// set kept in user memory holds it: the segment stays mapped while held.
+struct Gate {
+    std::shared_ptr<const void> keep;
+    smcd::GateLine* line = nullptr;
+    unsigned slot = 0; // the connection's bit there
+
+    explicit operator bool() const { return line != nullptr; }
+    const void* key() const { return keep.get(); }
+    void sleep() const { smcd::gate_sleep(*line); }
+    void wake() const { smcd::gate_wake(*line); }
+    uint64_t take_ready() const { return smcd::take_ready(*line); }
 };
 
 class Part final : private smcd::ConnPart {
@@ -58,22 +73,29 @@ class Part final : private smcd::ConnPart {
     using smcd::ConnPart::data_wake_coming;
     using smcd::ConnPart::name_space_bell;
     using smcd::ConnPart::unwant_data;
-    using smcd::ConnPart::want_data;
     using smcd::ConnPart::unwant_data_bell;
+    using smcd::ConnPart::want_data;
     using smcd::ConnPart::want_data_bell;
     using smcd::ConnPart::want_space;
-    using smcd::ConnPart::wants_data_bell;
     using smcd::ConnPart::wants_data;
+    using smcd::ConnPart::wants_data_bell;
 
     using smcd::ConnPart::release_wakers;
-    using smcd::ConnPart::take_all_requests;
     using smcd::ConnPart::ring_data_bell;
+    using smcd::ConnPart::take_all_requests;
     using smcd::ConnPart::wake_reader;
     using smcd::ConnPart::wake_writer;
 
     using smcd::ConnPart::peer_conn_flags;
     using smcd::ConnPart::send_move;
     using smcd::ConnPart::sent_conn_flags;
+
+    // The gate line `g` of our side's buffer, for a set kept in user memory
+    // (empty: none, its every wake-up a datagram).
+    Gate own_gate(unsigned g) const {
+        smcd::GateLine* l = smcd::ConnPart::own_gate(g);
+        return l ? Gate{rx.seg, l, rx.slot} : Gate{};
+    }
 
     // A connection's life where it branches on the transport.
     using smcd::ConnPart::forget;

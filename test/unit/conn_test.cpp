@@ -1677,6 +1677,35 @@ TEST_CASE("sig: a connection that ends with nothing queued in `sig` leaves a spa
     }
 }
 
+TEST_CASE("bell requests through a gate (issue 44): the line rides beside the id") {
+    smcd::Control line{};
+    smcd::ask_for_data_bell(line, 0xabcdefull, 42);
+    auto req = smcd::take_data_request(line);
+    CHECK(req.bell == 0xabcdefull);
+    CHECK(req.gate == 42);
+    CHECK(line.waiting.load() == 0);
+    // Kept: the gate comes back with the bell.
+    smcd::keep_data_request(line, req);
+    req = smcd::take_data_request(line);
+    CHECK(req.gate == 42);
+    // Named again without a gate: none (a set beyond the lines rings per connection).
+    smcd::ask_for_data_bell(line, 5, 3);
+    smcd::ask_for_data_bell(line, 5);
+    req = smcd::take_data_request(line);
+    CHECK(req.bell == 5);
+    CHECK(req.gate == -1);
+    // Withdrawn: nothing of it stays; a `sig` request beside it is untouched
+    // by the bell's withdrawal.
+    smcd::ask_for_data(line);
+    smcd::ask_for_data_bell(line, 5, 63);
+    smcd::withdraw_data_bell(line);
+    CHECK(smcd::data_asked(line));
+    CHECK(line.waiting.load() == smcd::kWaitData);
+    smcd::ask_for_data_bell(line, 5, 63);
+    CHECK(smcd::withdraw_data_request(line));
+    CHECK(line.waiting.load() == 0);
+}
+
 TEST_CASE("bell requests (issue 44): the id rides in the request word, one take answers both") {
     smcd::Control line{};
     // A bell request alone: the take gets the id, marks no `sig` wake-up in flight.

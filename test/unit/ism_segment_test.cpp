@@ -3,6 +3,7 @@
 // user, slots claimed and given back under the rules of reused DMBs, the
 // count exact, a forked child's close giving the slot back to its parent.
 #include "engine/smcd/cdc_line.hpp"
+#include "engine/smcd/gate.hpp"
 #include "engine/smcd/ism.hpp"
 
 #include <catch2/catch.hpp>
@@ -385,4 +386,54 @@ TEST_CASE("DMB device: a caller that tells the size after takes a free slot of a
     for (auto& d : held)
         dev.release(d, kPeer);
     CHECK(dev.accounting_consistent());
+}
+
+TEST_CASE("DMB segments: a set's gate line, knocked through the peer's view (issue 44)", "[dmb]") {
+    ism::Device server(64 << 20), client(64 << 20);
+    auto a = server.allocate(k64K, kPeer);
+    auto b = server.allocate(k64K, kPeer);
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(a->seg);
+    // The file is the slots and one page of gate lines; the slots are counted.
+    CHECK(a->file_size == a->seg->slot_bytes() + smcd::kGatePageBytes);
+    CHECK(ism::slot_claim_ok(a->size, a->offset, a->file_size));
+    auto va = client.map_peer(dup(a->fd), a->size, a->offset, a->file_size);
+    auto vb = client.map_peer(dup(b->fd), b->size, b->offset, b->file_size);
+    REQUIRE(va);
+    REQUIRE(vb);
+    unsigned sa = 99, sb = 99;
+    smcd::GateLine* la = smcd::peer_gate(*va, 5, &sa);
+    smcd::GateLine* lb = smcd::peer_gate(*vb, 5, &sb);
+    REQUIRE(la);
+    CHECK(la == lb); // one line per set and segment
+    CHECK(sa == a->slot);
+    CHECK(sb == b->slot);
+    smcd::GateLine& own = smcd::own_gate(*a->seg, 5);
+    // Awake: the writers leave their bits and ring nobody.
+    CHECK_FALSE(smcd::knock(*la, sa));
+    CHECK(smcd::take_ready(own) == uint64_t{1} << a->slot);
+    CHECK(smcd::take_ready(own) == 0);
+    // Asleep: the first writer rings, the next only leaves its bit.
+    smcd::gate_sleep(own);
+    CHECK(smcd::knock(*la, sa));
+    CHECK_FALSE(smcd::knock(*lb, sb));
+    CHECK(smcd::take_ready(own) == ((uint64_t{1} << a->slot) | (uint64_t{1} << b->slot)));
+    // Woken for another reason: quiet again.
+    smcd::gate_sleep(own);
+    smcd::gate_wake(own);
+    CHECK_FALSE(smcd::knock(*lb, sb));
+    // Another set's line is its own.
+    CHECK(smcd::take_ready(smcd::own_gate(*a->seg, 6)) == 0);
+    // A DMB of its own (no segment), and a line out of range: no gate.
+    auto own_file = ism::create_dmb(k64K);
+    REQUIRE(own_file);
+    CHECK_FALSE(smcd::peer_gate(*own_file, 5, &sa));
+    CHECK_FALSE(smcd::peer_gate(*va, smcd::kGates, &sa));
+    ism::unmap(*own_file);
+    client.unmap_peer(*va);
+    client.unmap_peer(*vb);
+    server.release(*a, kPeer);
+    server.release(*b, kPeer);
+    CHECK(server.accounting_consistent());
 }

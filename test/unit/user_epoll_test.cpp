@@ -1111,3 +1111,42 @@ TEST_CASE("user_epoll: ctl, mark and collect from several threads", "[user_epoll
         set.remove_source(&s);
     CHECK(set.size() == 0);
 }
+
+TEST_CASE("user_epoll: an arming used up by a wake-up the ready list found first is not armed "
+          "any more",
+          "[user_epoll]") {
+    // The sequence that stalled redis-benchmark (issue 44, the gates): a
+    // source re-armed while its level-triggered registration is still on
+    // the ready list; the peer's next write takes the request; a collect
+    // re-checks the registration and finds that write before the owner
+    // hears of the take. The owner's look then finds nothing new.
+    UserEpoll set(2);
+    Counted a;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 1;
+    REQUIRE(set.ctl(EPOLL_CTL_ADD, 5, &a, &ev) == 0);
+    epoll_event out[4];
+    a.now = EPOLLIN;
+    ++a.w.in; // P1
+    const Source* armed[1];
+    CHECK(set.collect(out, 4) == 1); // reported, stays listed (level)
+    CHECK(set.take_unarmed(armed, 1) == 1);
+    set.mark(&a); // the look after arming: nothing new
+    CHECK(set.heat(&a) == Heat::Armed);
+    ++a.w.in;                        // P2: its write takes the request
+    CHECK(set.collect(out, 4) == 1); // the ready list's re-check finds it
+    SECTION("a look alone leaves it Armed, with nothing armed: P3 would be lost") {
+        set.mark(&a);
+        CHECK(set.heat(&a) == Heat::Armed);
+    }
+    SECTION("disarmed: Hot, looked at until it is armed again") {
+        set.disarmed(&a);
+        CHECK(set.heat(&a) == Heat::Hot);
+        a.now = 0;
+        CHECK(set.collect(out, 4) == 0);
+        ++a.w.in; // P3
+        a.now = EPOLLIN;
+        CHECK(set.collect(out, 4) == 1);
+    }
+}
