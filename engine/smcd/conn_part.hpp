@@ -63,7 +63,7 @@ class ConnPart {
             keep_data_request(req);
             return false;
         }
-        if (req.bell && knock(req.gate)) signals.ring_data_bell(req.bell);
+        if (req.bell && knock(req.gate, req.bell)) signals.ring_data_bell(req.bell);
         if (req.sig) {
             wake_reader();
             data_woken();
@@ -166,11 +166,11 @@ class ConnPart {
   private:
     // A request naming the peer set's gate line `gate` (-1: none): our bit
     // there; whether its bell rings (no gate it can name: always).
-    bool knock(int gate) const {
+    bool knock(int gate, uint64_t bell) const {
         unsigned slot = 0;
         if (gate < 0) return true;
         GateLine* l = peer_gate(tx, unsigned(gate), &slot);
-        return !l || smcd::knock(*l, slot);
+        return !l || smcd::knock(*l, slot, bell);
     }
     // The peer's requests in our line, taken by notify_* and our close.
     DataRequest take_data_request() { return smcd::take_data_request(own()); }

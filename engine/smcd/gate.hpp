@@ -29,7 +29,12 @@ constexpr unsigned kGates = 64;
 struct alignas(64) GateLine {
     std::atomic<uint64_t> sleeping; // 1: the set sleeps (or is about to)
     std::atomic<uint64_t> ready;    // slot i's request was taken: bit i
-    uint64_t reserved[6];
+    // The bell of the set that holds the line now (0: none). A request the
+    // writer took may name a line its set has given up since, and a newer
+    // set of the process may hold it: such a request rings its own bell
+    // and leaves the newer set's words alone.
+    std::atomic<uint64_t> bell;
+    uint64_t reserved[5];
 };
 static_assert(sizeof(GateLine) * kGates == kGatePageBytes);
 static_assert(ism::kMaxSegmentSlots <= 64);
@@ -53,9 +58,11 @@ inline GateLine* peer_gate(const ism::Dmb& dmb, unsigned g, unsigned* slot) {
     return reinterpret_cast<GateLine*>(page) + g;
 }
 
-// Writer, having taken a request naming the gate: leaves the slot's bit and
-// says whether to ring the bell (this writer found the set asleep first).
-inline bool knock(GateLine& l, unsigned slot) {
+// Writer, having taken a request naming the gate and the bell `bell`:
+// leaves the slot's bit and says whether to ring the bell (this writer found
+// the set asleep first, or the line is another set's now).
+inline bool knock(GateLine& l, unsigned slot, uint64_t bell) {
+    if (l.bell.load(std::memory_order_seq_cst) != bell) return true;
     l.ready.fetch_or(uint64_t{1} << slot, std::memory_order_seq_cst);
     uint64_t s = l.sleeping.load(std::memory_order_seq_cst);
     return s != 0 && l.sleeping.compare_exchange_strong(s, 0, std::memory_order_seq_cst);
@@ -63,6 +70,10 @@ inline bool knock(GateLine& l, unsigned slot) {
 
 // Owner: its set sleeps (before arming), or not (after waking, no other
 // thread of it asleep).
+// Owner: the line is its set's (bell id), or nobody's (0).
+inline void gate_own(GateLine& l, uint64_t bell) {
+    l.bell.store(bell, std::memory_order_seq_cst);
+}
 inline void gate_sleep(GateLine& l) {
     l.sleeping.store(1, std::memory_order_seq_cst);
 }

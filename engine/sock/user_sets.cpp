@@ -200,8 +200,10 @@ void demote_locked(SmcConn* c) {
 
 // Under g_user_mu: the set's gate lines let go of (it holds no connection).
 void drop_gates(UserSet* S) {
-    for (auto& g : S->gates)
+    for (auto& g : S->gates) {
+        g.own(0);
         g.wake();
+    }
     S->gates.clear();
     S->by_slot.clear();
     give_gate_line(S->gate);
@@ -222,6 +224,7 @@ int gate_for(UserSet* S, SmcConn* c) {
         // (Segments no connection holds any more first: their memory may go.)
         std::erase_if(S->gates, [](const transport::Gate& h) { return h.keep.use_count() == 1; });
         if (S->gates.size() >= kGatesPerSet) return -1;
+        g.own(S->bell_id);
         if (S->sleepers.load(std::memory_order_relaxed) > 0) g.sleep();
         S->gates.push_back(g);
     }
@@ -247,21 +250,32 @@ void take_gates(UserSet* S) {
 
 // A thread of the set goes to sleep (before it arms everything): a writer
 // that takes a request rings the bell, once per gate. And it woke: the
-// gates quiet unless another thread of the set still sleeps. Both under
-// g_user_mu, with `sleepers`, so the last to wake is the one that quiets
-// them.
+// gates quiet if no other thread of the set sleeps; if one does, they are
+// set again, since the writer that woke this thread cleared them, and the
+// next writer must wake that one (the kernel wakes one epoll waiter per
+// wake-up; a second arrival wakes the next). What the bits name and nobody
+// has reported yet wakes a sleeper too, as the kernel's ep_poll passes a
+// ready list it leaves behind to the next waiter. Both under g_user_mu,
+// with `sleepers`, so the last to wake is the one that quiets them.
 void begin_sleep(UserSet* S) {
     std::lock_guard lock(g_user_mu);
     S->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // (Segments no connection holds any more: their memory may go.)
+    std::erase_if(S->gates, [](const transport::Gate& h) { return h.keep.use_count() == 1; });
     for (auto& g : S->gates)
         g.sleep();
 }
 void end_sleep(UserSet* S) {
     std::lock_guard lock(g_user_mu);
-    if (S->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1)
-        for (auto& g : S->gates)
+    bool others = S->sleepers.fetch_sub(1, std::memory_order_seq_cst) > 1;
+    for (auto& g : S->gates) {
+        if (others)
+            g.sleep();
+        else
             g.wake();
+    }
     take_gates(S);
+    if (others && S->set.pending()) ring_sleepers(S);
 }
 
 // Under g_user_mu: the set falls back for good.
@@ -402,7 +416,7 @@ int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
     if (timeout_ns > 0) budget = std::min<uint64_t>(budget, uint64_t(timeout_ns));
     const int64_t until = now_ns() + int64_t(budget);
     for (unsigned i = 1;; ++i) {
-        if (g_user_mu.try_lock()) {
+        if (i % 4 == 1 && g_user_mu.try_lock()) {
             take_gates(S);
             g_user_mu.unlock();
         }

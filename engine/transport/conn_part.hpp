@@ -44,6 +44,7 @@ struct Gate {
 
     explicit operator bool() const { return line != nullptr; }
     const void* key() const { return keep.get(); }
+    void own(uint64_t bell) const { smcd::gate_own(*line, bell); }
     void sleep() const { smcd::gate_sleep(*line); }
     void wake() const { smcd::gate_wake(*line); }
     uint64_t take_ready() const { return smcd::take_ready(*line); }

@@ -410,19 +410,29 @@ TEST_CASE("DMB segments: a set's gate line, knocked through the peer's view (iss
     CHECK(sa == a->slot);
     CHECK(sb == b->slot);
     smcd::GateLine& own = smcd::own_gate(*a->seg, 5);
+    constexpr uint64_t kBell = 77;
+    // Nobody's line (or another set's): every request rings its own bell.
+    CHECK(smcd::knock(*la, sa, kBell));
+    CHECK(smcd::take_ready(own) == 0);
+    smcd::gate_own(own, kBell);
     // Awake: the writers leave their bits and ring nobody.
-    CHECK_FALSE(smcd::knock(*la, sa));
+    CHECK_FALSE(smcd::knock(*la, sa, kBell));
     CHECK(smcd::take_ready(own) == uint64_t{1} << a->slot);
     CHECK(smcd::take_ready(own) == 0);
     // Asleep: the first writer rings, the next only leaves its bit.
     smcd::gate_sleep(own);
-    CHECK(smcd::knock(*la, sa));
-    CHECK_FALSE(smcd::knock(*lb, sb));
+    CHECK(smcd::knock(*la, sa, kBell));
+    CHECK_FALSE(smcd::knock(*lb, sb, kBell));
     CHECK(smcd::take_ready(own) == ((uint64_t{1} << a->slot) | (uint64_t{1} << b->slot)));
+    // A request of a set that gave the line up: its own bell, the line untouched.
+    smcd::gate_sleep(own);
+    CHECK(smcd::knock(*la, sa, kBell + 1));
+    CHECK(own.sleeping.load() == 1);
+    CHECK(smcd::take_ready(own) == 0);
     // Woken for another reason: quiet again.
     smcd::gate_sleep(own);
     smcd::gate_wake(own);
-    CHECK_FALSE(smcd::knock(*lb, sb));
+    CHECK_FALSE(smcd::knock(*lb, sb, kBell));
     // Another set's line is its own.
     CHECK(smcd::take_ready(smcd::own_gate(*a->seg, 6)) == 0);
     // A DMB of its own (no segment), and a line out of range: no gate.
