@@ -547,6 +547,85 @@ static void case_exclusive(void) {
     finish_case();
 }
 
+// Two threads asleep on one set; the first arrival wakes one, which then
+// stays busy (out of epoll_wait); a second arrival on another connection
+// must wake the other, as the kernel wakes the next waiter. (Under usmc the
+// writer of the first arrival quiets the set's gate, and the thread it
+// woke must set it again for the one still asleep.)
+static pthread_mutex_t g_ts_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_ts_cv = PTHREAD_COND_INITIALIZER;
+static int g_ts_got[2], g_ts_busy, g_ts_release;
+
+static void* sleeper_main(void* arg) {
+    int ep = *(int*)arg;
+    for (int i = 0; i < 16; ++i) {
+        struct epoll_event ev[4];
+        int n = epoll_wait(ep, ev, 4, -1);
+        for (int j = 0; j < n; ++j) {
+            uint64_t d = ev[j].data.u64;
+            if (d == 99) return NULL;
+            if (d > 1) continue;
+            char buf[64];
+            while (recv(g_peers[d].fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+            }
+            pthread_mutex_lock(&g_ts_mu);
+            g_ts_got[d] = 1;
+            int first = !g_ts_busy;
+            g_ts_busy = 1;
+            pthread_cond_broadcast(&g_ts_cv);
+            // The first to report stays busy until released.
+            while (first && !g_ts_release)
+                pthread_cond_wait(&g_ts_cv, &g_ts_mu);
+            pthread_mutex_unlock(&g_ts_mu);
+        }
+    }
+    return NULL;
+}
+
+static int ts_wait_for(int* flag) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += EVENT_MS / 1000;
+    pthread_mutex_lock(&g_ts_mu);
+    while (!*flag)
+        if (pthread_cond_timedwait(&g_ts_cv, &g_ts_mu, &until) != 0) break;
+    int got = *flag;
+    pthread_mutex_unlock(&g_ts_mu);
+    return got;
+}
+
+static void case_two_sleepers(void) {
+    start(2);
+    int ep = new_set(), stop[2];
+    if (pipe2(stop, O_CLOEXEC) != 0) die("pipe");
+    say("add conn 0: %s", ctl(ep, EPOLL_CTL_ADD, g_peers[0].fd, EPOLLIN, 0));
+    say("add conn 1: %s", ctl(ep, EPOLL_CTL_ADD, g_peers[1].fd, EPOLLIN, 1));
+    ctl(ep, EPOLL_CTL_ADD, stop[0], EPOLLIN, 99);
+    g_ts_got[0] = g_ts_got[1] = g_ts_busy = g_ts_release = 0;
+    pthread_t t[2];
+    for (int i = 0; i < 2; ++i)
+        if (pthread_create(&t[i], NULL, sleeper_main, &ep) != 0) die("pthread_create");
+    // (Whether both are asleep by now decides only whether the case tests
+    // anything under usmc; nothing printed depends on it.)
+    usleep(100 * 1000);
+    order(&g_peers[0], 'w', 5);
+    say("first arrival reported: %s", ts_wait_for(&g_ts_got[0]) ? "yes" : "no");
+    order(&g_peers[1], 'w', 5);
+    say("second arrival reported while the first thread is busy: %s",
+        ts_wait_for(&g_ts_got[1]) ? "yes" : "no");
+    pthread_mutex_lock(&g_ts_mu);
+    g_ts_release = 1;
+    pthread_cond_broadcast(&g_ts_cv);
+    pthread_mutex_unlock(&g_ts_mu);
+    if (write(stop[1], "s", 1) != 1) die("stop");
+    for (int i = 0; i < 2; ++i)
+        pthread_join(t[i], NULL);
+    close(ep);
+    close(stop[0]);
+    close(stop[1]);
+    finish_case();
+}
+
 // EPOLLEXCLUSIVE's rules (ep_ctl): a registration with it cannot be
 // modified (EINVAL, even to the same events); it cannot be combined with
 // ONESHOT or RDHUP (only IN, OUT, ERR, HUP, WAKEUP, ET are allowed beside
@@ -1126,6 +1205,7 @@ static const struct {
     {"oneshot", case_oneshot},
     {"exclusive", case_exclusive},
     {"exclusive_rules", case_exclusive_rules},
+    {"two_sleepers", case_two_sleepers},
     {"maxevents_smaller", case_maxevents_smaller},
     {"two_sets", case_two_sets},
     {"dup_separate", case_dup_separate},
