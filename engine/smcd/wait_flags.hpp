@@ -37,7 +37,9 @@ inline void ask_for_data_bell(Control& peer_line, uint64_t bell, int gate = -1) 
         want = (cur & ((uint64_t{1} << kBellShift) - 1) & ~(kWaitDataGate | kGateBits)) |
                kWaitDataBell | gated | bell << kBellShift;
     } while (cur != want && !w.compare_exchange_weak(cur, want, std::memory_order_seq_cst));
-    if (cur == want) std::atomic_thread_fence(std::memory_order_seq_cst);
+    // (Already standing: an RMW all the same, so the look after arming is
+    // ordered after it as after a CAS; a fence would do, but TSan has none.)
+    if (cur == want) w.fetch_or(0, std::memory_order_seq_cst);
 }
 // Reader: the bell request withdrawn (the set let go of the connection).
 inline void withdraw_data_bell(Control& peer_line) {
