@@ -988,7 +988,6 @@ void for_each_listener(F&& f) {
 // however many descriptors name it). Runs in the prepare handler: no
 // allocation.
 void before_fork() {
-    user_sets_before_fork(); // either process may use a set next
     forkref::note_fork();
     uint64_t gen = ++g_fork_gen;
     t_fork_gen = gen;
@@ -1005,6 +1004,11 @@ void before_fork() {
             sync_tcp_options(int(fd), *c);
         }
     }
+    // Either process may use a set next: every set falls back. After the
+    // connections are marked shared, so that an epoll_ctl of another thread
+    // cannot take one into a new set kept in user memory between the two
+    // (it sees the mark under the sets' lock, or its set falls back here).
+    user_sets_before_fork();
     // Each listener reserves the child's place among its holders before
     // the child exists, so its siblings never miss it (listen_share.hpp).
     for_each_listener([gen](SmcListener& l) {
