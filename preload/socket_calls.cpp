@@ -211,5 +211,7 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
     int rc = sys::real().setsockopt(fd, level, optname, optval, optlen);
     if (rc == 0 && level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO))
         if (SmcConn* c = shim::smc(fd)) af_smc::set_timeout(c, optname, optval, optlen);
+    if (rc == 0 && level == SOL_SOCKET && optname == SO_LINGER)
+        if (SmcConn* c = shim::smc(fd)) af_smc::set_linger(c, optval, optlen);
     return rc;
 }

@@ -68,6 +68,11 @@ void tell_peer(SmcConn& c, uint8_t flag) {
 }
 } // namespace
 
+bool smc_take_error(SmcConn& c) {
+    if (smc_close_state(c) != core::CloseState::Reset) return false;
+    return smc_close_event(c, core::CloseEvent::ErrorTaken) == core::CloseState::ResetTaken;
+}
+
 core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {
     core::CloseState was = c.close_state.load(std::memory_order_acquire);
     core::CloseState now = core::close_event(c, e);

@@ -84,10 +84,12 @@ struct ConnSocket {
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
     std::atomic<uint8_t> tcp_opts{0}; // TCP_NODELAY, TCP_CORK as set (tcp_opts.hpp)
     uint32_t busy_poll_us = 0;
-    uint32_t autocorking_size = 0;       // most bytes MSG_MORE / TCP_CORK hold back (config)
-    std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF
-    int32_t diag_slot = -1;              // its record in the stats segment, -1: none
-    std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
+    uint32_t autocorking_size = 0;    // most bytes MSG_MORE / TCP_CORK hold back (config)
+    std::atomic<bool> closing{false}; // this process is closing it: blocked calls return EBADF
+    int32_t diag_slot = -1;           // its record in the stats segment, -1: none
+    std::atomic<int> so_error{0};     // a background handshake failed: SO_ERROR reports it once
+    // SO_LINGER on with a zero time: a close aborts (TCP sends a reset).
+    std::atomic<bool> linger_abort{false};
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
     // Moved to TCP with the peer (af_smc_move.cpp): this process's copy is
@@ -311,6 +313,10 @@ core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e);
 // The close state with the peer's connection flags as its control line
 // shows them now folded in: SMC-D's receive of the CDC flags.
 core::CloseState smc_close_state(SmcConn& c);
+// A reset's ECONNRESET reported to the application (recv, send,
+// SO_ERROR): TCP reports it once, then the end (EOF, EPIPE, no POLLERR).
+// True if there was one to report.
+bool smc_take_error(SmcConn& c);
 // A word of the peer's out of bounds, or our `sig` gone: every call
 // fails with ECONNRESET from now on.
 void smc_break(SmcConn& c);

@@ -572,7 +572,11 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             // wake-up that said so may be the one the drain took.
             if (drained) smc_self_wake(c);
             drained = false;
-            if (end == core::AtEnd::Reset) return got ? ssize_t(got) : -ECONNRESET;
+            if (end == core::AtEnd::Reset) {
+                if (got) return ssize_t(got);
+                if (!peek) smc_take_error(c);
+                return -ECONNRESET;
+            }
             return ssize_t(got);
         }
         if (got > 0 && !waitall) return ssize_t(got);

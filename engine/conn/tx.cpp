@@ -209,7 +209,11 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         if (c.moved.load(std::memory_order_relaxed)) [[unlikely]]
             return sent ? ssize_t(sent) : kSmcMoved;
         core::SendGate gate = core::send_gate(smc_close_state(c));
-        if (gate == core::SendGate::Reset) return sent ? ssize_t(sent) : -ECONNRESET;
+        if (gate == core::SendGate::Reset) {
+            if (sent) return ssize_t(sent);
+            smc_take_error(c);
+            return -ECONNRESET;
+        }
         if (gate != core::SendGate::Go) {
             // We stopped, or the peer will never read again (it closed,
             // aborted or died). Writable from now on, as TCP after a reset

@@ -7,26 +7,27 @@ namespace usmc::core {
 
 namespace {
 using S = CloseState;
-constexpr S PDW = S::PeerDoneWriting, PC = S::PeerClosed, WDW = S::WeDoneWriting,
+constexpr S O = S::Open, PDW = S::PeerDoneWriting, PC = S::PeerClosed, WDW = S::WeDoneWriting,
             BDW = S::BothDoneWriting, WPC = S::WeDonePeerClosed, R = S::Reset, ER = S::EofThenReset,
-            B = S::Broken;
+            B = S::Broken, RT = S::ResetTaken;
 
 // kNext[state][event]. A reset or a broken connection stays so; after the
 // peer's TCP socket ended its later words change nothing a reader sees. A
 // reset after the peer's end of stream leaves reads at EOF and fails writes
 // (tcp_reset in CLOSE_WAIT: EPIPE, the FIN already taken).
 constexpr S kNext[kCloseStates][kCloseEvents] = {
-    //        WeDone PeerDW PeerCl PeerAb TcpQuiet TcpLost Broken
-    /* O   */ {WDW, PDW, PC, R, PC, R, B},
-    /* PDW */ {BDW, PDW, PC, R, PC, ER, B},
+    //        WeDone PeerDW PeerCl PeerAb TcpQuiet TcpLost Broken Taken
+    /* O   */ {WDW, PDW, PC, R, PC, R, B, O},
+    /* PDW */ {BDW, PDW, PC, R, PC, ER, B, PDW},
     // Closed: its last word said; its process ending afterwards is no news.
-    /* PC  */ {WPC, PC, PC, R, PC, PC, B},
-    /* WDW */ {WDW, BDW, WPC, R, WPC, R, B},
-    /* BDW */ {BDW, BDW, WPC, R, WPC, ER, B},
-    /* WPC */ {WPC, WPC, WPC, R, WPC, WPC, B},
-    /* R   */ {R, R, R, R, R, R, B},
-    /* ER  */ {ER, ER, ER, ER, ER, ER, B},
-    /* B   */ {B, B, B, B, B, B, B},
+    /* PC  */ {WPC, PC, PC, R, PC, PC, B, PC},
+    /* WDW */ {WDW, BDW, WPC, R, WPC, R, B, WDW},
+    /* BDW */ {BDW, BDW, WPC, R, WPC, ER, B, BDW},
+    /* WPC */ {WPC, WPC, WPC, R, WPC, WPC, B, WPC},
+    /* R   */ {R, R, R, R, R, R, B, RT},
+    /* ER  */ {ER, ER, ER, ER, ER, ER, B, ER},
+    /* B   */ {B, B, B, B, B, B, B, B},
+    /* RT  */ {RT, RT, RT, RT, RT, RT, B, RT},
 };
 } // namespace
 
@@ -51,6 +52,7 @@ AtEnd recv_at_end(CloseState s) {
     case S::BothDoneWriting:
     case S::WeDonePeerClosed:
     case S::EofThenReset:
+    case S::ResetTaken:
         return AtEnd::Eof;
     case S::Reset:
     case S::Broken:
@@ -69,10 +71,11 @@ SendGate send_gate(CloseState s) {
     case S::WeDoneWriting:
     case S::BothDoneWriting:
     case S::WeDonePeerClosed:
-    // (After a reset TCP fails a write with EPIPE once the error is taken.)
-    case S::Reset:
     case S::EofThenReset:
+    case S::ResetTaken:
         return SendGate::Pipe;
+    // (TCP fails the first write after a reset with its error, then EPIPE.)
+    case S::Reset:
     case S::Broken:
         return SendGate::Reset;
     }
@@ -91,13 +94,18 @@ short end_events(CloseState s) {
     case S::WeDoneWriting:
         return POLLOUT;
     case S::PeerClosed:
+        return kEof | POLLOUT;
+    // Both directions shut: HUP (tcp_poll, smc_poll: SHUTDOWN_MASK).
     case S::BothDoneWriting:
     case S::WeDonePeerClosed:
-        return kEof | POLLOUT;
-    // A reset shuts both directions (tcp_done): HUP, and RDHUP with it.
+        return kEof | POLLOUT | POLLHUP;
+    // A reset shuts both directions (tcp_done): HUP, and RDHUP with it;
+    // ERR until its error is reported.
     case S::Reset:
     case S::EofThenReset:
         return kEof | POLLOUT | POLLERR | POLLHUP;
+    case S::ResetTaken:
+        return kEof | POLLOUT | POLLHUP;
     case S::Broken:
         return POLLIN | POLLOUT | POLLERR | POLLHUP;
     }
@@ -106,9 +114,10 @@ short end_events(CloseState s) {
 
 const char* name(CloseState s) {
     constexpr const char* kNames[kCloseStates] = {
-        "open",         "peer-done-writing", "peer-closed",
-        "done-writing", "both-done-writing", "done-writing-peer-closed",
-        "reset",        "eof-then-reset",    "broken"};
+        "open",          "peer-done-writing", "peer-closed",
+        "done-writing",  "both-done-writing", "done-writing-peer-closed",
+        "reset",         "eof-then-reset",    "broken",
+        "reset-reported"};
     return kNames[int(s) < kCloseStates ? int(s) : kCloseStates - 1];
 }
 

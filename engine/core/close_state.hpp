@@ -24,8 +24,9 @@ enum class CloseState : uint8_t {
     Reset,            // SMC_PROCESSABORT: the peer aborted, or vanished with ours unread
     EofThenReset,     // ... vanished so after its end of stream (TCP: a reset in CLOSE_WAIT)
     Broken,           // a word of the peer's out of bounds, or our wake-up pair gone
+    ResetTaken,       // Reset, its error reported once (TCP clears sk_err as it reports it)
 };
-inline constexpr int kCloseStates = 9;
+inline constexpr int kCloseStates = 10;
 
 enum class CloseEvent : uint8_t {
     WeDoneWriting,   // we sent done-writing, closed or aborted
@@ -35,8 +36,12 @@ enum class CloseEvent : uint8_t {
     TcpEndQuiet, // the peer's TCP socket ended by a FIN, every byte of ours read
     TcpEndLost,  // ... by a reset, or with bytes of ours unread
     Broken,
+    // A call reported the reset's ECONNRESET (recv, send, SO_ERROR): TCP
+    // reports the error once; later reads see the end, writes EPIPE, and
+    // poll no longer shows POLLERR.
+    ErrorTaken,
 };
-inline constexpr int kCloseEvents = 7;
+inline constexpr int kCloseEvents = 8;
 
 CloseState next(CloseState s, CloseEvent e);
 
@@ -73,7 +78,7 @@ enum class SendGate : uint8_t {
     Go,
     TakeOnce, // the first write after the peer's close is taken unread, as TCP's
     Pipe,     // EPIPE
-    Reset,    // ECONNRESET
+    Reset,    // ECONNRESET (the caller takes the error: CloseEvent::ErrorTaken)
 };
 SendGate send_gate(CloseState s);
 

@@ -183,6 +183,12 @@ void quiesce_pollers(SmcConn* c) {
         nanosleep(&pause, nullptr);
 }
 
+// Our last close says abort where TCP's sends a reset: data left unread,
+// or SO_LINGER with a zero time.
+bool aborts(SmcConn& c) {
+    return smc_rx_available(c) > 0 || c.linger_abort.load(std::memory_order_relaxed);
+}
+
 } // namespace
 
 void release(SmcConn* c) {
@@ -223,7 +229,7 @@ void release(SmcConn* c) {
         // means an abort, as TCP answers with a reset.
         if (c->shared_by_fork() && !c->moved) c->adopt_published();
         // (Moved to TCP: the TCP close tells the peer.)
-        if (!c->moved) smc_close(*c, smc_rx_available(*c) > 0);
+        if (!c->moved) smc_close(*c, aborts(*c));
         std::lock_guard lock(g_engine_mu);
         // A forked child that closes an inherited connection last gives its
         // DMB back to the process that made it (a slot: through the state
@@ -819,6 +825,12 @@ void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen) 
     (optname == SO_RCVTIMEO ? c->rcvtimeo_ms : c->sndtimeo_ms).store(ms);
 }
 
+void set_linger(SmcConn* c, const void* optval, socklen_t optlen) {
+    if (!optval || optlen < sizeof(linger)) return;
+    const auto* l = static_cast<const linger*>(optval);
+    c->linger_abort.store(l->l_onoff && l->l_linger == 0, std::memory_order_relaxed);
+}
+
 int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out) {
     if (!out) return fail(EFAULT);
     Phase p = c->phase.load(std::memory_order_acquire);
@@ -842,7 +854,11 @@ void note_late_write(int fd) {
 int take_so_error(int fd) {
     SmcConn* c = conn_of(fd);
     if (reinterpret_cast<uintptr_t>(c) <= 2) return 0;
-    return c->so_error.exchange(0);
+    if (int e = c->so_error.exchange(0)) return e;
+    // The peer's reset, as TCP's sk_err: reported once.
+    if (c->phase.load(std::memory_order_acquire) == Phase::Active && smc_take_error(*c))
+        return ECONNRESET;
+    return 0;
 }
 
 namespace {
@@ -898,8 +914,9 @@ void on_exit() {
         if (c->exec_out || !forkref::unhold(*c->owner_refs)) return;
         forkref::free(c->owner_refs);
         if (c->shared_by_fork()) c->adopt_published();
+        // Unread data makes it an abort, as TCP's close at exit sends a reset.
         if (!(c->conn_flags.load() & (core::kPeerConnClosed | core::kPeerConnAbort)))
-            smc_close(*c, false);
+            smc_close(*c, aborts(*c));
         // (A forked child that exits with the connection open: the slot
         // would stay "used" in its parent's segment for good.)
         c->transport.release_at_exit();

@@ -75,6 +75,8 @@ int shutdown(SmcConn* c, int fd, int how);
 // fcntl F_SETFL / ioctl FIONBIO / SO_RCVTIMEO / SO_SNDTIMEO seen on an SMC fd.
 void set_nonblock(SmcConn* c, bool on);
 void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
+// SO_LINGER the kernel accepted on an SMC connection's socket.
+void set_linger(SmcConn* c, const void* optval, socklen_t optlen);
 // setsockopt / getsockopt(IPPROTO_TCP, TCP_NODELAY or TCP_CORK) on an SMC
 // connection: 0, or -1 with errno. Active: kept and answered by usmc
 // (conn/tcp_opts.hpp) with the kernel's semantics, the send path following

@@ -31,13 +31,6 @@ KNOWN_GAPS = {
     # as well) and the 3, where TCP gives it 3 (the child read the 5); its
     # set, answered by `sig`, may wake it before they land: 8 or 0 read.
     "exec_inherited_set": "the exec'd program cannot read what arrived before the exec",
-    # (c) epoll_wait reports `sig`'s own events untranslated, and `sig` (an
-    # unconnected datagram socket) never shows RDHUP, HUP or ERR: the peer's
-    # end and its reset are only IN; the reset reads as EOF and a send
-    # after it is taken.
-    "peer_exit": "no RDHUP/HUP/ERR (nor ECONNRESET, EPIPE) when the peer process exits mid-stream",
-    "peer_abort": "no RDHUP/HUP/ERR (nor ECONNRESET, EPIPE) when the peer resets the connection",
-    "peer_shutdown": "no RDHUP (nor HUP after our own shutdown) when the peer shuts down writing",
 }
 
 

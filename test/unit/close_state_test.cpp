@@ -51,19 +51,25 @@ TEST_CASE("close state: what a socket sees after each sequence of ends, as TCP s
         {"peer shut down, then closed", {E::PeerDoneWriting, E::PeerClosed},
          S::PeerClosed, AtEnd::Eof, SendGate::TakeOnce, kEof | POLLOUT},
         {"peer aborted", {E::PeerAborted},
-         S::Reset, AtEnd::Reset, SendGate::Pipe, kEof | POLLOUT | kErr},
+         S::Reset, AtEnd::Reset, SendGate::Reset, kEof | POLLOUT | kErr},
+        {"peer aborted, its error reported", {E::PeerAborted, E::ErrorTaken},
+         S::ResetTaken, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT | POLLHUP},
+        {"an error reported twice is reported once", {E::PeerAborted, E::ErrorTaken, E::ErrorTaken},
+         S::ResetTaken, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT | POLLHUP},
+        {"no error to report: nothing changes", {E::PeerClosed, E::ErrorTaken},
+         S::PeerClosed, AtEnd::Eof, SendGate::TakeOnce, kEof | POLLOUT},
         {"we shut down writing", {E::WeDoneWriting},
          S::WeDoneWriting, AtEnd::Wait, SendGate::Pipe, POLLOUT},
         {"both shut down writing", {E::WeDoneWriting, E::PeerDoneWriting},
-         S::BothDoneWriting, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT},
+         S::BothDoneWriting, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT | POLLHUP},
         {"we shut down, the peer closed", {E::WeDoneWriting, E::PeerClosed},
-         S::WeDonePeerClosed, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT},
+         S::WeDonePeerClosed, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT | POLLHUP},
         {"peer's process ended quietly (FIN, ours all read)", {E::TcpEndQuiet},
          S::PeerClosed, AtEnd::Eof, SendGate::TakeOnce, kEof | POLLOUT},
         {"peer's process ended, ours unread or reset", {E::TcpEndLost},
-         S::Reset, AtEnd::Reset, SendGate::Pipe, kEof | POLLOUT | kErr},
+         S::Reset, AtEnd::Reset, SendGate::Reset, kEof | POLLOUT | kErr},
         {"we shut down, then the peer vanished", {E::WeDoneWriting, E::TcpEndLost},
-         S::Reset, AtEnd::Reset, SendGate::Pipe, kEof | POLLOUT | kErr},
+         S::Reset, AtEnd::Reset, SendGate::Reset, kEof | POLLOUT | kErr},
         {"peer shut down, then vanished with ours unread", {E::PeerDoneWriting, E::TcpEndLost},
          S::EofThenReset, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT | kErr},
         {"both shut down, then the peer reset", {E::WeDoneWriting, E::PeerDoneWriting, E::TcpEndLost},
@@ -73,9 +79,11 @@ TEST_CASE("close state: what a socket sees after each sequence of ends, as TCP s
         {"peer's word out of bounds", {E::Broken},
          S::Broken, AtEnd::Reset, SendGate::Reset, POLLIN | POLLOUT | kErr},
         {"a reset is not taken back by a later close", {E::PeerAborted, E::PeerClosed},
-         S::Reset, AtEnd::Reset, SendGate::Pipe, kEof | POLLOUT | kErr},
+         S::Reset, AtEnd::Reset, SendGate::Reset, kEof | POLLOUT | kErr},
         {"a vanished peer's later words change nothing", {E::TcpEndLost, E::PeerDoneWriting},
-         S::Reset, AtEnd::Reset, SendGate::Pipe, kEof | POLLOUT | kErr},
+         S::Reset, AtEnd::Reset, SendGate::Reset, kEof | POLLOUT | kErr},
+        {"a reported reset stays so", {E::PeerAborted, E::ErrorTaken, E::PeerClosed, E::TcpEndLost},
+         S::ResetTaken, AtEnd::Eof, SendGate::Pipe, kEof | POLLOUT | POLLHUP},
     };
     // clang-format on
     for (const Row& r : rows) {
@@ -106,10 +114,14 @@ TEST_CASE("close state: every event is idempotent and only moves the state on") 
             S once = next(s, e);
             CHECK(next(once, e) == once);
             // Nothing that failed calls (reset, broken) is ever undone, and
-            // no end makes a state that fails writes accept them again.
+            // no end makes a state that fails writes accept them again. Only
+            // reporting a reset's error takes POLLERR away.
             if (s == S::Broken) CHECK(once == S::Broken);
-            if (s == S::Reset || s == S::EofThenReset) CHECK((once == s || once == S::Broken));
-            if (end_events(s) & POLLERR) CHECK(end_events(once) & POLLERR);
+            if (s == S::Reset || s == S::EofThenReset || s == S::ResetTaken)
+                CHECK((once == s || once == S::Broken ||
+                       (s == S::Reset && e == E::ErrorTaken && once == S::ResetTaken)));
+            if ((end_events(s) & POLLERR) && e != E::ErrorTaken) CHECK(end_events(once) & POLLERR);
+            if (end_events(s) & POLLHUP) CHECK(end_events(once) & POLLHUP);
             if (send_gate(s) == SendGate::Pipe) CHECK(send_gate(once) != SendGate::Go);
             if (recv_at_end(s) != AtEnd::Wait) CHECK(recv_at_end(once) != AtEnd::Wait);
         }

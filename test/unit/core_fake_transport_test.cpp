@@ -325,7 +325,9 @@ TEST_CASE("core: the peer's abort resets the stream and stops our writes") {
     CHECK(r.wake.closer);
     CHECK(p.b.k.close_state.load() == core::CloseState::Reset);
     CHECK(core::recv_at_end(p.b.k.close_state.load()) == core::AtEnd::Reset);
-    // (recv took the reset: a write then fails with EPIPE, as TCP's does.)
+    // A write reports the reset once (ECONNRESET), then fails with EPIPE.
+    CHECK(core::send_gate(p.b.k.close_state.load()) == core::SendGate::Reset);
+    core::close_event(p.b.k, core::CloseEvent::ErrorTaken);
     CHECK(core::send_gate(p.b.k.close_state.load()) == core::SendGate::Pipe);
 }
 
