@@ -178,7 +178,7 @@ USMC_EXPORT int getsockopt(int fd, int level, int optname, void* optval,
         }
         // A background SMC handshake that failed reports its error here once.
         if (level == SOL_SOCKET && optname == SO_ERROR && s.tracked())
-            if (int so_error = af_smc::take_so_error(fd)) {
+            if (int so_error = 0; af_smc::take_so_error(fd, &so_error)) {
                 int err = sockopt::put_int(so_error, optval, optlen);
                 return err ? shim::fail(err) : 0;
             }
@@ -211,7 +211,5 @@ USMC_EXPORT int setsockopt(int fd, int level, int optname, const void* optval,
     int rc = sys::real().setsockopt(fd, level, optname, optval, optlen);
     if (rc == 0 && level == SOL_SOCKET && (optname == SO_RCVTIMEO || optname == SO_SNDTIMEO))
         if (SmcConn* c = shim::smc(fd)) af_smc::set_timeout(c, optname, optval, optlen);
-    if (rc == 0 && level == SOL_SOCKET && optname == SO_LINGER)
-        if (SmcConn* c = shim::smc(fd)) af_smc::set_linger(c, optval, optlen);
     return rc;
 }

@@ -69,8 +69,10 @@ void tell_peer(SmcConn& c, uint8_t flag) {
 } // namespace
 
 bool smc_take_error(SmcConn& c) {
-    if (smc_close_state(c) != core::CloseState::Reset) return false;
-    return smc_close_event(c, core::CloseEvent::ErrorTaken) == core::CloseState::ResetTaken;
+    if (smc_close_state(c) != core::CloseState::Reset || !core::take_error(c)) return false;
+    c.end_wakes.fetch_add(1, std::memory_order_acq_rel);
+    log::debug("fd {}: reset reported", c.tcp_fd);
+    return true;
 }
 
 core::CloseState smc_close_event(SmcConn& c, core::CloseEvent e) {

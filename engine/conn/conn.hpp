@@ -88,8 +88,6 @@ struct ConnSocket {
     std::atomic<bool> closing{false}; // this process is closing it: blocked calls return EBADF
     int32_t diag_slot = -1;           // its record in the stats segment, -1: none
     std::atomic<int> so_error{0};     // a background handshake failed: SO_ERROR reports it once
-    // SO_LINGER on with a zero time: a close aborts (TCP sends a reset).
-    std::atomic<bool> linger_abort{false};
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
     // Moved to TCP with the peer (af_smc_move.cpp): this process's copy is

@@ -574,8 +574,10 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
             drained = false;
             if (end == core::AtEnd::Reset) {
                 if (got) return ssize_t(got);
-                if (!peek) smc_take_error(c);
-                return -ECONNRESET;
+                // Reported once (a peek takes it too, as TCP's): another
+                // thread that took it first leaves us the end.
+                if (smc_broken(c) || smc_take_error(c)) return -ECONNRESET;
+                return 0;
             }
             return ssize_t(got);
         }

@@ -182,7 +182,8 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         return kSmcMoved;
     constexpr uint8_t kWeStopped =
         core::kPeerDoneWriting | core::kPeerConnClosed | core::kPeerConnAbort;
-    if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped) return -EPIPE;
+    if (c.conn_flags.load(std::memory_order_acquire) & kWeStopped)
+        return smc_take_error(c) ? -ECONNRESET : -EPIPE;
     if (total == 0) return 0;
     // TCP takes the first write after the peer closed (the peer's kernel
     // answers it with a reset, which fails the next one); programs rely on
@@ -211,8 +212,9 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
         core::SendGate gate = core::send_gate(smc_close_state(c));
         if (gate == core::SendGate::Reset) {
             if (sent) return ssize_t(sent);
-            smc_take_error(c);
-            return -ECONNRESET;
+            // Reported once; a thread that lost the race to it sees EPIPE.
+            if (smc_broken(c) || smc_take_error(c)) return -ECONNRESET;
+            continue;
         }
         if (gate != core::SendGate::Go) {
             // We stopped, or the peer will never read again (it closed,

@@ -55,6 +55,12 @@ CloseState close_event(ConnState& k, CloseEvent e) {
     return move_on(k, [e](CloseState s) { return next(s, e); });
 }
 
+bool take_error(ConnState& k) {
+    CloseState s = CloseState::Reset;
+    return k.close_state.compare_exchange_strong(s, next(s, CloseEvent::ErrorTaken),
+                                                 std::memory_order_acq_rel);
+}
+
 CloseState fold_peer_flags(ConnState& k, uint8_t ending) {
     if (!ending) return k.close_state.load(std::memory_order_acquire);
     return move_on(k, [ending](CloseState s) { return with_peer_flags(s, ending); });

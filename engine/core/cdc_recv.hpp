@@ -39,6 +39,9 @@ Received cdc_recv(ConnState& k, const PeerCdc& m, uint32_t rx_ring, uint32_t tx_
 
 // The close state moved on by `e` (any thread): the new state.
 CloseState close_event(ConnState& k, CloseEvent e);
+// A reset's error reported (CloseEvent::ErrorTaken): true for the one
+// caller that took it, as TCP's sock_error clears sk_err with an exchange.
+bool take_error(ConnState& k);
 // The close state with the peer's ending flags folded in.
 CloseState fold_peer_flags(ConnState& k, uint8_t ending);
 

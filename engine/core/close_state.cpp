@@ -18,11 +18,13 @@ constexpr S O = S::Open, PDW = S::PeerDoneWriting, PC = S::PeerClosed, WDW = S::
 constexpr S kNext[kCloseStates][kCloseEvents] = {
     //        WeDone PeerDW PeerCl PeerAb TcpQuiet TcpLost Broken Taken
     /* O   */ {WDW, PDW, PC, R, PC, R, B, O},
-    /* PDW */ {BDW, PDW, PC, R, PC, ER, B, PDW},
+    // After the peer's end of stream a reset leaves reads at EOF (TCP in
+    // CLOSE_WAIT: sk_err EPIPE, the FIN already taken).
+    /* PDW */ {BDW, PDW, PC, ER, PC, ER, B, PDW},
     // Closed: its last word said; its process ending afterwards is no news.
     /* PC  */ {WPC, PC, PC, R, PC, PC, B, PC},
     /* WDW */ {WDW, BDW, WPC, R, WPC, R, B, WDW},
-    /* BDW */ {BDW, BDW, WPC, R, WPC, ER, B, BDW},
+    /* BDW */ {BDW, BDW, WPC, ER, WPC, ER, B, BDW},
     /* WPC */ {WPC, WPC, WPC, R, WPC, WPC, B, WPC},
     /* R   */ {R, R, R, R, R, R, B, RT},
     /* ER  */ {ER, ER, ER, ER, ER, ER, B, ER},
@@ -118,7 +120,7 @@ const char* name(CloseState s) {
         "done-writing",  "both-done-writing", "done-writing-peer-closed",
         "reset",         "eof-then-reset",    "broken",
         "reset-reported"};
-    return kNames[int(s) < kCloseStates ? int(s) : kCloseStates - 1];
+    return int(s) < kCloseStates ? kNames[int(s)] : "unknown";
 }
 
 } // namespace usmc::core

@@ -183,10 +183,18 @@ void quiesce_pollers(SmcConn* c) {
         nanosleep(&pause, nullptr);
 }
 
-// Our last close says abort where TCP's sends a reset: data left unread,
-// or SO_LINGER with a zero time.
+// Our last close says abort where TCP's sends a reset: data left unread
+// (every byte, an urgent mark's or not), or SO_LINGER with a zero time
+// (set on the socket before it connected, or on the listener it came
+// from: the kernel's socket holds it).
 bool aborts(SmcConn& c) {
-    return smc_rx_available(c) > 0 || c.linger_abort.load(std::memory_order_relaxed);
+    auto unread = core::cdc_readable(smc_peer_cdc(c), c.rx_cons.load(), c.transport.rx_ring_size());
+    if (!unread || *unread > 0) return true;
+    linger l{};
+    socklen_t len = sizeof l;
+    return c.tcp_fd >= 0 &&
+           sys::real().getsockopt(c.tcp_fd, SOL_SOCKET, SO_LINGER, &l, &len) == 0 && l.l_onoff &&
+           l.l_linger == 0;
 }
 
 } // namespace
@@ -825,12 +833,6 @@ void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen) 
     (optname == SO_RCVTIMEO ? c->rcvtimeo_ms : c->sndtimeo_ms).store(ms);
 }
 
-void set_linger(SmcConn* c, const void* optval, socklen_t optlen) {
-    if (!optval || optlen < sizeof(linger)) return;
-    const auto* l = static_cast<const linger*>(optval);
-    c->linger_abort.store(l->l_onoff && l->l_linger == 0, std::memory_order_relaxed);
-}
-
 int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out) {
     if (!out) return fail(EFAULT);
     Phase p = c->phase.load(std::memory_order_acquire);
@@ -851,14 +853,21 @@ void note_late_write(int fd) {
     slot(fd).compare_exchange_strong(expected, kLateClcWrote);
 }
 
-int take_so_error(int fd) {
+bool take_so_error(int fd, int* err) {
     SmcConn* c = conn_of(fd);
-    if (reinterpret_cast<uintptr_t>(c) <= 2) return 0;
-    if (int e = c->so_error.exchange(0)) return e;
-    // The peer's reset, as TCP's sk_err: reported once.
-    if (c->phase.load(std::memory_order_acquire) == Phase::Active && smc_take_error(*c))
-        return ECONNRESET;
-    return 0;
+    if (reinterpret_cast<uintptr_t>(c) <= 2) return false;
+    if ((*err = c->so_error.exchange(0))) return true;
+    if (c->phase.load(std::memory_order_acquire) != Phase::Active) return false;
+    // The peer's reset, as TCP's sk_err: reported once, by whichever call
+    // comes first (recv, send, this). A peer that aborted by SO_LINGER 0
+    // reset the TCP connection too: that error is the same one.
+    bool took = smc_take_error(*c);
+    if (!took && smc_close_state(*c) != core::CloseState::ResetTaken) return false;
+    int kernel = 0;
+    socklen_t len = sizeof kernel;
+    sys::real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &kernel, &len);
+    *err = took ? ECONNRESET : 0;
+    return true;
 }
 
 namespace {
@@ -915,7 +924,7 @@ void on_exit() {
         forkref::free(c->owner_refs);
         if (c->shared_by_fork()) c->adopt_published();
         // Unread data makes it an abort, as TCP's close at exit sends a reset.
-        if (!(c->conn_flags.load() & (core::kPeerConnClosed | core::kPeerConnAbort)))
+        if (!c->moved && !(c->conn_flags.load() & (core::kPeerConnClosed | core::kPeerConnAbort)))
             smc_close(*c, aborts(*c));
         // (A forked child that exits with the connection open: the slot
         // would stay "used" in its parent's segment for good.)

@@ -75,8 +75,6 @@ int shutdown(SmcConn* c, int fd, int how);
 // fcntl F_SETFL / ioctl FIONBIO / SO_RCVTIMEO / SO_SNDTIMEO seen on an SMC fd.
 void set_nonblock(SmcConn* c, bool on);
 void set_timeout(SmcConn* c, int optname, const void* optval, socklen_t optlen);
-// SO_LINGER the kernel accepted on an SMC connection's socket.
-void set_linger(SmcConn* c, const void* optval, socklen_t optlen);
 // setsockopt / getsockopt(IPPROTO_TCP, TCP_NODELAY or TCP_CORK) on an SMC
 // connection: 0, or -1 with errno. Active: kept and answered by usmc
 // (conn/tcp_opts.hpp) with the kernel's semantics, the send path following
@@ -87,9 +85,11 @@ int set_tcp_option(SmcConn* c, int fd, int optname, const void* optval, socklen_
 int get_tcp_option(SmcConn* c, int fd, int optname, void* optval, socklen_t* optlen);
 // FIONREAD/SIOCINQ, SIOCOUTQ and SIOCATMARK.
 int ioctl_queue(SmcConn* c, int fd, unsigned long request, int* out);
-// getsockopt(SO_ERROR): the error of a failed background handshake, once
-// (0 when there is none and the kernel should answer).
-int take_so_error(int fd);
+// getsockopt(SO_ERROR): true when usmc answers, with the error in `*err`:
+// a failed background handshake's, once, or an SMC connection's reset,
+// once (the kernel's socket may hold the same reset: taken with it). False:
+// the kernel's socket answers.
+bool take_so_error(int fd, int* err);
 
 // Readiness.
 bool any_smc(const pollfd* fds, nfds_t n);

@@ -367,6 +367,29 @@ TEST_CASE("abort: ECONNRESET for the reader") {
     CHECK(recv_buf(p.b, buf, sizeof buf) == 0);
     CHECK((smc_poll_events(p.b) & (POLLERR | POLLHUP)) == POLLHUP);
     CHECK(send_buf(p.b, "x", 1) == -EPIPE);
+    CHECK_FALSE(smc_take_error(p.b));
+}
+
+TEST_CASE("abort: of the threads that race to it, one reports the reset") {
+    for (int round = 0; round < 20; ++round) {
+        Pair p;
+        smc_close(p.a, true);
+        std::atomic<int> resets{0}, ends{0};
+        std::vector<std::thread> ts;
+        for (int i = 0; i < 4; ++i)
+            ts.emplace_back([&, i] {
+                char buf[8];
+                ssize_t n = i % 2 ? recv_buf(p.b, buf, sizeof buf) : send_buf(p.b, "x", 1);
+                if (n == -ECONNRESET)
+                    ++resets;
+                else if (n == 0 || n == -EPIPE)
+                    ++ends;
+            });
+        for (auto& t : ts)
+            t.join();
+        CHECK(resets.load() == 1);
+        CHECK(ends.load() == 3);
+    }
 }
 
 TEST_CASE("a peer that dies (its TCP connection closes) ends a blocked recv promptly") {
