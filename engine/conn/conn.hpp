@@ -84,10 +84,10 @@ struct ConnSocket {
     std::atomic<int> rcvtimeo_ms{-1}, sndtimeo_ms{-1}; // SO_RCVTIMEO / SO_SNDTIMEO
     std::atomic<uint8_t> tcp_opts{0}; // TCP_NODELAY, TCP_CORK as set (tcp_opts.hpp)
     uint32_t busy_poll_us = 0;
-    uint32_t autocorking_size = 0;    // most bytes MSG_MORE / TCP_CORK hold back (config)
-    std::atomic<bool> closing{false}; // this process is closing it: blocked calls return EBADF
-    int32_t diag_slot = -1;           // its record in the stats segment, -1: none
-    std::atomic<int> so_error{0};     // a background handshake failed: SO_ERROR reports it once
+    uint32_t autocorking_size = 0;       // most bytes MSG_MORE / TCP_CORK hold back (config)
+    std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF
+    int32_t diag_slot = -1;              // its record in the stats segment, -1: none
+    std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object
     std::atomic<bool> late_clc{false};   // Tcp phase, but a CLC message may still arrive
     // Moved to TCP with the peer (af_smc_move.cpp): this process's copy is
@@ -249,6 +249,15 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
                  bool more = false, bool urgent = false);
 ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
                  int timeout_ms);
+// sendfile(2) into the ring, no buffer between: up to `count` bytes read
+// from `fd` at `*offset` (offset not moved: the caller moves it by the
+// result) or, without one, at its file position (moved by the reads).
+// Fewer when the file ends (or a pipe holds fewer), as smc_send otherwise.
+struct SendFile {
+    int fd;
+    const off_t* offset;
+};
+ssize_t smc_sendfile(SmcConn& c, const SendFile& f, size_t count, bool nonblock, int timeout_ms);
 
 // Bytes ready to read (FIONREAD/SIOCINQ: without SO_OOBINLINE only those
 // before a standing urgent mark, as TCP counts them) and bytes sent but not

@@ -165,11 +165,15 @@ bool smc_tx_space_or_end(SmcConn& c) {
     return !free || *free > 0;
 }
 
-ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms, bool more,
-                 bool urgent) {
-    size_t total = 0;
-    for (int i = 0; i < iovcnt; ++i)
-        total += iov[i].iov_len;
+namespace {
+
+// smc_send with the bytes from `fill(sent, max)`: it copies up to `max` of
+// them into the ring at our producer cursor, `sent` bytes into the call's
+// bytes, and says how many it copied (or -errno). Fewer than `max`: the
+// source ended, and so does the call, with what it copied.
+template <class Fill>
+ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool nonblock, int timeout_ms, bool more,
+                  bool urgent) {
     std::lock_guard lock(c.tx_mu);
     if (c.shared_by_fork() && c.tx_held == 0 && !c.adopt_published_tx()) [[unlikely]] {
         log::warn("fd {}: impossible published producer cursor: connection broken", c.tcp_fd);
@@ -270,8 +274,12 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             if (w == -ETIMEDOUT) return -EAGAIN;
             continue;
         }
-        uint32_t n = core::copy_in(c, c.transport, iov, iovcnt, sent,
-                                   static_cast<uint32_t>(std::min<size_t>(*free, total - sent)));
+        uint32_t want = static_cast<uint32_t>(std::min<size_t>(*free, total - sent));
+        ssize_t got = fill(sent, want);
+        if (got < 0) return sent ? ssize_t(sent) : got;
+        uint32_t n = uint32_t(got);
+        if (n < want) total = sent + n; // the source ended: what it gave is the call's
+        if (n == 0) break;
         core::produce(c, c.transport, n);
         sent += n;
         if (!c.shared_by_fork() &&
@@ -294,6 +302,45 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
             wake_peer_reader(c);
     }
     return ssize_t(sent);
+}
+
+// Reads up to `max` bytes of `f` into the ring at our producer cursor (two
+// reads where the ring wraps): how many, or -errno if none. A short read
+// ends it (the end of a file, or all a pipe holds now).
+ssize_t read_into_ring(SmcConn& c, const SendFile& f, size_t sent, uint32_t max) {
+    uint8_t* base = c.transport.tx_ring();
+    uint32_t ring = c.transport.tx_ring_size();
+    uint32_t at = c.tx_prod.load().count;
+    uint32_t done = 0;
+    while (done < max) {
+        uint32_t pos = (at + done) % ring;
+        uint32_t len = std::min(max - done, ring - pos);
+        ssize_t r = f.offset ? pread(f.fd, base + pos, len, *f.offset + off_t(sent + done))
+                             : sys::real().read(f.fd, base + pos, len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return done ? ssize_t(done) : -errno;
+        done += uint32_t(r);
+        if (uint32_t(r) < len) break;
+    }
+    return ssize_t(done);
+}
+
+} // namespace
+
+ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms, bool more,
+                 bool urgent) {
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; ++i)
+        total += iov[i].iov_len;
+    auto fill = [&](size_t sent, uint32_t max) {
+        return ssize_t(core::copy_in(c, c.transport, iov, iovcnt, sent, max));
+    };
+    return send_from(c, total, fill, nonblock, timeout_ms, more, urgent);
+}
+
+ssize_t smc_sendfile(SmcConn& c, const SendFile& f, size_t count, bool nonblock, int timeout_ms) {
+    auto fill = [&](size_t sent, uint32_t max) { return read_into_ring(c, f, sent, max); };
+    return send_from(c, count, fill, nonblock, timeout_ms, false, false);
 }
 
 void smc_flush(SmcConn& c) {

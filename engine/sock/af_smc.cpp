@@ -678,33 +678,22 @@ ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
         if (r == kPassThrough) return sys::real().sendfile(fd, in_fd, offset, count);
         if (r < 0) return fail(int(-r));
     }
-    char buf[65536];
-    size_t done = 0;
-    off_t pos = offset ? *offset : 0;
-    while (done < count) {
-        size_t want = std::min(sizeof buf, count - done);
-        ssize_t n = offset ? pread(in_fd, buf, want, pos) : sys::real().read(in_fd, buf, want);
-        if (n < 0) {
-            if (done) break;
-            return -1;
-        }
-        if (n == 0) break;
-        iovec iov{buf, size_t(n)};
-        ssize_t w = send(c, fd, &iov, 1, 0);
-        if (w < 0) {
-            if (done) break;
-            return -1;
-        }
-        done += size_t(w);
-        pos += w;
-        if (w < n) {
-            // The peer's ring is full: give back what we read beyond it.
-            if (!offset) lseek(in_fd, w - n, SEEK_CUR);
-            break;
-        }
+    // Straight from the file into the peer's ring (the ring has room for
+    // less: fewer bytes, as TCP's sendfile when the socket buffer is full).
+    bool nonblock = c->nonblock.load(std::memory_order_relaxed);
+    ssize_t r = smc_sendfile(*c, {in_fd, offset}, count, nonblock, c->sndtimeo_ms.load());
+    if (r == kSmcMoved) [[unlikely]] {
+        if (!take_move(fd, c)) return fail(ECONNRESET);
+        return sendfile(c, fd, in_fd, offset, count); // (once: it is TCP now)
     }
-    if (offset) *offset = pos;
-    return ssize_t(done);
+    iovec asked{nullptr, count};
+    count_request(counters::kTx, &asked, 1, r);
+    if (r == -EPIPE) raise(SIGPIPE);
+    if (r < 0) return fail(int(-r));
+    if (offset) *offset += r;
+    counters::count(counters::smcd_bytes_tx, uint64_t(r));
+    if (r > 0) learn::note_io(*c, SmcConn::kLearnOut, uint64_t(r));
+    return r;
 }
 
 int shutdown(SmcConn* c, int fd, int how) {

@@ -1784,3 +1784,85 @@ TEST_CASE("bell requests (issue 44): the id rides in the request word, one take 
     CHECK(all.data_bell == 11);
     CHECK_FALSE(all.data);
 }
+
+namespace {
+// A temporary file of `n` bytes (a pattern that shows misplaced bytes),
+// unlinked at once: its descriptor.
+int pattern_file(size_t n, std::vector<uint8_t>& bytes) {
+    char path[] = "/tmp/usmc-sendfile-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    unlink(path);
+    bytes.resize(n);
+    for (size_t i = 0; i < n; ++i)
+        bytes[i] = uint8_t(i * 7 + i / 251);
+    REQUIRE(write(fd, bytes.data(), n) == ssize_t(n));
+    return fd;
+}
+
+// Reads exactly `n` bytes from `c`.
+std::vector<uint8_t> recv_exactly(SmcConn& c, size_t n) {
+    std::vector<uint8_t> got(n);
+    size_t have = 0;
+    while (have < n) {
+        ssize_t r = recv_buf(c, got.data() + have, n - have);
+        REQUIRE(r > 0);
+        have += size_t(r);
+    }
+    return got;
+}
+} // namespace
+
+TEST_CASE("sendfile: the file's bytes go straight into the ring, across its wrap") {
+    Pair p; // a 64 KiB ring
+    std::vector<uint8_t> bytes;
+    int fd = pattern_file(200 * 1024, bytes);
+    // The producer cursor mid-ring, so that reads wrap around its end.
+    std::vector<uint8_t> head(40000, 'h');
+    REQUIRE(send_buf(p.a, head.data(), head.size()) == ssize_t(head.size()));
+    CHECK(recv_exactly(p.b, head.size()) == head);
+    off_t off = 1000;
+    // Nonblocking: as much as the ring takes, the offset left for the caller.
+    ssize_t r = smc_sendfile(p.a, {fd, &off}, bytes.size() - 1000, true, -1);
+    REQUIRE(r > 0);
+    CHECK(size_t(r) <= p.a.transport.tx_ring_size());
+    CHECK(off == 1000);
+    auto got = recv_exactly(p.b, size_t(r));
+    CHECK(std::equal(got.begin(), got.end(), bytes.begin() + 1000));
+    // The rest, blocking, with a reader beside it; the count runs past the
+    // end of the file: the file's end ends the call.
+    off += r;
+    size_t rest = bytes.size() - size_t(off);
+    std::vector<uint8_t> tail;
+    std::thread reader([&] { tail = recv_exactly(p.b, rest); });
+    size_t sent = 0;
+    while (sent < rest) {
+        off_t at = off + off_t(sent);
+        ssize_t n = smc_sendfile(p.a, {fd, &at}, rest - sent + 5000, false, -1);
+        REQUIRE(n > 0);
+        sent += size_t(n);
+    }
+    reader.join();
+    CHECK(sent == rest);
+    CHECK(std::equal(tail.begin(), tail.end(), bytes.begin() + off));
+    // At the end of the file: 0, nothing sent.
+    off_t end = off_t(bytes.size());
+    CHECK(smc_sendfile(p.a, {fd, &end}, 100, true, -1) == 0);
+    close(fd);
+}
+
+TEST_CASE("sendfile without an offset reads at the file position and moves it") {
+    Pair p;
+    std::vector<uint8_t> bytes;
+    int fd = pattern_file(3000, bytes);
+    REQUIRE(lseek(fd, 100, SEEK_SET) == 100);
+    CHECK(smc_sendfile(p.a, {fd, nullptr}, 1000, true, -1) == 1000);
+    CHECK(lseek(fd, 0, SEEK_CUR) == 1100);
+    auto got = recv_exactly(p.b, 1000);
+    CHECK(std::equal(got.begin(), got.end(), bytes.begin() + 100));
+    // Not a readable file: its error, nothing sent.
+    int wr = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    CHECK(smc_sendfile(p.a, {wr, nullptr}, 10, true, -1) == -EBADF);
+    close(wr);
+    close(fd);
+}
