@@ -78,6 +78,10 @@ struct UserSet {
     std::unordered_map<uint64_t, SmcConn*> by_token;
     std::atomic<bool> fallen{false};
     std::atomic<uint32_t> reports{0};
+    // The kernel part's last answer had none of the application's events:
+    // a wait then goes to its sleep (which reports them as well) without a
+    // look at the kernel part first, and a spin starts without one.
+    std::atomic<bool> kernel_quiet{false};
     // Threads between arming everything and the end of their sleep in the
     // kernel part: a registration enabled meanwhile (another thread's
     // epoll_ctl) is not armed, so its ctl rings the bell to wake one.
@@ -388,6 +392,7 @@ int kernel_wait(UserSet* S, epoll_event* evs, int max, int timeout_ms, const tim
     } else {
         r = sys::real().epoll_wait(S->epfd, evs, max, timeout_ms);
     }
+    if (r == 0) S->kernel_quiet.store(true, std::memory_order_relaxed);
     if (r <= 0) return r;
     int k = 0;
     bool rang = false;
@@ -399,6 +404,7 @@ int kernel_wait(UserSet* S, epoll_event* evs, int max, int timeout_ms, const tim
         evs[k++] = evs[i];
     }
     if (rang) drain_bell(S);
+    S->kernel_quiet.store(k == 0, std::memory_order_relaxed);
     return k;
 }
 
@@ -421,7 +427,8 @@ int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
             g_user_mu.unlock();
         }
         int n = S->set.collect(evs, max);
-        if (n == 0 && i % kKernelRatio == 1) n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
+        if (n == 0 && i % kKernelRatio == (S->kernel_quiet.load(std::memory_order_relaxed) ? 0 : 1))
+            n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
         if (n != 0) {
             spin::end(n > 0);
             return n;
@@ -540,15 +547,19 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
             *rc = n;
             return true;
         }
-        int k = kernel_wait(S, evs, max, 0, nullptr, nullptr);
-        if (k != 0) {
-            *rc = k;
-            return true;
-        }
-        if (S->set.pending()) continue; // the bell named some
-        if (timeout_ns == 0) {
-            *rc = 0;
-            return true;
+        // A look at the kernel part before sleeping, unless it was quiet:
+        // the sleep reports its events as well.
+        if (timeout_ns == 0 || !S->kernel_quiet.load(std::memory_order_relaxed)) {
+            int k = kernel_wait(S, evs, max, 0, nullptr, nullptr);
+            if (k != 0) {
+                *rc = k;
+                return true;
+            }
+            if (S->set.pending()) continue; // the bell named some
+            if (timeout_ns == 0) {
+                *rc = 0;
+                return true;
+            }
         }
         // Before sleeping: every connection armed, then looked at once more
         // (with what the gates say writers took while we were awake).
@@ -574,7 +585,8 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
             left_ms = int(std::min<int64_t>((left + 999999) / 1000000, INT32_MAX));
             left_ts = {time_t(left / 1000000000), long(left % 1000000000)};
         }
-        k = kernel_wait(S, evs, max, left_ms, pwait2 && timeout_ns > 0 ? &left_ts : nullptr, mask);
+        int k =
+            kernel_wait(S, evs, max, left_ms, pwait2 && timeout_ns > 0 ? &left_ts : nullptr, mask);
         if (k != 0) {
             *rc = k; // events, or -1 (EINTR: a signal the mask let in)
             return true;
