@@ -558,9 +558,12 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (smc_move_noticed(c)) return got ? ssize_t(got) : kSmcMoved;
         // Nothing to read: EOF, reset, or wait.
         core::AtEnd end = core::recv_at_end(smc_close_state(c));
-        // (Its TCP socket gone without a word: its end is in the state now.)
-        if (end == core::AtEnd::Wait && !c.peer_gone.load(std::memory_order_acquire) &&
-            smc_check_peer(c))
+        // (Its TCP socket gone without a word: its end is in the state now.
+        // Only a read that would say EAGAIN looks: one that returns data
+        // needs no end, and one that sleeps watches the TCP socket in its
+        // sleep, which finds the end at once.)
+        if (end == core::AtEnd::Wait && nonblock && got == 0 &&
+            !c.peer_gone.load(std::memory_order_acquire) && smc_check_peer(c))
             end = core::recv_at_end(smc_close_state(c));
         if (end != core::AtEnd::Wait) {
             // The peer publishes its last bytes before its flags, and both
