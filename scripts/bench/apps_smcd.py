@@ -4,7 +4,9 @@
 and SET, c=50) over plain TCP and over SMC-D (both ends under usmc-run), in
 the same run, order alternating, median of N runs. Server on CPU 0, client
 on CPU 1; CPU use of both (% of one core) beside each figure; usmc's
-counters confirm the SMC-D runs really used SMC-D."""
+counters confirm the SMC-D runs really used SMC-D. --hogs N runs N
+CPU-burning processes (unpinned) beside every run, TCP's included: the
+cores oversubscribed, as on a busy machine."""
 import argparse
 import json
 import os
@@ -57,7 +59,18 @@ def main():
     p.add_argument("--busy-poll-us", type=int, default=0,
                    help="a third column with busy_poll_us set to this (default 0: no spinning, "
                         "against the default's 20 us; -1: no third column)")
+    p.add_argument("--hogs", type=int, default=0, help="CPU-burning processes beside every run")
     args = p.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    try:
+        measure(args)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait(timeout=10)
+
+
+def measure(args):
     tmp = bench_dir()
     os.chmod(tmp, 0o755)
     busy_cfg = os.path.join(tmp, "busy.toml")
@@ -96,7 +109,8 @@ def main():
                 print(f"  run {rnd + 1} {name:6} redis       SET {rb.get('SET', 0):9.0f} GET {rb.get('GET', 0):9.0f} "
                       f"cpu {cpu:4.0f}%" + (f"  ({smcd_share(stats_dir)})" if wrap is not None else ""), flush=True)
         print()
-        print(f"server on CPU 0, client on CPU 1, median of {args.runs} runs (cpu: both processes, % of one core)")
+        print(f"server on CPU 0, client on CPU 1, median of {args.runs} runs (cpu: both processes, % of one core)"
+              + (f", {args.hogs} CPU hogs beside every run" if args.hogs else ""))
         head = "".join(f" {n:>10} {'cpu':>5}" for n in names)
         ratios = "".join(f" {n + '/TCP':>10}" for n in names[1:])
         print(f"  {'workload':30}{head}{ratios}")
