@@ -38,9 +38,9 @@
 #include "engine/conn/space_watch.hpp"
 #include "engine/conn/tx.hpp"
 #include "engine/sock/af_smc_internal.hpp"
-#include "engine/sock/user_sets.hpp"
 #include "engine/sock/diag.hpp"
 #include "engine/sock/runtime.hpp"
+#include "engine/sock/user_sets.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -305,8 +305,10 @@ void move_out(int fd, SmcConn* c, bool exec) {
         // Wake the peer: its next call takes the move.
         core::Requests was = c->transport.take_all_requests();
         c->transport.wake_reader();
+        // (A peer asleep on a set kept in user memory waits at its bell.)
+        if (was.data_bell) c->transport.ring_data_bell(was.data_bell);
         if (was.space) smc_ring_peer_bell(*c);
-        log::info("fd {}: moved to TCP ({})", fd, exec ? "exec" : "seccomp filter");
+        log::info("fd {}: moved to TCP ({})", fd, exec ? "exec" : "seccomp filter, or passed");
         // Done writing, said over SMC: TCP says it too (after our last
         // bytes, which are in the peer's ring).
         if (c->conn_flags.load() & core::kPeerDoneWriting) sys::real().shutdown(fd, SHUT_WR);
