@@ -122,6 +122,9 @@ USMC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const s
 USMC_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
     if (SmcConn* c = shim::smc_for_write(fd))
         return af_smc::send(c, fd, msg->msg_iov, int(msg->msg_iovlen), flags);
+    // Descriptors passed to another process (SCM_RIGHTS; any socket that
+    // carries them is a Unix one, never an SMC connection).
+    if (msg && msg->msg_controllen && !shim::vfork_child()) af_smc::before_pass(msg);
     return sys::real().sendmsg(fd, msg, flags);
 }
 
@@ -136,6 +139,9 @@ USMC_EXPORT int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
         }
         return int(i);
     }
+    if (!shim::vfork_child())
+        for (unsigned i = 0; i < vlen; ++i)
+            if (vec[i].msg_hdr.msg_controllen) af_smc::before_pass(&vec[i].msg_hdr);
     return sys::real().sendmmsg(fd, vec, vlen, flags);
 }
 

@@ -966,6 +966,30 @@ void before_sandbox() {
     push_moved_left(false);
 }
 
+void before_pass(const msghdr* msg) {
+    if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(cmsghdr)) return;
+    for (cmsghdr* h = CMSG_FIRSTHDR(const_cast<msghdr*>(msg)); h;
+         h = CMSG_NXTHDR(const_cast<msghdr*>(msg), h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len < CMSG_LEN(0))
+            continue;
+        size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const unsigned char* at = CMSG_DATA(h);
+        for (size_t i = 0; i < n; ++i) {
+            int fd;
+            std::memcpy(&fd, at + i * sizeof(int), sizeof fd);
+            if (epoll_in_user_memory(fd)) user_set_fallback(fd);
+            SmcConn* c = conn_of(fd);
+            if (reinterpret_cast<uintptr_t>(c) <= 2 || is_late(c)) continue;
+            if (c->phase.load(std::memory_order_acquire) != Phase::Active) continue;
+            log::info("fd {}: passed to another process (SCM_RIGHTS): moves to TCP", fd);
+            if (smc_move_noticed(*c))
+                take_move(fd, c);
+            else
+                move_out(fd, c, false);
+        }
+    }
+}
+
 void detail::conns_exec_failed() {
     if (auto* conns = g_conns.load())
         for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd)

@@ -146,6 +146,12 @@ void exec_failed();
 // Before this process installs a seccomp filter: its SMC connections move
 // to TCP with their peers (the filter may forbid what the data path calls).
 void before_sandbox();
+// Before a message with descriptors (SCM_RIGHTS) goes out: another process
+// is to hold them. An SMC connection among them moves to TCP with its peer
+// (the other process reads and writes the socket, not our rings), and an
+// epoll set kept in user memory falls back to the kernel's (the other
+// process waits on the kernel's set).
+void before_pass(const msghdr* msg);
 // Process exit (library destructor, or _exit): connections still open are
 // closed in order, so peers read EOF as they would from TCP, not a reset;
 // one another process still holds (fork) is counted out, so that process's

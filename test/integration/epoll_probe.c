@@ -250,6 +250,32 @@ static void peer_main(int cmd, int ack) {
             s = -1;
             break;
         }
+        case 'E': { // wait in epoll until n bytes were read (EVENT_MS per wait)
+            int ep = epoll_create1(EPOLL_CLOEXEC);
+            struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
+            if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) != 0) {
+                r = 'e';
+                break;
+            }
+            long got = 0;
+            for (int i = 0; i < 100 && got < c.n && r == 'k'; ++i) {
+                struct epoll_event out;
+                int n = epoll_wait(ep, &out, 1, EVENT_MS);
+                if (n < 0 && errno == EINTR) continue;
+                if (n != 1) {
+                    r = 'e';
+                    break;
+                }
+                ssize_t g = recv(s, buf, sizeof buf, MSG_DONTWAIT);
+                if (g > 0)
+                    got += g;
+                else if (!(g < 0 && (errno == EAGAIN || errno == EINTR)))
+                    r = 'e';
+            }
+            if (got != c.n) r = 'e';
+            close(ep);
+            break;
+        }
         case 'q': // exit as it stands (whatever is unread stays unread)
             _exit(0);
         default:
@@ -947,6 +973,39 @@ static void case_exec_inherited_set(void) {
     finish_case();
 }
 
+// The peer waits in epoll on its end when the other end's descriptor goes
+// to a program exec'd with it, which writes: the peer reads those bytes
+// (under usmc the connection moves to TCP at the exec: the move must wake
+// the peer where it sleeps).
+static void case_exec_writes_to_waiting_peer(void) {
+    start(1);
+    struct peer* p = &g_peers[0];
+    int s = p->fd;
+    tell(p, 'E', 5);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    if (child == 0) {
+        char a[16];
+        snprintf(a, sizeof a, "%d", s);
+        execl(g_self, g_self, "exec-writer", a, (char*)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (waitpid(child, &st, 0) != child) die("waitpid");
+    say("exec'd writer exited: %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    await_peer(p);
+    say("the peer, waiting in epoll, read the 5 bytes written after the exec");
+    finish_case();
+}
+
+static int exec_writer(int s) {
+    alarm(60);
+    // (The socket is nonblocking: the probe made it so.)
+    if (!wait_fd(s, POLLOUT, EVENT_MS)) return 1;
+    return send(s, "abcde", 5, MSG_NOSIGNAL) == 5 ? 0 : 1;
+}
+
 static int exec_child(int ep, int s) {
     alarm(60);
     show_wait("exec'd child", ep, 8, EVENT_MS);
@@ -955,6 +1014,100 @@ static int exec_child(int ep, int s) {
     show_wait("exec'd child, all read", ep, 8, QUIET_MS);
     fflush(stdout);
     return 0;
+}
+
+// Descriptors over a Unix socket (SCM_RIGHTS).
+static void send_fds(int via, const int* fds, int n) {
+    char byte = 'f';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
+    struct cmsghdr* h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+    memcpy(CMSG_DATA(h), fds, (size_t)n * sizeof(int));
+    if (sendmsg(via, &m, 0) != 1) die("sendmsg SCM_RIGHTS");
+}
+
+static void recv_fds(int via, int* fds, int n) {
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    if (recvmsg(via, &m, 0) != 1) die("recvmsg SCM_RIGHTS");
+    struct cmsghdr* h = CMSG_FIRSTHDR(&m);
+    if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN((size_t)n * sizeof(int))) {
+        errno = 0;
+        die("no descriptors");
+    }
+    memcpy(fds, CMSG_DATA(h), (size_t)n * sizeof(int));
+}
+
+static void sync_byte(int fd, char want) {
+    char c = 0;
+    if (!wait_fd(fd, POLLIN, 2 * EVENT_MS) || read(fd, &c, 1) != 1 || c != want) die("sync");
+}
+
+// A connection and the set that holds it passed to another process
+// (SCM_RIGHTS) that held neither: it waits on the set and reads what the
+// peer wrote before the pass (unread here) and after it, and writes; this
+// process keeps its descriptors and finds nothing more to read.
+static void case_pass_fds(void) {
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) die("socketpair");
+    fflush(stdout);
+    pid_t child = fork(); // before the connection: it never held it
+    if (child < 0) die("fork");
+    if (child == 0) {
+        close(sp[0]);
+        alarm(60);
+        int fds[2];
+        recv_fds(sp[1], fds, 2);
+        int s = fds[0], ep = fds[1];
+        show_wait("child", ep, 8, EVENT_MS);
+        drain("child", s);
+        fflush(stdout);
+        if (write(sp[1], "a", 1) != 1) _exit(1);
+        sync_byte(sp[1], 'b');
+        show_wait("child, later", ep, 8, EVENT_MS);
+        drain("child, later", s);
+        write_all(s, 4);
+        fflush(stdout);
+        if (write(sp[1], "c", 1) != 1) _exit(1);
+        _exit(0);
+    }
+    close(sp[1]);
+    start(1);
+    struct peer* p = &g_peers[0];
+    int s = p->fd, ep = new_set();
+    say("add IN: %s", ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN, 7));
+    order(p, 'w', 5);
+    show_wait("before the pass", ep, 8, EVENT_MS);
+    int fds[2] = {s, ep};
+    send_fds(sp[0], fds, 2);
+    sync_byte(sp[0], 'a');
+    order(p, 'w', 3);
+    if (write(sp[0], "b", 1) != 1) die("sync");
+    sync_byte(sp[0], 'c');
+    order(p, 'r', 4);
+    say("the peer read the child's 4");
+    drain("parent", s);
+    int st = 0;
+    if (waitpid(child, &st, 0) != child) die("waitpid");
+    say("child exited: %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    close(sp[0]);
+    close(ep);
+    finish_case();
 }
 
 // Level-triggered waits for the hang-up of a connection whose unread data
@@ -1211,6 +1364,8 @@ static const struct {
     {"dup_separate", case_dup_separate},
     {"close_while_registered", case_close_while_registered},
     {"nested_set", case_nested_set},
+    {"pass_fds", case_pass_fds},
+    {"exec_writes_to_waiting_peer", case_exec_writes_to_waiting_peer},
     {"set_in_poll", case_set_in_poll},
     {"fork_shared_set", case_fork_shared_set},
     {"exec_inherited_set", case_exec_inherited_set},
@@ -1240,6 +1395,10 @@ int main(int argc, char** argv) {
     if (argc == 4 && strcmp(argv[1], "exec-child") == 0) {
         g_case = "exec_inherited_set";
         return exec_child(atoi(argv[2]), atoi(argv[3]));
+    }
+    if (argc == 3 && strcmp(argv[1], "exec-writer") == 0) {
+        g_case = "exec_writes_to_waiting_peer";
+        return exec_writer(atoi(argv[2]));
     }
     if (argc != 2) {
         fprintf(stderr, "usage: %s CASE|all|list\n", argv[0]);
