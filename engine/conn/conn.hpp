@@ -250,12 +250,13 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
 ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
                  int timeout_ms);
 // sendfile(2) into the ring, no buffer between: up to `count` bytes read
-// from `fd` at `*offset` (offset not moved: the caller moves it by the
-// result) or, without one, at its file position (moved by the reads).
-// Fewer when the file ends (or a pipe holds fewer), as smc_send otherwise.
+// with pread from `fd` at `offset` (a file that can be read at an offset:
+// else its error, ESPIPE for a pipe). Fewer when the file ends, as
+// smc_send otherwise. The reads run under the send lock: the caller moves
+// its offset by the result.
 struct SendFile {
     int fd;
-    const off_t* offset;
+    off_t offset;
 };
 ssize_t smc_sendfile(SmcConn& c, const SendFile& f, size_t count, bool nonblock, int timeout_ms);
 
