@@ -416,6 +416,21 @@ int64_t now_ns() {
 
 // Spins on the set's looks for up to busy_poll_us (spin.hpp decides whether
 // spinning pays now): the events found (or -1 and errno), 0 if none.
+// With `n` events of the user-memory part in `evs`: the kernel part's
+// added where there is room, looked at every wait while it answers (a
+// level-triggered descriptor there is reported beside busy connections, as
+// the kernel's set reports both), once every kKernelRatio reports while it
+// is quiet, and always with a signal mask (epoll_pwait delivers a signal
+// the mask lets in on its way out, events or not).
+int with_kernel_events(UserSet* S, epoll_event* evs, int n, int max, const sigset_t* mask) {
+    if (n >= max) return n;
+    bool look = mask || !S->kernel_quiet.load(std::memory_order_relaxed) ||
+                S->reports.fetch_add(1, std::memory_order_relaxed) % kKernelRatio == 0;
+    if (!look) return n;
+    int k = kernel_wait(S, evs + n, max - n, 0, nullptr, mask);
+    return k > 0 ? n + k : n;
+}
+
 int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
     uint64_t budget = spin::begin(g_busy_poll_us);
     if (budget == 0) return 0;
@@ -427,7 +442,9 @@ int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
             g_user_mu.unlock();
         }
         int n = S->set.collect(evs, max);
-        if (n == 0 && i % kKernelRatio == (S->kernel_quiet.load(std::memory_order_relaxed) ? 0 : 1))
+        if (n > 0)
+            n = with_kernel_events(S, evs, n, max, nullptr);
+        else if (i % kKernelRatio == (S->kernel_quiet.load(std::memory_order_relaxed) ? 0 : 1))
             n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
         if (n != 0) {
             spin::end(n > 0);
@@ -529,7 +546,7 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
         arm_cold(S, false);
         // Busy polling (busy_poll_us): the looks, at user memory and now and
         // then at the kernel part, are the spin; it ends in the sleep below.
-        if (g_busy_poll_us > 0 && round == 0 && timeout_ns != 0) {
+        if (g_busy_poll_us > 0 && round == 0 && timeout_ns != 0 && !mask) {
             if (int got = spin_looks(S, evs, max, timeout_ns)) {
                 *rc = got;
                 return true;
@@ -537,14 +554,7 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
         }
         int n = S->set.collect(evs, max);
         if (n > 0) {
-            // (With a signal mask, always: epoll_pwait delivers a signal the
-            // mask lets in on its way out, events or not.)
-            if (n < max &&
-                (S->reports.fetch_add(1, std::memory_order_relaxed) % kKernelRatio == 0 || mask)) {
-                int k = kernel_wait(S, evs + n, max - n, 0, nullptr, mask);
-                if (k > 0) n += k;
-            }
-            *rc = n;
+            *rc = with_kernel_events(S, evs, n, max, mask);
             return true;
         }
         // A look at the kernel part before sleeping, unless it was quiet:

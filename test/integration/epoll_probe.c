@@ -1058,6 +1058,26 @@ static void sync_byte(int fd, char want) {
     if (!wait_fd(fd, POLLIN, 2 * EVENT_MS) || read(fd, &c, 1) != 1 || c != want) die("sync");
 }
 
+// A set of a connection and a pipe, both ready all along (level-triggered):
+// every wait reports both, as the kernel's set does (under usmc the pipe is
+// in the kernel's part of the set, the connection in user memory).
+static void case_mixed_set(void) {
+    start(1);
+    int s = g_peers[0].fd, ep = new_set(), pp[2];
+    if (pipe2(pp, O_CLOEXEC) != 0 || write(pp[1], "x", 1) != 1) die("pipe");
+    say("add conn OUT: %s", ctl(ep, EPOLL_CTL_ADD, s, EPOLLOUT, 1));
+    say("add pipe IN: %s", ctl(ep, EPOLL_CTL_ADD, pp[0], EPOLLIN, 2));
+    for (int i = 0; i < 40; ++i) {
+        char label[32];
+        snprintf(label, sizeof label, "wait %d", i);
+        show_wait(label, ep, 8, i % 2 ? 0 : EVENT_MS);
+    }
+    close(pp[0]);
+    close(pp[1]);
+    close(ep);
+    finish_case();
+}
+
 // A connection and the set that holds it passed to another process
 // (SCM_RIGHTS) that held neither: it waits on the set and reads what the
 // peer wrote before the pass (unread here) and after it, and writes; this
@@ -1364,6 +1384,7 @@ static const struct {
     {"dup_separate", case_dup_separate},
     {"close_while_registered", case_close_while_registered},
     {"nested_set", case_nested_set},
+    {"mixed_set", case_mixed_set},
     {"pass_fds", case_pass_fds},
     {"exec_writes_to_waiting_peer", case_exec_writes_to_waiting_peer},
     {"set_in_poll", case_set_in_poll},
