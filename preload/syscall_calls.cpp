@@ -175,6 +175,11 @@ USMC_EXPORT long syscall(long n, ...) {
     case SYS_seccomp:
         if (a == SECCOMP_SET_MODE_STRICT || a == SECCOMP_SET_MODE_FILTER) shim::before_sandbox();
         break;
+    // io_uring bypasses the interposed calls (libuv sets one up through
+    // syscall(); liburing's own system calls are out of reach).
+    case SYS_io_uring_setup:
+        if (!shim::vfork_child()) af_smc::before_io_uring();
+        break;
     default:
         break;
     }

@@ -244,7 +244,8 @@ const Advice& advice_of(fallback::Code code) {
     case MOVED: {
         static constexpr Advice a{
             "An SMC-D connection moved to TCP with its peer, byte for byte: a process holding "
-            "it executed a new program that inherits it, or installed a seccomp filter.",
+            "it executed a new program that inherits it, passed it to another process "
+            "(SCM_RIGHTS), set up an io_uring, or installed a seccomp filter.",
             "Nothing is lost. Where SMC-D matters, do not hand SMC-D connections across "
             "exec (close-on-exec) or start the sandbox before connecting.",
             Origin::Usmc};
@@ -257,6 +258,16 @@ const Advice& advice_of(fallback::Code code) {
             "filter may forbid calls SMC-D makes.",
             "Run the program without the filter, or with one that is not in force when it "
             "connects.",
+            Origin::Usmc};
+        return a;
+    }
+    case IOURING: {
+        static constexpr Advice a{
+            "The process set up an io_uring (libuv does, and programs built on liburing): its "
+            "reads, writes and epoll registrations through the ring reach sockets without "
+            "usmc, so its connections moved to TCP with their peers and new ones are plain TCP.",
+            "Nothing is lost. Where SMC-D matters, run the program without io_uring (libuv: "
+            "*UV_USE_IO_URING=0*).",
             Origin::Usmc};
         return a;
     }

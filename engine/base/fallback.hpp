@@ -47,7 +47,8 @@ namespace usmc::fallback {
     X(NOISM2SUPP, 0x03030003, "hardware has no ISMv2 support")                                     \
     X(NOV2DEXT, 0x03030005, "peer sent no SMC-Dv2 extension")                                      \
     X(NOSMCD2DEV, 0x03030007, "no SMC-Dv2 device found")                                           \
-    X(NOUEID, 0x03030008, "peer sent no UEID")
+    X(NOUEID, 0x03030008, "peer sent no UEID")                                                     \
+    X(IOURING, 0x0a0e0000, "usmc: the process set up io_uring, which bypasses usmc: TCP")
 
 enum Index : uint8_t {
 #define USMC_FALLBACK_INDEX(name, code, text) k##name,

@@ -443,6 +443,38 @@ ssize_t await_handshake(SmcConn* c, bool nonblock) {
 }
 
 namespace {
+// The kernel's most bytes of one read or write (MAX_RW_COUNT).
+constexpr size_t kMaxRwCount = 0x7ffff000;
+
+// sendfile without an offset: at the file's position, which may be a
+// pipe's (it may block): read outside the send lock, through a buffer.
+ssize_t sendfile_at_position(SmcConn* c, int fd, int in_fd, size_t count) {
+    char buf[65536];
+    size_t done = 0;
+    while (done < count) {
+        size_t want = std::min(sizeof buf, count - done);
+        ssize_t n = sys::real().read(in_fd, buf, want);
+        if (n < 0) {
+            if (done) break;
+            return -1;
+        }
+        if (n == 0) break;
+        iovec iov{buf, size_t(n)};
+        ssize_t w = send(c, fd, &iov, 1, 0);
+        if (w < 0) {
+            if (done) break;
+            return -1;
+        }
+        done += size_t(w);
+        if (w < n) {
+            // The peer's ring is full: give back what we read beyond it.
+            lseek(in_fd, w - n, SEEK_CUR);
+            break;
+        }
+    }
+    return ssize_t(done);
+}
+
 // Threads walking the connection table for a fork (before_fork,
 // fork_returned): a connection they loaded must outlive the walk, and a
 // failed fork's undo must come before a close's count (else the close
@@ -670,6 +702,8 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
 }
 
 ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
+    if (ssize_t(count) < 0) return fail(EINVAL);
+    count = std::min<size_t>(count, kMaxRwCount);
     if (c->phase.load(std::memory_order_acquire) != Phase::Active) {
         ssize_t r = await_handshake(c, c->nonblock.load());
         if (r == kPassThrough && c->moved_left.load(std::memory_order_acquire))
@@ -678,10 +712,12 @@ ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
         if (r == kPassThrough) return sys::real().sendfile(fd, in_fd, offset, count);
         if (r < 0) return fail(int(-r));
     }
+    if (count == 0) return 0;
+    if (!offset) return sendfile_at_position(c, fd, in_fd, count);
     // Straight from the file into the peer's ring (the ring has room for
     // less: fewer bytes, as TCP's sendfile when the socket buffer is full).
     bool nonblock = c->nonblock.load(std::memory_order_relaxed);
-    ssize_t r = smc_sendfile(*c, {in_fd, offset}, count, nonblock, c->sndtimeo_ms.load());
+    ssize_t r = smc_sendfile(*c, {in_fd, *offset}, count, nonblock, c->sndtimeo_ms.load());
     if (r == kSmcMoved) [[unlikely]] {
         if (!take_move(fd, c)) return fail(ECONNRESET);
         return sendfile(c, fd, in_fd, offset, count); // (once: it is TCP now)
@@ -690,7 +726,7 @@ ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
     count_request(counters::kTx, &asked, 1, r);
     if (r == -EPIPE) raise(SIGPIPE);
     if (r < 0) return fail(int(-r));
-    if (offset) *offset += r;
+    *offset += r;
     counters::count(counters::smcd_bytes_tx, uint64_t(r));
     if (r > 0) learn::note_io(*c, SmcConn::kLearnOut, uint64_t(r));
     return r;
@@ -966,10 +1002,30 @@ void before_sandbox() {
     push_moved_left(false);
 }
 
+void before_io_uring() {
+    static std::atomic<bool> done{false};
+    if (done.exchange(true)) return;
+    runtime::note_io_uring();
+    log::info("io_uring set up: this process's SMC connections move to TCP, new ones are TCP");
+    each_fd([](uint32_t fd, SmcConn* c) {
+        if (smc_move_noticed(*c))
+            take_move(int(fd), c);
+        else
+            move_out(int(fd), c, false);
+    });
+    push_moved_left(false);
+}
+
 void before_pass(const msghdr* msg) {
     if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(cmsghdr)) return;
+    const char* end = static_cast<const char*>(msg->msg_control) + msg->msg_controllen;
     for (cmsghdr* h = CMSG_FIRSTHDR(const_cast<msghdr*>(msg)); h;
          h = CMSG_NXTHDR(const_cast<msghdr*>(msg), h)) {
+        // (glibc checks no header's length against the buffer's: the
+        // kernel refuses such a message, and it is read no further here.)
+        if (h->cmsg_len < sizeof(cmsghdr) ||
+            h->cmsg_len > size_t(end - reinterpret_cast<const char*>(h)))
+            break;
         if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len < CMSG_LEN(0))
             continue;
         size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -978,14 +1034,26 @@ void before_pass(const msghdr* msg) {
             int fd;
             std::memcpy(&fd, at + i * sizeof(int), sizeof fd);
             if (epoll_in_user_memory(fd)) user_set_fallback(fd);
+            if (is_listener(fd)) listener_passed(fd);
             SmcConn* c = conn_of(fd);
             if (reinterpret_cast<uintptr_t>(c) <= 2 || is_late(c)) continue;
-            if (c->phase.load(std::memory_order_acquire) != Phase::Active) continue;
-            log::info("fd {}: passed to another process (SCM_RIGHTS): moves to TCP", fd);
-            if (smc_move_noticed(*c))
-                take_move(fd, c);
-            else
-                move_out(fd, c, false);
+            // (A handshake still running ends first: the other process must
+            // not read its CLC messages, nor find the socket gone SMC.)
+            if (await_handshake(c, false) != 0) continue;
+            if (smc_move_noticed(*c)) {
+                // The peer moved first: what it wrote that we had not read
+                // is ours alone (our stash), and the other process cannot
+                // read it.
+                take_move(fd, c, false);
+                if (auto L = c->left; L && L->stash_left.load(std::memory_order_acquire)) {
+                    counters::count(counters::moved_bytes_lost, L->stash.size() - L->stashed);
+                    log::warn("fd {}: passed after its peer moved to TCP: {} bytes not read "
+                              "here are lost to the other process",
+                              fd, L->stash.size() - L->stashed);
+                }
+            } else {
+                move_out(fd, c, false, true);
+            }
         }
     }
 }

@@ -146,6 +146,10 @@ void exec_failed();
 // Before this process installs a seccomp filter: its SMC connections move
 // to TCP with their peers (the filter may forbid what the data path calls).
 void before_sandbox();
+// Before this process sets up an io_uring: its reads, writes and
+// epoll_ctl (IORING_OP_EPOLL_CTL) on sockets would bypass usmc, so every
+// connection moves to TCP with its peer and new ones are TCP.
+void before_io_uring();
 // Before a message with descriptors (SCM_RIGHTS) goes out: another process
 // is to hold them. An SMC connection among them moves to TCP with its peer
 // (the other process reads and writes the socket, not our rings), and an

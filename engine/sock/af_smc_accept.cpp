@@ -808,6 +808,14 @@ void mark_listeners_exec(bool going) {
 }
 } // namespace
 
+void detail::listener_passed(int fd) {
+    if (SmcListener* l = acquire_listener(fd)) {
+        log::info("fd {}: listener passed to another process: no longer announced", fd);
+        l->reg().withdraw();
+        l->unref();
+    }
+}
+
 void before_exec() {
     mark_listeners_exec(true);
     conns_before_exec();

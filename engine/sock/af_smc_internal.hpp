@@ -88,11 +88,16 @@ void conns_exec_failed();
 // the peer moved (smc_move_noticed): this side follows; false if it did not
 // after all, or its cursors were impossible (the connection is broken).
 // move_out: this process stops using the rings (an exec the descriptor
-// survives, `exec`; a seccomp filter).
+// survives, `exec`; a seccomp filter; the descriptor passed to another
+// process, `passed`: as at an exec, the locks are only tried, for a
+// sendmsg from a signal handler over a thread inside a call on it).
 // `wait` false: only if no thread holds the connection's locks (exit and
 // exec, which a signal handler may call over a thread inside a recv).
 bool take_move(int fd, SmcConn* c, bool wait = true);
-void move_out(int fd, SmcConn* c, bool exec);
+void move_out(int fd, SmcConn* c, bool exec, bool passed = false);
+// A listener passed to another process: its registry entry withdrawn
+// (clients stop sending Proposals the other process would read as data).
+void listener_passed(int fd);
 // TCP_NODELAY and TCP_CORK kept in usmc that the kernel's socket lacks go
 // to it, on every way the socket takes the data over (a move to TCP, a
 // fallback), after the phase left Active: a setsockopt that kept a value

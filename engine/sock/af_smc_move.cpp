@@ -269,7 +269,7 @@ bool take_move(int fd, SmcConn* c, bool wait) {
     return true;
 }
 
-void move_out(int fd, SmcConn* c, bool exec) {
+void move_out(int fd, SmcConn* c, bool exec, bool passed) {
     if (c->moved.load(std::memory_order_acquire) || !c->transport.attached()) return;
     // Our threads stop using the rings first: one looping or entering sees
     // the move (and goes to the socket), one asleep is woken. Bytes they
@@ -279,8 +279,9 @@ void move_out(int fd, SmcConn* c, bool exec) {
     sync_tcp_options(fd, *c); // the socket then corks (or not) as the application asked
     smc_wake_all(*c);
     std::unique_lock rx(c->rx_mu, std::defer_lock), tx(c->tx_mu, std::defer_lock);
-    if (exec) {
-        // (A thread that does not let go ends with the image.)
+    if (exec || passed) {
+        // (A thread that does not let go ends with the image; one a signal
+        // handler interrupted cannot let go: it finds the move after.)
         for (int i = 0; i < 20 && !(rx.owns_lock() && tx.owns_lock()); ++i) {
             if (!rx.owns_lock()) (void)rx.try_lock();
             if (!tx.owns_lock()) (void)tx.try_lock();
@@ -308,7 +309,10 @@ void move_out(int fd, SmcConn* c, bool exec) {
         // (A peer asleep on a set kept in user memory waits at its bell.)
         if (was.data_bell) c->transport.ring_data_bell(was.data_bell);
         if (was.space) smc_ring_peer_bell(*c);
-        log::info("fd {}: moved to TCP ({})", fd, exec ? "exec" : "seccomp filter, or passed");
+        log::info("fd {}: moved to TCP ({})", fd,
+                  exec     ? "exec"
+                  : passed ? "passed to another process"
+                           : "seccomp filter");
         // Done writing, said over SMC: TCP says it too (after our last
         // bytes, which are in the peer's ring).
         if (c->conn_flags.load() & core::kPeerDoneWriting) sys::real().shutdown(fd, SHUT_WR);

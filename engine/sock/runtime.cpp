@@ -329,13 +329,19 @@ bool default_limit_hs() {
 
 namespace {
 std::atomic<bool> g_sandboxed{false}; // note_sandboxed
-}
+std::atomic<bool> g_io_uring{false};  // note_io_uring
+} // namespace
 
 config::ModeSet decide(config::Role role, const sockaddr* addr, socklen_t len, uint32_t* reason) {
     State& s = get();
     // Under a seccomp filter the data path's calls may be fatal.
     if (g_sandboxed.load(std::memory_order_relaxed)) {
         *reason = fallback::SECCOMP;
+        return 0;
+    }
+    // io_uring's reads, writes and epoll_ctl reach sockets without usmc.
+    if (g_io_uring.load(std::memory_order_relaxed)) {
+        *reason = fallback::IOURING;
         return 0;
     }
     if (!s.config_ok) {
@@ -377,6 +383,10 @@ void note_sandboxed() {
     // a file the sandbox forbids growing (OpenSSH sets RLIMIT_FSIZE to 0:
     // a write is SIGXFSZ).
     log::set_level(config::LogLevel::Error);
+}
+
+void note_io_uring() {
+    g_io_uring.store(true, std::memory_order_release);
 }
 
 void shutdown() {

@@ -107,6 +107,9 @@ void shutdown();
 // retires it): the filter may kill on the open and unlink that retiring
 // takes (OpenSSH's does). It logs errors only from then on.
 void note_sandboxed();
+// This process set up an io_uring (af_smc::before_io_uring): its new
+// connections are TCP.
+void note_io_uring();
 // _exit: the connections only (see af_smc::on_exit); the segment is left as
 // a killed process leaves it.
 void quick_exit_conns();
