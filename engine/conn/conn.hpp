@@ -249,16 +249,6 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
                  bool more = false, bool urgent = false);
 ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonblock,
                  int timeout_ms);
-// sendfile(2) into the ring, no buffer between: up to `count` bytes read
-// with pread from `fd` at `offset` (a file that can be read at an offset:
-// else its error, ESPIPE for a pipe). Fewer when the file ends, as
-// smc_send otherwise. The reads run under the send lock: the caller moves
-// its offset by the result.
-struct SendFile {
-    int fd;
-    off_t offset;
-};
-ssize_t smc_sendfile(SmcConn& c, const SendFile& f, size_t count, bool nonblock, int timeout_ms);
 
 // Bytes ready to read (FIONREAD/SIOCINQ: without SO_OOBINLINE only those
 // before a standing urgent mark, as TCP counts them) and bytes sent but not

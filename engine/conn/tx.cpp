@@ -172,8 +172,8 @@ namespace {
 // bytes, and says how many it copied (or -errno). Fewer than `max`: the
 // source ended, and so does the call, with what it copied.
 template <class Fill>
-ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool from_file, bool nonblock,
-                  int timeout_ms, bool more, bool urgent) {
+ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool nonblock, int timeout_ms, bool more,
+                  bool urgent) {
     std::lock_guard lock(c.tx_mu);
     if (c.shared_by_fork() && c.tx_held == 0 && !c.adopt_published_tx()) [[unlikely]] {
         log::warn("fd {}: impossible published producer cursor: connection broken", c.tcp_fd);
@@ -193,14 +193,8 @@ ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool from_file, bool no
     // answers it with a reset, which fails the next one); programs rely on
     // it (a server answering a client that gave up). Nobody will read it.
     if (core::send_gate(smc_close_state(c)) == core::SendGate::TakeOnce &&
-        !c.sent_after_peer_close.exchange(true, std::memory_order_acq_rel)) {
-        if (!from_file) return ssize_t(total);
-        // A file's bytes are read (into room nobody reads), so that the
-        // count is the file's and its errors are reported.
-        auto free = peer_free(c);
-        uint32_t room = free ? *free : 0;
-        return room ? fill(0, uint32_t(std::min<size_t>(room, total))) : ssize_t(total);
-    }
+        !c.sent_after_peer_close.exchange(true, std::memory_order_acq_rel))
+        return ssize_t(total);
     timespec deadline{};
     if (timeout_ms >= 0) {
         clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -310,25 +304,6 @@ ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool from_file, bool no
     return ssize_t(sent);
 }
 
-// Reads up to `max` bytes of `f` into the ring at our producer cursor (two
-// reads where the ring wraps): how many, or -errno if none. A short read
-// ends it (the end of the file).
-ssize_t read_into_ring(SmcConn& c, const SendFile& f, size_t sent, uint32_t max) {
-    uint8_t* base = c.transport.tx_ring();
-    uint32_t ring = c.transport.tx_ring_size();
-    uint32_t at = c.tx_prod.load().count;
-    uint32_t done = 0;
-    while (done < max) {
-        uint32_t pos = (at + done) % ring;
-        uint32_t len = std::min(max - done, ring - pos);
-        ssize_t r = pread(f.fd, base + pos, len, f.offset + off_t(sent + done));
-        if (r < 0) return done ? ssize_t(done) : -errno; // (EINTR too: a signal ends the call)
-        done += uint32_t(r);
-        if (uint32_t(r) < len) break;
-    }
-    return ssize_t(done);
-}
-
 } // namespace
 
 ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int timeout_ms, bool more,
@@ -339,12 +314,7 @@ ssize_t smc_send(SmcConn& c, const iovec* iov, int iovcnt, bool nonblock, int ti
     auto fill = [&](size_t sent, uint32_t max) {
         return ssize_t(core::copy_in(c, c.transport, iov, iovcnt, sent, max));
     };
-    return send_from(c, total, fill, false, nonblock, timeout_ms, more, urgent);
-}
-
-ssize_t smc_sendfile(SmcConn& c, const SendFile& f, size_t count, bool nonblock, int timeout_ms) {
-    auto fill = [&](size_t sent, uint32_t max) { return read_into_ring(c, f, sent, max); };
-    return send_from(c, count, fill, true, nonblock, timeout_ms, false, false);
+    return send_from(c, total, fill, nonblock, timeout_ms, more, urgent);
 }
 
 void smc_flush(SmcConn& c) {

@@ -446,14 +446,17 @@ namespace {
 // The kernel's most bytes of one read or write (MAX_RW_COUNT).
 constexpr size_t kMaxRwCount = 0x7ffff000;
 
-// sendfile without an offset: at the file's position, which may be a
-// pipe's (it may block): read outside the send lock, through a buffer.
-ssize_t sendfile_at_position(SmcConn* c, int fd, int in_fd, size_t count) {
+// sendfile through a buffer: read (at `offset`, or at the file's position,
+// which may be a pipe's and block) outside the send lock, then sent. Read
+// straight into the peer's ring under the send lock instead, nginx's
+// keep-alive load ran 5 % slower (docs/bench-history.md).
+ssize_t sendfile_buffered(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
     char buf[65536];
     size_t done = 0;
+    off_t pos = offset ? *offset : 0;
     while (done < count) {
         size_t want = std::min(sizeof buf, count - done);
-        ssize_t n = sys::real().read(in_fd, buf, want);
+        ssize_t n = offset ? pread(in_fd, buf, want, pos) : sys::real().read(in_fd, buf, want);
         if (n < 0) {
             if (done) break;
             return -1;
@@ -466,12 +469,14 @@ ssize_t sendfile_at_position(SmcConn* c, int fd, int in_fd, size_t count) {
             return -1;
         }
         done += size_t(w);
+        pos += w;
         if (w < n) {
             // The peer's ring is full: give back what we read beyond it.
-            lseek(in_fd, w - n, SEEK_CUR);
+            if (!offset) lseek(in_fd, w - n, SEEK_CUR);
             break;
         }
     }
+    if (offset) *offset = pos;
     return ssize_t(done);
 }
 
@@ -713,23 +718,7 @@ ssize_t sendfile(SmcConn* c, int fd, int in_fd, off_t* offset, size_t count) {
         if (r < 0) return fail(int(-r));
     }
     if (count == 0) return 0;
-    if (!offset) return sendfile_at_position(c, fd, in_fd, count);
-    // Straight from the file into the peer's ring (the ring has room for
-    // less: fewer bytes, as TCP's sendfile when the socket buffer is full).
-    bool nonblock = c->nonblock.load(std::memory_order_relaxed);
-    ssize_t r = smc_sendfile(*c, {in_fd, *offset}, count, nonblock, c->sndtimeo_ms.load());
-    if (r == kSmcMoved) [[unlikely]] {
-        if (!take_move(fd, c)) return fail(ECONNRESET);
-        return sendfile(c, fd, in_fd, offset, count); // (once: it is TCP now)
-    }
-    iovec asked{nullptr, count};
-    count_request(counters::kTx, &asked, 1, r);
-    if (r == -EPIPE) raise(SIGPIPE);
-    if (r < 0) return fail(int(-r));
-    *offset += r;
-    counters::count(counters::smcd_bytes_tx, uint64_t(r));
-    if (r > 0) learn::note_io(*c, SmcConn::kLearnOut, uint64_t(r));
-    return r;
+    return sendfile_buffered(c, fd, in_fd, offset, count);
 }
 
 int shutdown(SmcConn* c, int fd, int how) {
