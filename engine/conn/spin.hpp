@@ -13,11 +13,11 @@
 //   over. (An event loop is one thread, so this follows its workload.)
 // - the machine's: runnable threads (the kernel's nr_running, the fourth
 //   field of /proc/loadavg, counting the reader itself) against the online
-//   CPUs, sampled at most every 4 ms by whichever thread is about
+//   CPUs, sampled at most once a millisecond by whichever thread is about
 //   to wait. While a sample showed more runnable threads than CPUs, and for
 //   kHoldNs after, no thread of this process spins.
 // - this thread's own CPU: involuntary context switches (getrusage
-//   RUSAGE_THREAD), sampled at most every 4 ms per thread. A thread
+//   RUSAGE_THREAD), sampled at most once a millisecond per thread. A thread
 //   preempted since its last sample shares its CPU with someone runnable,
 //   though the machine as a whole may not look full: a server pinned to
 //   one CPU, all its backends queued behind each other there while the
@@ -31,7 +31,7 @@
 
 namespace usmc::spin {
 
-constexpr uint64_t kSampleNs = 4'000'000;       // one /proc/loadavg read per 4 ms at most
+constexpr uint64_t kSampleNs = 1'000'000;       // one /proc/loadavg read per ms at most
 constexpr uint64_t kHoldNs = 10'000'000;        // a contended sample stops spins this long
 constexpr uint64_t kPreemptHoldNs = 50'000'000; // a preempted thread stops spinning this long
 constexpr uint32_t kMaxBackoff = 64;
