@@ -977,11 +977,10 @@ void detail::conns_before_exec() {
     });
 }
 
-void before_sandbox() {
-    // A seccomp filter may forbid what the SMC data path calls (OpenSSH's
-    // preauth sandbox kills on sendto): every connection moves to TCP
-    // first, while this process may still make any call.
-    runtime::note_sandboxed();
+namespace {
+// Every connection of this process to TCP with its peer (one whose peer
+// moved first follows it).
+void move_every_connection() {
     each_fd([](uint32_t fd, SmcConn* c) {
         if (smc_move_noticed(*c))
             take_move(int(fd), c);
@@ -990,19 +989,22 @@ void before_sandbox() {
     });
     push_moved_left(false);
 }
+} // namespace
+
+void before_sandbox() {
+    // A seccomp filter may forbid what the SMC data path calls (OpenSSH's
+    // preauth sandbox kills on sendto): every connection moves to TCP
+    // first, while this process may still make any call.
+    runtime::note_sandboxed();
+    move_every_connection();
+}
 
 void before_io_uring() {
     static std::atomic<bool> done{false};
     if (done.exchange(true)) return;
     runtime::note_io_uring();
     log::info("io_uring set up: this process's SMC connections move to TCP, new ones are TCP");
-    each_fd([](uint32_t fd, SmcConn* c) {
-        if (smc_move_noticed(*c))
-            take_move(int(fd), c);
-        else
-            move_out(int(fd), c, false);
-    });
-    push_moved_left(false);
+    move_every_connection();
 }
 
 void before_pass(const msghdr* msg) {
