@@ -557,9 +557,10 @@ bool user_wait(int epfd, epoll_event* evs, int max, int64_t timeout_ns, const si
             *rc = with_kernel_events(S, evs, n, max, mask);
             return true;
         }
-        // A look at the kernel part before sleeping, unless it was quiet:
-        // the sleep reports its events as well.
-        if (timeout_ns == 0 || !S->kernel_quiet.load(std::memory_order_relaxed)) {
+        // A look at the kernel part (and the bell) before arming for sleep,
+        // even when it was quiet: without it a wait arms every connection
+        // for a bell that has already rung (docs/bench-history.md).
+        {
             int k = kernel_wait(S, evs, max, 0, nullptr, nullptr);
             if (k != 0) {
                 *rc = k;
