@@ -20,6 +20,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
+from hogs import cpu_hogs  # noqa: E402
 from harness import bench_dir, USMC, USMC_RUN, cpu_children, free_port, run_dir, smcd_share, stop_process, wait_port  # noqa: E402
 
 
@@ -61,13 +62,8 @@ def main():
                         "against the default's 20 us; -1: no third column)")
     p.add_argument("--hogs", type=int, default=0, help="CPU-burning processes beside every run")
     args = p.parse_args()
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
-    try:
+    with cpu_hogs(args.hogs):
         measure(args)
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait(timeout=10)
 
 
 def measure(args):

@@ -21,6 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+from hogs import cpu_hogs  # noqa: E402
 from harness import bench_dir, USMC, USMC_RUN, free_port, wait_port  # noqa: E402
 
 VARIANTS = [
@@ -107,14 +108,9 @@ def main():
     p.add_argument("--blockers", type=int, default=0, help="pairs of blocking processes beside every run")
     p.add_argument("--work-us", type=float, default=50, help="CPU work per message of a blocker")
     args = p.parse_args()
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
-    hogs += [subprocess.Popen([sys.executable, "-c", BLOCKER, str(args.work_us)]) for _ in range(args.blockers)]
-    try:
+    blockers = [[sys.executable, "-c", BLOCKER, str(args.work_us)] for _ in range(args.blockers)]
+    with cpu_hogs(args.hogs, blockers):
         measure(args)
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait(timeout=10)
 
 
 def measure(args):
