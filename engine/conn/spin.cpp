@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 
@@ -28,6 +27,21 @@ void after(Thread& t, bool hit) {
     t.skip = t.backoff;
 }
 
+bool parse_run_delay(const char* text, size_t n, uint64_t* ns) {
+    size_t i = 0;
+    while (i < n && text[i] != ' ') // the time on a CPU, then a space
+        ++i;
+    if (i == n) return false;
+    ++i;
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9' && digits < 19; ++i, ++digits)
+        v = v * 10 + uint64_t(text[i] - '0');
+    if (digits == 0 || i == n || text[i] != ' ') return false;
+    *ns = v;
+    return true;
+}
+
 bool parse_running(const char* text, size_t n, uint32_t* running) {
     size_t i = 0;
     for (int field = 0; field < 3; ++field) { // three load averages, then a space
@@ -45,7 +59,7 @@ bool parse_running(const char* text, size_t n, uint32_t* running) {
     return true;
 }
 
-// open() is not interposed; read and close go to the real libc.
+// open() is not interposed; read and close go to the real libc (both here).
 bool read_running(uint32_t* running) {
     int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
@@ -53,6 +67,15 @@ bool read_running(uint32_t* running) {
     ssize_t n = sys::real().read(fd, buf, sizeof buf);
     sys::real().close(fd);
     return n > 0 && parse_running(buf, size_t(n), running);
+}
+
+bool read_run_delay(uint64_t* ns) {
+    int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[96];
+    ssize_t n = sys::real().read(fd, buf, sizeof buf - 1);
+    sys::real().close(fd);
+    return n > 0 && parse_run_delay(buf, size_t(n), ns);
 }
 
 namespace {
@@ -64,35 +87,33 @@ std::atomic<uint64_t> g_next_sample_ns{0};
 std::atomic<uint64_t> g_busy_until_ns{0};
 thread_local Thread t_thread;
 
-// This thread's involuntary context switches at its last sample.
-struct Preempted {
+// This thread's time spent waiting for a CPU at its last sample.
+struct Waited {
     uint64_t next_ns = 0;
-    uint64_t count = 0;
+    uint64_t at_ns = 0;    // when the last sample was taken
+    uint64_t delay_ns = 0; // the run-queue wait it read
     uint64_t busy_until_ns = 0;
     bool known = false;
 };
-thread_local Preempted t_preempted;
+thread_local Waited t_waited;
 
-bool read_preemptions(uint64_t* n) {
-    rusage ru;
-    if (getrusage(RUSAGE_THREAD, &ru) != 0) return false;
-    *n = static_cast<uint64_t>(ru.ru_nivcsw);
-    return true;
-}
-std::atomic<bool (*)(uint64_t*)> g_preempt_source{read_preemptions};
+std::atomic<bool (*)(uint64_t*)> g_delay_source{read_run_delay};
 
 bool own_cpu_spare(uint64_t now) {
-    Preempted& p = t_preempted;
-    if (now >= p.next_ns) {
-        p.next_ns = now + kSampleNs;
-        uint64_t n = 0;
-        if (g_preempt_source.load(std::memory_order_relaxed)(&n)) {
-            if (p.known && n != p.count) p.busy_until_ns = now + kPreemptHoldNs;
-            p.count = n;
-            p.known = true;
+    Waited& w = t_waited;
+    if (now >= w.next_ns) {
+        w.next_ns = now + kSampleNs;
+        uint64_t d = 0;
+        if (g_delay_source.load(std::memory_order_relaxed)(&d)) {
+            if (w.known && now > w.at_ns && d >= w.delay_ns &&
+                (d - w.delay_ns) * kWaitedShare >= now - w.at_ns)
+                w.busy_until_ns = now + kWaitedHoldNs;
+            w.at_ns = now;
+            w.delay_ns = d;
+            w.known = true;
         }
     }
-    return now >= p.busy_until_ns;
+    return now >= w.busy_until_ns;
 }
 
 uint64_t coarse_ns() {
@@ -146,9 +167,9 @@ void end(bool hit) {
 }
 
 namespace testing {
-void set_preempt_source(bool (*preemptions)(uint64_t*)) {
-    g_preempt_source.store(preemptions ? preemptions : read_preemptions);
-    t_preempted = Preempted{};
+void set_delay_source(bool (*run_delay)(uint64_t*)) {
+    g_delay_source.store(run_delay ? run_delay : read_run_delay);
+    t_waited = Waited{};
 }
 void set_source(bool (*running)(uint32_t*), uint32_t n) {
     g_source.store(running ? running : read_running);
@@ -160,7 +181,7 @@ void reset() {
     g_next_sample_ns.store(0);
     g_busy_until_ns.store(0);
     t_thread = Thread{};
-    t_preempted = Preempted{};
+    t_waited = Waited{};
 }
 } // namespace testing
 

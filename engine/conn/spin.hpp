@@ -16,12 +16,17 @@
 //   CPUs, sampled at most once a millisecond by whichever thread is about
 //   to wait. While a sample showed more runnable threads than CPUs, and for
 //   kHoldNs after, no thread of this process spins.
-// - this thread's own CPU: involuntary context switches (getrusage
-//   RUSAGE_THREAD), sampled at most once a millisecond per thread. A thread
-//   preempted since its last sample shares its CPU with someone runnable,
-//   though the machine as a whole may not look full: a server pinned to
-//   one CPU, all its backends queued behind each other there while the
-//   other CPU idles. No spin for kPreemptHoldNs after.
+// - this thread's own CPU: the time it spent runnable but waiting for a
+//   CPU (the run-queue wait, the second field of
+//   /proc/thread-self/schedstat), sampled at most once a millisecond per
+//   thread. A thread that waited an eighth of the time since its last
+//   sample shares its CPU with someone runnable, though the machine as a
+//   whole may not look full: a server pinned to one CPU, all its backends
+//   queued behind each other there while the other CPU idles. No spin for
+//   kWaitedHoldNs after. Not the count of involuntary context switches: a
+//   kernel worker or our own event loop taking a few microseconds of a
+//   pinned server's CPU is a preemption too, and stopped its spins for
+//   most of the time.
 // /proc/pressure/cpu was the other candidate: its averages span 10 s and
 // more, far slower than the loads that come and go here, and its total
 // would need two reads to give a rate.
@@ -31,9 +36,11 @@
 
 namespace usmc::spin {
 
-constexpr uint64_t kSampleNs = 1'000'000;       // one /proc/loadavg read per ms at most
-constexpr uint64_t kHoldNs = 10'000'000;        // a contended sample stops spins this long
-constexpr uint64_t kPreemptHoldNs = 50'000'000; // a preempted thread stops spinning this long
+constexpr uint64_t kSampleNs = 1'000'000; // one /proc/loadavg read per ms at most
+constexpr uint64_t kHoldNs = 10'000'000;  // a contended sample stops spins this long
+constexpr uint64_t kWaitedHoldNs =
+    50'000'000;                      // a thread that waited for its CPU stops spinning this long
+constexpr uint64_t kWaitedShare = 8; // waited 1/kWaitedShare of the time since the last sample
 constexpr uint32_t kMaxBackoff = 64;
 
 // One thread's spin history.
@@ -51,6 +58,11 @@ void after(Thread& t, bool hit);
 bool parse_running(const char* text, size_t n, uint32_t* running);
 // Reads it now.
 bool read_running(uint32_t* running);
+// The second field of /proc/thread-self/schedstat ("1234 5678 9"): the
+// nanoseconds this thread spent runnable, waiting for a CPU.
+bool parse_run_delay(const char* text, size_t n, uint64_t* ns);
+// Reads it now, for the calling thread.
+bool read_run_delay(uint64_t* ns);
 
 // The spin budget of the calling thread for a wait now, in ns: 0 means
 // sleep at once (this thread's spins missed lately, or the CPUs are
@@ -69,9 +81,9 @@ bool cpu_spare();
 // count to compare with (0: online CPUs), and forgetting past samples.
 namespace testing {
 void set_source(bool (*running)(uint32_t*), uint32_t cpus);
-// Where this thread's involuntary context switches come from (nullptr:
-// getrusage).
-void set_preempt_source(bool (*preemptions)(uint64_t*));
+// Where this thread's run-queue wait comes from (nullptr:
+// /proc/thread-self/schedstat).
+void set_delay_source(bool (*run_delay)(uint64_t*));
 void reset();
 } // namespace testing
 

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <unistd.h>
 
 using namespace usmc;
 
@@ -71,8 +72,8 @@ bool failing_source(uint32_t*) {
 
 TEST_CASE("spin: no spin while runnable threads outnumber the CPUs") {
     // (This thread's own preemptions, real ones under load, stay out of it.)
-    spin::testing::set_preempt_source(+[](uint64_t* n) {
-        *n = 0;
+    spin::testing::set_delay_source(+[](uint64_t* ns) {
+        *ns = 0;
         return true;
     });
     g_fake_running = 2;
@@ -99,27 +100,30 @@ TEST_CASE("spin: no spin while runnable threads outnumber the CPUs") {
     CHECK(spin::begin(20) == 0);
     CHECK(spin::begin(20) == 20'000);
     spin::testing::set_source(nullptr, 0);
-    spin::testing::set_preempt_source(nullptr);
+    spin::testing::set_delay_source(nullptr);
 }
 
 namespace {
-uint64_t g_fake_preemptions = 0;
-bool fake_preemptions(uint64_t* n) {
-    *n = g_fake_preemptions;
+uint64_t g_fake_delay = 0;
+uint64_t g_delay_step = 0; // added at each read
+bool fake_delay(uint64_t* ns) {
+    g_fake_delay += g_delay_step;
+    *ns = g_fake_delay;
     return true;
 }
 } // namespace
 
-TEST_CASE("spin: a thread preempted since its last sample stops spinning") {
+TEST_CASE("spin: a thread that waited for its CPU stops spinning") {
     g_fake_running = 1;
     spin::testing::set_source(fake_source, 2); // the machine has CPUs to spare
-    g_fake_preemptions = 7;
-    spin::testing::set_preempt_source(fake_preemptions);
-    CHECK(spin::begin(20) == 20'000); // the first sample: 7, nothing to compare with
+    g_fake_delay = 7'000'000;
+    g_delay_step = 0;
+    spin::testing::set_delay_source(fake_delay);
+    CHECK(spin::begin(20) == 20'000); // the first sample: nothing to compare with
     spin::end(true);
-    // Preempted since: the next sample, taken once kSampleNs has passed,
-    // stops the spins (a bounded wait for the clock to move on).
-    g_fake_preemptions = 8;
+    // A second of waiting since: the next sample, taken once kSampleNs has
+    // passed, stops the spins (a bounded wait for the clock to move on).
+    g_fake_delay += 1'000'000'000;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     bool stopped = false;
     while (!stopped && std::chrono::steady_clock::now() < deadline) {
@@ -127,9 +131,54 @@ TEST_CASE("spin: a thread preempted since its last sample stops spinning") {
         if (!stopped) spin::end(true);
     }
     CHECK(stopped);
-    CHECK(spin::begin(20) == 0); // and stays so (kPreemptHoldNs)
-    spin::testing::set_preempt_source(nullptr);
+    CHECK(spin::begin(20) == 0); // and stays so (kWaitedHoldNs)
+    spin::testing::set_delay_source(nullptr);
     spin::testing::set_source(nullptr, 0);
+}
+
+TEST_CASE("spin: a few microseconds of waiting now and then do not stop spins") {
+    // A kernel worker or the engine's own loop taking the CPU of a pinned
+    // server for a moment: under an eighth of the time between samples.
+    g_fake_running = 1;
+    spin::testing::set_source(fake_source, 2);
+    g_fake_delay = 0;
+    g_delay_step = 0;
+    spin::testing::set_delay_source(fake_delay);
+    CHECK(spin::begin(20) == 20'000);
+    spin::end(true);
+    g_delay_step = 5'000; // 5 us per read, samples at least 1 ms apart
+    // 30 samples' worth of waits, bounded in time; every one may spin.
+    int samples = 0, spun = 0, waits = 0;
+    uint64_t last = g_fake_delay;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (samples < 30 && std::chrono::steady_clock::now() < deadline) {
+        ++waits;
+        if (spin::begin(20) != 0) {
+            ++spun;
+            spin::end(true);
+        }
+        if (g_fake_delay != last) {
+            last = g_fake_delay;
+            ++samples;
+        }
+    }
+    CHECK(samples == 30);
+    CHECK(spun == waits);
+    g_delay_step = 0;
+    spin::testing::set_delay_source(nullptr);
+    spin::testing::set_source(nullptr, 0);
+}
+
+TEST_CASE("spin: the run-queue wait is read from schedstat") {
+    uint64_t ns = 0;
+    CHECK(spin::parse_run_delay("2816971 7855 2\n", 15, &ns));
+    CHECK(ns == 7855);
+    CHECK_FALSE(spin::parse_run_delay("2816971", 7, &ns));
+    CHECK_FALSE(spin::parse_run_delay("2816971 7855", 12, &ns)); // cut short
+    CHECK_FALSE(spin::parse_run_delay("1 x 2\n", 6, &ns));
+    // Where this kernel keeps it (CONFIG_SCHED_INFO), it reads.
+    uint64_t real = 0;
+    if (access("/proc/thread-self/schedstat", R_OK) == 0) CHECK(spin::read_run_delay(&real));
 }
 
 TEST_CASE("spin: the real /proc/loadavg is read") {
