@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <fcntl.h>
 #include <sys/sysinfo.h>
 #include <time.h>
@@ -60,21 +61,42 @@ bool parse_running(const char* text, size_t n, uint32_t* running) {
 }
 
 // open() is not interposed; read and close go to the real libc (both here).
+// The caller's errno stays: the waits that sample succeed as they would
+// have.
 bool read_running(uint32_t* running) {
+    int saved = errno;
     int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0) {
+        errno = saved;
+        return false;
+    }
     char buf[128];
     ssize_t n = sys::real().read(fd, buf, sizeof buf);
     sys::real().close(fd);
+    errno = saved;
     return n > 0 && parse_running(buf, size_t(n), running);
 }
 
+namespace {
+// No schedstat here (no /proc, a kernel without it, a sandbox): not asked
+// again, once a millisecond in every spinning thread.
+std::atomic<bool> g_no_schedstat{false};
+} // namespace
+
 bool read_run_delay(uint64_t* ns) {
+    if (g_no_schedstat.load(std::memory_order_relaxed)) return false;
+    int saved = errno;
     int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0) {
+        if (errno == ENOENT || errno == EACCES || errno == EPERM || errno == ENOSYS)
+            g_no_schedstat.store(true, std::memory_order_relaxed);
+        errno = saved;
+        return false;
+    }
     char buf[96];
     ssize_t n = sys::real().read(fd, buf, sizeof buf - 1);
     sys::real().close(fd);
+    errno = saved;
     return n > 0 && parse_run_delay(buf, size_t(n), ns);
 }
 
@@ -86,6 +108,12 @@ std::atomic<bool> g_adaptive{true};
 std::atomic<uint64_t> g_next_sample_ns{0};
 std::atomic<uint64_t> g_busy_until_ns{0};
 thread_local Thread t_thread;
+
+uint64_t precise_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
 
 // This thread's time spent waiting for a CPU at its last sample.
 struct Waited {
@@ -101,17 +129,21 @@ std::atomic<bool (*)(uint64_t*)> g_delay_source{read_run_delay};
 
 bool own_cpu_spare(uint64_t now) {
     Waited& w = t_waited;
-    if (now >= w.next_ns) {
-        w.next_ns = now + kSampleNs;
-        uint64_t d = 0;
-        if (g_delay_source.load(std::memory_order_relaxed)(&d)) {
-            if (w.known && now > w.at_ns && d >= w.delay_ns &&
-                (d - w.delay_ns) * kWaitedShare >= now - w.at_ns)
-                w.busy_until_ns = now + kWaitedHoldNs;
-            w.at_ns = now;
-            w.delay_ns = d;
-            w.known = true;
-        }
+    if (now < w.next_ns) return now >= w.busy_until_ns;
+    // The window by the precise clock, at least kSampleNs: the coarse one
+    // moves a tick (up to 10 ms) at a time, and two samples a tick apart
+    // by it may be microseconds apart.
+    uint64_t at = precise_ns();
+    if (w.known && at - w.at_ns < kSampleNs) return now >= w.busy_until_ns;
+    w.next_ns = now + kSampleNs;
+    uint64_t d = 0;
+    if (g_delay_source.load(std::memory_order_relaxed)(&d)) {
+        // (A forked child's count starts again from 0: a new baseline.)
+        if (w.known && d >= w.delay_ns && waited_too_long(d - w.delay_ns, at - w.at_ns))
+            w.busy_until_ns = now + kWaitedHoldNs;
+        w.at_ns = at;
+        w.delay_ns = d;
+        w.known = true;
     }
     return now >= w.busy_until_ns;
 }

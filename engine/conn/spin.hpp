@@ -7,7 +7,7 @@
 // later. Pure CPU hogs hide this (a spinner keeps its CPU against them and
 // its peer answers at once); blocking work that needs the CPU shows it.
 //
-// Two signals, both checked before every spin:
+// Three signals, all checked before every spin:
 // - this thread's recent spins: after a spin that found nothing, the next
 //   1, 2, 4 .. 64 waits sleep at once; a spin that finds its event starts
 //   over. (An event loop is one thread, so this follows its workload.)
@@ -19,9 +19,10 @@
 // - this thread's own CPU: the time it spent runnable but waiting for a
 //   CPU (the run-queue wait, the second field of
 //   /proc/thread-self/schedstat), sampled at most once a millisecond per
-//   thread. A thread that waited an eighth of the time since its last
-//   sample shares its CPU with someone runnable, though the machine as a
-//   whole may not look full: a server pinned to one CPU, all its backends
+//   thread while the machine's signal allows spins (open, read, close). A
+//   thread that waited an eighth of the time since its last sample shares
+//   its CPU with someone runnable, though the machine as a whole may not
+//   look full: a server pinned to one CPU, all its backends
 //   queued behind each other there while the other CPU idles. No spin for
 //   kWaitedHoldNs after. Not the count of involuntary context switches: a
 //   kernel worker or our own event loop taking a few microseconds of a
@@ -36,7 +37,7 @@
 
 namespace usmc::spin {
 
-constexpr uint64_t kSampleNs = 1'000'000; // one /proc/loadavg read per ms at most
+constexpr uint64_t kSampleNs = 1'000'000; // one read of each source per ms at most
 constexpr uint64_t kHoldNs = 10'000'000;  // a contended sample stops spins this long
 constexpr uint64_t kWaitedHoldNs =
     50'000'000;                      // a thread that waited for its CPU stops spinning this long
@@ -61,8 +62,13 @@ bool read_running(uint32_t* running);
 // The second field of /proc/thread-self/schedstat ("1234 5678 9"): the
 // nanoseconds this thread spent runnable, waiting for a CPU.
 bool parse_run_delay(const char* text, size_t n, uint64_t* ns);
-// Reads it now, for the calling thread.
+// Reads it now, for the calling thread (false without schedstat).
 bool read_run_delay(uint64_t* ns);
+// Whether `waited_ns` of run-queue wait in a window of `window_ns` means
+// the thread shares its CPU: an eighth of the window or more.
+constexpr bool waited_too_long(uint64_t waited_ns, uint64_t window_ns) {
+    return window_ns > 0 && waited_ns >= window_ns / kWaitedShare;
+}
 
 // The spin budget of the calling thread for a wait now, in ns: 0 means
 // sleep at once (this thread's spins missed lately, or the CPUs are
