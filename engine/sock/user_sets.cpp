@@ -431,6 +431,9 @@ int with_kernel_events(UserSet* S, epoll_event* evs, int n, int max, const sigse
     return k > 0 ? n + k : n;
 }
 
+// While the kernel part is quiet a spin does not look at it: the wait's
+// look after the spin (before it arms for sleep) finds what came meanwhile,
+// at most busy_poll_us late; while it answers, every kKernelRatio turns.
 int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
     uint64_t budget = spin::begin(g_busy_poll_us);
     if (budget == 0) return 0;
@@ -444,7 +447,7 @@ int spin_looks(UserSet* S, epoll_event* evs, int max, int64_t timeout_ns) {
         int n = S->set.collect(evs, max);
         if (n > 0)
             n = with_kernel_events(S, evs, n, max, nullptr);
-        else if (i % kKernelRatio == (S->kernel_quiet.load(std::memory_order_relaxed) ? 0 : 1))
+        else if (!S->kernel_quiet.load(std::memory_order_relaxed) && i % kKernelRatio == 1)
             n = kernel_wait(S, evs, max, 0, nullptr, nullptr);
         if (n != 0) {
             spin::end(n > 0);
