@@ -86,6 +86,7 @@ struct ConnSocket {
     uint32_t busy_poll_us = 0;
     uint32_t autocorking_size = 0;       // most bytes MSG_MORE / TCP_CORK hold back (config)
     std::atomic<bool> closing{false};    // this process is closing it: blocked calls return EBADF
+    std::atomic<bool> rd_shut{false};    // shutdown(SHUT_RD): a read that would wait is at EOF
     int32_t diag_slot = -1;              // its record in the stats segment, -1: none
     std::atomic<int> so_error{0};        // a background handshake failed: SO_ERROR reports it once
     std::atomic<bool> worker_done{true}; // false while a handshake worker uses the object

@@ -558,6 +558,8 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         if (smc_move_noticed(c)) return got ? ssize_t(got) : kSmcMoved;
         // Nothing to read: EOF, reset, or wait.
         core::AtEnd end = core::recv_at_end(smc_close_state(c));
+        if (end == core::AtEnd::Wait && c.rd_shut.load(std::memory_order_acquire))
+            end = core::AtEnd::Eof; // shutdown(SHUT_RD) here
         // (Its TCP socket gone without a word: its end is in the state now.
         // Only a read that would say EAGAIN looks: one that returns data
         // needs no end, and one that sleeps watches the TCP socket in its
@@ -719,6 +721,12 @@ short smc_poll_events(SmcConn& c) {
     if (data > 0) ev |= POLLIN;
     // EOF, reset, and writable when a write fails at once.
     ev |= core::end_events(st);
+    // shutdown(SHUT_RD) here: tcp_poll's RCV_SHUTDOWN, and with writing
+    // shut too, both directions (SHUTDOWN_MASK: HUP).
+    if (c.rd_shut.load(std::memory_order_acquire)) [[unlikely]] {
+        ev |= POLLIN | POLLRDHUP;
+        if (c.conn_flags.load(std::memory_order_acquire) & core::kPeerDoneWriting) ev |= POLLHUP;
+    }
     if (smc_tx_unconsumed(c) < c.transport.tx_ring_size()) ev |= POLLOUT;
     return ev;
 }

@@ -731,6 +731,13 @@ int shutdown(SmcConn* c, int fd, int how) {
         return sys::real().shutdown(fd, how); // mid-handshake: the handshake fails, TCP stays
     }
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return fail(EINVAL);
+    if (how != SHUT_WR && !c->rd_shut.exchange(true, std::memory_order_acq_rel)) {
+        // As TCP's RCV_SHUTDOWN: reads that would wait end (our blocked
+        // readers wake to see it), sets and poll report IN|RDHUP. Nothing
+        // is said to the peer; what it sends is still read.
+        smc_self_wake(*c);
+        smc_wake_user(*c);
+    }
     if (how != SHUT_RD) {
         smc_flush(*c); // held (corked) bytes go before the end of the stream
         smc_shutdown_write(*c);

@@ -250,6 +250,8 @@ bool take_move(int fd, SmcConn* c, bool wait) {
                     L->shut_wr = true;
                 else if (done)
                     sys::real().shutdown(fd, SHUT_WR);
+                // Reading shut here: the kernel's socket ends its reads too.
+                if (c->rd_shut.load(std::memory_order_acquire)) sys::real().shutdown(fd, SHUT_RD);
                 if (*unread_there || *unread_here) {
                     c->left = std::move(L);
                     c->moved_left.store(true, std::memory_order_release);

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -1222,6 +1223,100 @@ static void case_peer_shutdown(void) {
     finish_case();
 }
 
+// shutdown(SHUT_RD) here: the data before it is still read, then the end
+// (EOF where a read would wait); the set and poll report IN|RDHUP from
+// the shutdown on. Bytes the peer sends after it are read too (Linux's TCP
+// keeps taking them while established), then the end again. A blocked
+// reader in another thread is not part of this case.
+static void case_shut_rd(void) {
+    start(1);
+    struct peer* p = &g_peers[0];
+    int s = p->fd, ep = new_set();
+    say("add IN|RDHUP: %s", ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN | EPOLLRDHUP, 1));
+    order(p, 'w', 5);
+    show_wait("peer's data", ep, 8, EVENT_MS);
+    say("shutdown SHUT_RD here: %s", shutdown(s, SHUT_RD) == 0 ? "ok" : err_name(errno));
+    show_wait("read side shut, data unread", ep, 8, EVENT_MS);
+    drain("data, then", s);
+    show_wait("level, read side shut", ep, 8, EVENT_MS);
+    struct pollfd pf = {.fd = s, .events = POLLIN | POLLOUT | POLLRDHUP};
+    char f[128];
+    int pr = poll(&pf, 1, 0);
+    say("poll: %d %s", pr, flag_names((uint32_t)pf.revents, f, sizeof f));
+    char one;
+    ssize_t r = recv(s, &one, 1, 0); // (EAGAIN without the shutdown)
+    say("recv: %s", r == 0 ? "EOF" : r < 0 ? err_name(errno) : "data");
+    order(p, 'w', 3);
+    // (The set reports IN already: wait for the bytes themselves, bounded.)
+    int queued = 0;
+    for (int i = 0; i < 1000 && queued < 3; ++i)
+        if (ioctl(s, FIONREAD, &queued) != 0 || queued < 3) usleep(1000);
+    say("peer wrote after: %d queued", queued);
+    drain("late data, then", s);
+    ssize_t w = send(s, "x", 1, MSG_NOSIGNAL);
+    say("send: %s", w < 0 ? err_name(errno) : "taken");
+    close(ep);
+    finish_case();
+}
+
+// A thread blocked in recv wakes when another shuts reading down, and
+// reads the end (TCP wakes it through the socket's state change).
+static int g_br_fd;
+static volatile pid_t g_br_tid;
+static const char* g_br_result = "still blocked";
+static void* blocked_reader(void* arg) {
+    (void)arg;
+    g_br_tid = (pid_t)syscall(SYS_gettid);
+    char b;
+    ssize_t r = recv(g_br_fd, &b, 1, 0);
+    g_br_result = r == 0 ? "EOF" : r < 0 ? err_name(errno) : "data";
+    return NULL;
+}
+
+// The thread's state in /proc is 'S' (asleep) or else: bounded wait for it.
+static int asleep(pid_t tid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    for (int i = 0; i < 5000; ++i) {
+        FILE* f = fopen(path, "re");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f) fclose(f);
+        buf[n] = 0;
+        const char* end = strrchr(buf, ')'); // "pid (comm) S ..."
+        if (end && end[1] == ' ' && end[2] == 'S') return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void case_shut_rd_blocked(void) {
+    start(1);
+    g_br_fd = g_peers[0].fd;
+    g_br_tid = 0;
+    g_br_result = "still blocked";
+    if (fcntl(g_br_fd, F_SETFL, fcntl(g_br_fd, F_GETFL) & ~O_NONBLOCK) != 0) die("blocking");
+    pthread_t t;
+    if (pthread_create(&t, NULL, blocked_reader, NULL) != 0) die("pthread_create");
+    for (int i = 0; i < 5000 && !g_br_tid; ++i)
+        usleep(1000);
+    // (Asleep or not decides only whether this tests the wake-up; a reader
+    // that comes after the shutdown reads the end at once, the same line.)
+    asleep(g_br_tid);
+    say("shutdown SHUT_RD from another thread: %s",
+        shutdown(g_br_fd, SHUT_RD) == 0 ? "ok" : err_name(errno));
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += EVENT_MS / 1000 + 1;
+    int joined = pthread_timedjoin_np(t, NULL, &until) == 0;
+    say("the blocked reader: %s", joined ? g_br_result : "still blocked");
+    if (!joined) {
+        finish_case();
+        fflush(stdout);
+        _exit(0); // (a thread stuck in recv: the output already differs)
+    }
+    finish_case();
+}
+
 // epoll_pwait's signal mask: a signal blocked outside the call and
 // unblocked by its mask interrupts it (EINTR, the handler runs). A pending
 // signal does not win over ready events: they are returned and the old
@@ -1393,6 +1488,8 @@ static const struct {
     {"peer_exit", case_peer_exit},
     {"peer_abort", case_peer_abort},
     {"peer_shutdown", case_peer_shutdown},
+    {"shut_rd", case_shut_rd},
+    {"shut_rd_blocked", case_shut_rd_blocked},
     {"epoll_pwait_signal", case_epoll_pwait_signal},
     {"epoll_pwait_process_signal", case_epoll_pwait_process_signal},
     {"epoll_pwait2", case_epoll_pwait2},
