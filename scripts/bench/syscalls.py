@@ -23,18 +23,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
-from apps import make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
+from apps import children_of, make_nginx, parse_wrk, redis_server_cmd  # noqa: E402
 from harness import USMC_RUN, bench_dir, free_port, run_dir, smcd_share, stop_process, wait_port  # noqa: E402
 
 SOCKET_CALLS = re.compile(r"^(recv|send|writev$|readv$|setsockopt|getsockopt|sendfile|epoll_|accept|shutdown)")
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(k) for k in f.read().split()]
-    except OSError:
-        return []
 
 
 def parse_perf(text, by_call):
@@ -117,7 +109,7 @@ def main():
                     if not wait_port(port):
                         raise SystemExit("nginx did not start")
                     for _ in range(100):
-                        kids = children(master)
+                        kids = children_of(master)
                         if kids:
                             return kids[0]
                         time.sleep(0.05)
