@@ -22,9 +22,9 @@
 //   thread while the machine's signal allows spins (open, read, close). A
 //   thread that waited an eighth of the time since its last sample shares
 //   its CPU with someone runnable, though the machine as a whole may not
-//   look full: a server pinned to one CPU, all its backends
-//   queued behind each other there while the other CPU idles. No spin for
-//   kWaitedHoldNs after. Not the count of involuntary context switches: a
+//   look full: a server pinned to one CPU, all its backends queued behind
+//   each other there while the other CPU idles. No spin for kWaitedHoldNs
+//   after. Not the count of involuntary context switches: a
 //   kernel worker or our own event loop taking a few microseconds of a
 //   pinned server's CPU is a preemption too, and stopped its spins for
 //   most of the time.
