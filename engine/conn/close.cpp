@@ -10,6 +10,8 @@
 #include "engine/core/cdc_recv.hpp"
 #include "engine/readiness/wakeup.hpp"
 
+#include <cstring>
+
 namespace usmc {
 
 namespace {
@@ -21,11 +23,11 @@ using readiness::SigEvent;
 void close_pair(SmcConn& c) {
     // The loop must not drain the sink (nor look at the connection) after this.
     space_watch::remove(&c);
-    if (c.sig >= 0 && c.sig_reusable && wakeup::park({c.sig, c.token, c.sig_name, c.sig_clean}))
+    int sig = c.sig.exchange(-1, std::memory_order_acq_rel);
+    if (sig >= 0 && c.sig_reusable && wakeup::park({sig, c.token, c.sig_name, c.sig_clean}))
         counters::count(counters::sigs_spared);
-    else if (c.sig >= 0)
-        sys::real().close(c.sig);
-    c.sig = -1;
+    else if (sig >= 0)
+        sys::real().close(sig);
     int sink = c.sink.exchange(-1, std::memory_order_acq_rel);
     if (sink >= 0) sys::real().close(sink);
     c.transport.release_wakers();
@@ -111,6 +113,8 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
     c.rx_cons.store({});
     c.rx_cons_announced = core::Cursor{};
     c.sig_forks = forkref::forks_so_far();
+    // A spare costs nothing now (a poll or blocking program's next
+    // connection); without one, nothing is made until a wait needs it.
     if (auto spare = wakeup::take_spare()) {
         if (!blocked || wakeup::block(spare->fd)) {
             if (!spare->clean) wakeup::drain(spare->fd);
@@ -123,18 +127,82 @@ bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token) {
         }
         sys::real().close(spare->fd);
     }
-    c.sig = wakeup::make_sig(blocked);
-    if (c.sig < 0) return false;
-    wakeup::Name name = wakeup::sig_name(token);
-    if (!wakeup::name_sig(c.sig, name)) { // (taken: a 64-bit random name)
-        sys::real().close(c.sig);
-        c.sig = -1;
+    c.sig_name = wakeup::sig_name(token);
+    c.token = token;
+    return true;
+}
+
+namespace {
+// Made, and the word says so (a `sig` stored but not yet applied may still
+// be refused and closed by its maker).
+bool sig_ready(const SmcConn& c) {
+    readiness::SigPhase p = c.sig_life.phase();
+    return c.sig.load(std::memory_order_acquire) >= 0 &&
+           (p == readiness::SigPhase::Open || p == readiness::SigPhase::Blocked);
+}
+} // namespace
+
+bool smc_ensure_sig(SmcConn& c, bool may_wait) {
+    if (sig_ready(c)) return true;
+    std::unique_lock lock(c.sig_mu, std::defer_lock);
+    if (may_wait) {
+        lock.lock();
+    } else if (!lock.try_lock()) {
+        errno = EAGAIN;
+        return false;
+    }
+    if (c.sig.load(std::memory_order_acquire) >= 0) return sig_ready(c);
+    if (c.sig_life.phase() != readiness::SigPhase::None || !c.sig_name.valid()) {
+        errno = EBADF; // retired (went TCP) or closed: nothing to make it for
+        return false;
+    }
+    // Blocked while connecting; the handshake's Unblock may come before
+    // the word says Blocked (a no-op then), so the phase is read again
+    // after: one of the two sees the other (both go through the word's
+    // read-modify-write, sig_life.cpp).
+    bool blocked = c.phase.load(std::memory_order_acquire) == Phase::Connecting;
+    int fd = wakeup::make_sig(blocked);
+    if (fd < 0) {
+        int err = errno;
+        // (Once a process: a full range fails every connection that waits.
+        // Not from a fork's walk, which may run in a signal handler.)
+        static std::atomic<bool> told{false};
+        if (!may_wait) {
+        } else if (err == EMFILE || err == ENFILE) {
+            if (!told.exchange(true))
+                log::warn("fd {}: usmc's descriptor range is full: connections that must wait "
+                          "without a wake-up socket go TCP (this one, and later ones quietly)",
+                          c.tcp_fd);
+        } else {
+            log::warn("fd {}: no wake-up socket ({}): it goes TCP", c.tcp_fd, std::strerror(err));
+        }
+        errno = err;
+        return false;
+    }
+    // (Held already: by a stranger that knows our token, the peer itself,
+    // or a 64-bit collision. Only this connection suffers: it goes TCP.)
+    if (!wakeup::name_sig(fd, c.sig_name)) {
+        sys::real().close(fd);
+        if (may_wait) log::warn("fd {}: its wake-up socket's name is taken: it goes TCP", c.tcp_fd);
         errno = EADDRINUSE;
         return false;
     }
-    c.sig_name = name;
-    c.token = token;
-    made(c, blocked);
+    // (sig_forks stays the connection's: one that existed before a fork is
+    // shared, and its `sig` never a spare, whenever it is made.)
+    c.sig_epoll_gen = g_epoll_sets_closed.load(std::memory_order_acquire);
+    c.sig.store(fd, std::memory_order_release);
+    readiness::SigOutcome o =
+        c.sig_life.apply(blocked ? SigEvent::MadeBlocked : SigEvent::MadeOpen);
+    if (o.act == SigAct::Refused) {
+        // Retired or closed meanwhile (its Close step found no `sig`, or
+        // took this one: whoever swaps it out closes it).
+        int s = c.sig.exchange(-1, std::memory_order_acq_rel);
+        if (s >= 0) sys::real().close(s);
+        errno = EBADF;
+        return false;
+    }
+    act(c, o);
+    if (blocked && c.phase.load(std::memory_order_acquire) != Phase::Connecting) smc_unblock(c);
     return true;
 }
 

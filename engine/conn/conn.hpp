@@ -72,6 +72,9 @@ struct MovedLeft {
 // caller takes the move and makes the call on the TCP socket. Never seen by
 // the application.
 constexpr ssize_t kSmcMoved = -EXDEV;
+// smc_recv / smc_send would sleep, and no `sig` could be made to sleep on
+// (usmc's descriptors used up): the caller moves the connection to TCP.
+constexpr ssize_t kSmcNoSig = -ENOSR;
 
 // The socket the application holds: descriptor references, phase,
 // timeouts, fork and exec, learning, its record for observers. One of the
@@ -203,11 +206,12 @@ inline core::PeerCdc smc_peer_cdc(const SmcConn& c) {
     return c.transport.receive();
 }
 
-// Makes the `sig` of a new connection, named after `token` (ours in CLC:
-// chosen before it is announced), `blocked`: a connecting client's,
-// unwritable until smc_unblock. Or takes a spare (wakeup::take_spare) with
-// the name and token it has: the caller reads c.token after. Zeroes the
-// local cursors. False if it cannot be made.
+// A new connection's wake-ups: its name, after `token` (ours in CLC: chosen
+// before it is announced), or a spare (wakeup::take_spare) taken with the
+// name and token it has, `blocked`: a connecting client's, unwritable
+// until smc_unblock. The caller reads c.token after. No `sig` is made
+// here: smc_ensure_sig makes it when a wait first needs one. Zeroes the
+// local cursors. Always true today (the bool stays for the callers).
 bool smc_conn_init_wakeups(SmcConn& c, bool blocked, uint64_t token);
 // Epoll sets closed while holding an SMC connection's `sig` (counted at
 // close): such a set may live on in a dup or a child, out of reach of an
@@ -223,6 +227,14 @@ bool smc_sig_reusable(const SmcConn& c);
 bool smc_withdraw_requests(SmcConn& c);
 // A connecting client's `sig` now reachable and writable.
 void smc_unblock(SmcConn& c);
+// Makes `sig` if there is none yet: before a blocking sleep, a poll() or
+// select(), a registration in a kernel epoll set, a fork. Blocked if the
+// connection is still connecting. False (errno set, logged) if it cannot
+// be made, or the connection's `sig` was retired or closed already:
+// the caller then moves the connection to TCP (or fails the call).
+// `may_wait`: false where a lock held by the interrupted thread could
+// hang us (a fork from a signal handler): it then gives up instead.
+bool smc_ensure_sig(SmcConn& c, bool may_wait = true);
 // Wakes everything that waits on `sig` (readable and writable): its end,
 // or its retirement, is to be seen.
 void smc_wake_all(SmcConn& c);

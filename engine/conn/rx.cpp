@@ -310,6 +310,9 @@ bool smc_withdraw_requests(SmcConn& c) {
 
 void smc_arm_for_data(SmcConn& c, bool read_nothing) {
     wait_wake_landed(c);
+    // No `sig`: nothing to wake (a set kept in user memory asks with its
+    // bell). A wait that needs one makes it first, then arms.
+    if (c.sig.load(std::memory_order_acquire) < 0) return;
     smc_drain_wakeup(c, read_nothing);
     c.ever_asked.store(true, std::memory_order_relaxed);
     c.asked_since_drain.store(true, std::memory_order_release);
@@ -333,7 +336,7 @@ void smc_drain_wakeup(SmcConn& c, bool read_nothing) {
     c.drain_skipped.store(false, std::memory_order_relaxed);
     c.asked_since_drain.store(false, std::memory_order_release);
     c.wake_seen.store(false, std::memory_order_release);
-    wakeup::drain(c.sig);
+    if (int sig = c.sig.load(std::memory_order_acquire); sig >= 0) wakeup::drain(sig);
 }
 
 bool smc_wake_queued(SmcConn& c) {
@@ -352,6 +355,8 @@ bool smc_wake_queued(SmcConn& c) {
 }
 
 void smc_self_wake(SmcConn& c) {
+    // (None yet: whoever makes it looks at the state after, smc_arm.)
+    if (c.sig.load(std::memory_order_acquire) < 0) return;
     c.self_woken.store(true, std::memory_order_release);
     wakeup::send(wakeup::wakers_for_self(), c.sig_name);
 }
@@ -431,6 +436,7 @@ void SmcConn::reset_locks_after_fork() {
     new (&rx_mu) std::mutex();
     new (&tx_mu) std::mutex();
     new (&epoll_mu) std::mutex();
+    new (&sig_mu) std::mutex(); // (a make the parent's thread was in: redone here if needed)
     pub_lock_.clear(std::memory_order_release);
     // A sink the parent's thread was making at the fork: no thread here
     // ever finishes it (fill() would give up on it for good).
@@ -592,10 +598,16 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
                 return !a || *a > hidden || peer_conn_flags(c);
             }))
             continue;
-        // Arm: drain `sig`, ask the peer to wake us, look once more.
+        // Arm: drain `sig`, ask the peer to wake us, look once more. (A
+        // sleep needs `sig`: made now if this is the first.)
+        if (!nonblock && !smc_ensure_sig(c)) return got ? ssize_t(got) : kSmcNoSig;
         smc_arm_for_data(c, got == 0);
         drained = true;
         if (woken_meanwhile(c, hidden)) continue;
+        // (A close or shutdown(SHUT_RD) of another thread whose self-wake
+        // came before our `sig` existed: seen here, at the top.)
+        if (c.closing.load(std::memory_order_acquire) || c.rd_shut.load(std::memory_order_acquire))
+            continue;
         // (The peer moves, then takes our request: one of us sees the other.)
         if (smc_move_noticed(c)) return got ? ssize_t(got) : kSmcMoved;
         if (nonblock) return got ? ssize_t(got) : -EAGAIN;

@@ -140,14 +140,18 @@ void smc_block_writable(SmcConn& c) {
     uint64_t bell = space_watch::bell();
     if (!bell) return;
     c.transport.name_space_bell(bell);
-    c.sig_filled.store(true, std::memory_order_release);
-    if (!wakeup::fill(c.sig, c.token, c.sink, c.sink_name,
-                      !c.sig_shrunk.exchange(true, std::memory_order_relaxed)) &&
-        // (Another call making the sink fills `sig` when it has it, or
-        // says it could not: `sig_filled` is that call's to clear.)
-        c.sink.load(std::memory_order_acquire) != wakeup::kSinkMaking) {
-        c.sig_filled.store(false, std::memory_order_release);
-        return;
+    // No `sig`: only a set kept in user memory shows writability (the
+    // watch's edge reaches it). A wait that needs `sig` makes it first.
+    if (int sig = c.sig.load(std::memory_order_acquire); sig >= 0) {
+        c.sig_filled.store(true, std::memory_order_release);
+        if (!wakeup::fill(sig, c.token, c.sink, c.sink_name,
+                          !c.sig_shrunk.exchange(true, std::memory_order_relaxed)) &&
+            // (Another call making the sink fills `sig` when it has it, or
+            // says it could not: `sig_filled` is that call's to clear.)
+            c.sink.load(std::memory_order_acquire) != wakeup::kSinkMaking) {
+            c.sig_filled.store(false, std::memory_order_release);
+            return;
+        }
     }
     space_watch::add(&c);
 }
@@ -252,7 +256,8 @@ ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool nonblock, int time
                 }))
                 continue;
             // Make `sig` unwritable before arming, so a wake-up after this
-            // point leaves it writable.
+            // point leaves it writable. (A sleep needs `sig`: made now.)
+            if (!nonblock && !smc_ensure_sig(c)) return sent ? ssize_t(sent) : kSmcNoSig;
             smc_block_writable(c);
             filled = true;
             c.transport.want_space();
@@ -263,7 +268,8 @@ ssize_t send_from(SmcConn& c, size_t total, Fill&& fill, bool nonblock, int time
             if (smc_move_noticed(c)) return sent ? ssize_t(sent) : kSmcMoved;
             free = peer_free(c);
             if (free && *free > 0) continue;
-            if (!free || core::send_gate(smc_close_state(c)) != core::SendGate::Go)
+            if (!free || core::send_gate(smc_close_state(c)) != core::SendGate::Go ||
+                c.closing.load(std::memory_order_acquire))
                 continue;                       // reported at the top of the loop
             if (sent > 0) return ssize_t(sent); // partial write, as TCP does
             if (nonblock) return -EAGAIN;

@@ -17,7 +17,11 @@
 namespace usmc::readiness {
 
 struct ConnReadiness {
-    int sig = -1;              // ours (wakeup.hpp)
+    // Ours (wakeup.hpp), made only when a wait first needs it (or a spare
+    // taken at the handshake): an epoll program's connections, kept in
+    // user memory, never make one. -1 until then; changed under sig_mu.
+    std::atomic<int> sig{-1};
+    std::mutex sig_mu;
     std::atomic<int> sink{-1}; // where `sig` puts its fill (made at the first)
     wakeup::Name sink_name;    // the sink's (kernel-chosen), set before `sink`
     wakeup::Name sig_name;     // ours, for wake-ups of our own

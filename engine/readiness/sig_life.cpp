@@ -24,7 +24,12 @@ SigOutcome SigLife::apply(SigEvent e) {
         SigStep s = sig_step(sig_phase(w), e, after == 0);
         if (s.act == SigAct::Refused) return {s.act, w};
         uint32_t next = sig_word(s.next, after);
-        if (next == w) return {s.act, w}; // (Unblock on Open: no write)
+        // (Unblock on Open: no write. Unblock on None still writes the word
+        // it read: a `sig` made meanwhile, blocked, then either comes first
+        // in the word's order and is unblocked here, or comes after and its
+        // maker's look at the phase sees what the handshake stored before.)
+        if (next == w && !(e == SigEvent::Unblock && sig_phase(w) == SigPhase::None))
+            return {s.act, w};
         if (word_.compare_exchange_weak(w, next)) return {s.act, next};
     }
 }

@@ -179,9 +179,9 @@ struct SigOutcome {
 class SigLife {
   public:
     // Applies `e` atomically (a CAS loop on the word, seq_cst). An event
-    // that changes nothing writes nothing. A Leave with no poller counted
-    // (a leave without its enter) and an Enter past kSigMaxPollers are
-    // refused.
+    // that changes nothing writes nothing, but for Unblock with no `sig`
+    // yet (a read-modify-write that orders it with a make, close.cpp). A Leave with no poller
+    // counted (a leave without its enter) and an Enter past kSigMaxPollers are refused.
     SigOutcome apply(SigEvent e);
 
     uint32_t word() const { return word_.load(); }

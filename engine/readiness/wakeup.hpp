@@ -5,6 +5,8 @@
 // sets watch in place of its TCP socket: `sig`, an unconnected Unix datagram
 // socket bound to an abstract name made from the token its side announced
 // in CLC. Nothing travels per connection: the peer reaches `sig` by name.
+// It is made only when a wait first needs it (smc_ensure_sig): a set kept in
+// user memory never does, and until then a datagram to the name fails.
 //
 //   readable  a datagram is queued: data or an end may be waiting. The peer
 //             (or we ourselves) sends one, from a waker socket of its own

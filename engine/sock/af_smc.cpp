@@ -660,6 +660,11 @@ ssize_t recv(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     }
     ssize_t r = smc_recv(*c, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL), nonblock,
                          c->rcvtimeo_ms.load());
+    if (r == kSmcNoSig) [[unlikely]] {
+        move_out(fd, c, false); // nothing to sleep on: TCP has its own
+        if (c->phase.load(std::memory_order_acquire) == Phase::Active) return fail(ENOBUFS);
+        return recv(c, fd, iov, iovcnt, flags); // (once: it is TCP now)
+    }
     if (r == kSmcMoved) [[unlikely]] {
         if (!take_move(fd, c)) return fail(ECONNRESET);
         return recv(c, fd, iov, iovcnt, flags); // (once: it is TCP now)
@@ -692,6 +697,11 @@ ssize_t send(SmcConn* c, int fd, const iovec* iov, int iovcnt, int flags) {
     }
     ssize_t r = smc_send(*c, iov, iovcnt, nonblock, c->sndtimeo_ms.load(), flags & MSG_MORE,
                          flags & MSG_OOB);
+    if (r == kSmcNoSig) [[unlikely]] {
+        move_out(fd, c, false); // nothing to sleep on: TCP has its own
+        if (c->phase.load(std::memory_order_acquire) == Phase::Active) return fail(ENOBUFS);
+        return send(c, fd, iov, iovcnt, flags); // (once: it is TCP now)
+    }
     if (r == kSmcMoved) [[unlikely]] {
         if (!take_move(fd, c)) return fail(ECONNRESET);
         return send(c, fd, iov, iovcnt, flags); // (once: it is TCP now)
@@ -1093,6 +1103,20 @@ void for_each_listener(F&& f) {
 // however many descriptors name it). Runs in the prepare handler: no
 // allocation.
 void before_fork() {
+    // A connection the child shares runs on `sig` in both processes, and
+    // only one of them could bind its name later: made before the child
+    // exists, and before the fork is counted (a `sig` made before a fork
+    // is never a spare: the other process may still use it). A fork from
+    // a signal handler does not wait for a thread it interrupted; a
+    // process that then has none moves the connection to TCP at its
+    // first wait.
+    if (ForkScan scan; auto* conns = g_conns.load()) {
+        for (uint32_t fd = 0; fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
+            SmcConn* c = conns[fd].load();
+            if (c && !is_late(c) && c->phase.load() == Phase::Active && !c->exec_out)
+                smc_ensure_sig(*c, false);
+        }
+    }
     forkref::note_fork();
     uint64_t gen = ++g_fork_gen;
     t_fork_gen = gen;

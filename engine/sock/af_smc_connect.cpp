@@ -448,9 +448,7 @@ int connect_blocking(int fd, const sockaddr* addr, socklen_t len, uint32_t* reas
     errno = 0;
     uint64_t key = destination_key(addr, len);
     uint64_t acceptor = acceptor_of(key);
-    if (!smc_conn_init_wakeups(*conn, true, transports_random_token()) && errno == EMFILE)
-        result = Fallback{fallback::FDLIMIT, 0};
-    else if (conn->sig >= 0)
+    if (smc_conn_init_wakeups(*conn, true, transports_random_token()))
         result = smc_connect_handshake(fd, *conn, devices(), handshake_config(), false,
                                        acceptor ? acceptor : publisher_gid);
     hs_track::advance(state, event_of(result), fd);

@@ -314,7 +314,7 @@ void move_out(int fd, SmcConn* c, bool exec, bool passed) {
         log::info("fd {}: moved to TCP ({})", fd,
                   exec     ? "exec"
                   : passed ? "passed to another process"
-                           : "seccomp filter");
+                           : "seccomp filter, or no wake-up socket to wait on");
         // Done writing, said over SMC: TCP says it too (after our last
         // bytes, which are in the peer's ring).
         if (c->conn_flags.load() & core::kPeerDoneWriting) sys::real().shutdown(fd, SHUT_WR);

@@ -3,6 +3,7 @@
 // select via poll in the preload) substitute a connection's wake-up socket
 // (`sig`, wakeup.hpp); epoll_ctl() registers it in the application's epoll
 // sets with its own epoll_data, so epoll_wait needs no translation at all.
+#include "engine/base/log.hpp"
 #include "engine/base/sys.hpp"
 #include "engine/conn/peer_watch.hpp"
 #include "engine/conn/spin.hpp"
@@ -82,6 +83,9 @@ bool same_reg(const epoll_event& a, const epoll_event& b) {
 }
 
 int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
+    // (epoll_ctl made `sig` before it took epoll_mu; a set falling back
+    // makes it here.)
+    if (op == EPOLL_CTL_ADD && !smc_ensure_sig(*c)) return -1;
     // Only `sig` goes into the application's set; the TCP socket is
     // watched by peer_watch (a vanished peer wakes `sig`).
     auto& members = c->epoll_members;
@@ -159,6 +163,22 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     // wake-ups for when it becomes true.
     if (newly) smc_arm(*c, newly, true);
     return 0;
+}
+
+// A connecting connection whose `sig` cannot be made: its handshake ends
+// without the application (event loop, worker); waited for here, at most
+// kAwaitConnectedMs. False if it did not end.
+constexpr int kAwaitConnectedMs = 10000;
+bool await_connected(SmcConn* c) {
+    for (int ms = 0; ms < kAwaitConnectedMs; ++ms) {
+        if (c->phase.load(std::memory_order_acquire) != Phase::Connecting) return true;
+        timespec pause{0, 1000000};
+        nanosleep(&pause, nullptr);
+    }
+    log::warn("fd {}: no descriptor for its wake-up socket, and its handshake did not end in {} "
+              "ms: the epoll registration fails (ENOMEM)",
+              c->tcp_fd, kAwaitConnectedMs);
+    return c->phase.load(std::memory_order_acquire) != Phase::Connecting;
 }
 
 template <typename Probe>
@@ -288,6 +308,14 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             built_smc[i] = is_smc(c);
             bool active = built_smc[i] && c->phase.load(std::memory_order_acquire) == Phase::Active;
             short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+            // The kernel waits on `sig` for us: made now if this is the
+            // first wait that needs it. None to be had: the connection goes
+            // TCP, and the kernel answers for its socket (while connecting,
+            // for the TCP connection alone: a corner of a full table).
+            if (built_smc[i] && (want & (POLLIN | POLLOUT | POLLPRI)) && !smc_ensure_sig(*c)) {
+                if (active) move_out(fds[i].fd, c, false);
+                built_smc[i] = active = false;
+            }
             // A stash of the rings to read before the kernel's bytes.
             if (!built_smc[i] && reinterpret_cast<uintptr_t>(c) > 2 && (want & POLLIN) &&
                 moved_stash_waiting(c)) {
@@ -412,6 +440,25 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
             if (user_ctl(c, epfd, op, fd, ev, &rc)) return rc;
         } else if (op == EPOLL_CTL_ADD) {
             user_set_prepare(epfd);
+        }
+        // The kernel set waits on `sig`: made now if this is the first
+        // wait that needs it (outside epoll_mu: a move takes it). None to
+        // be had (usmc's quarter of the table full): a connecting one waits
+        // for its handshake, which needs nothing of the application (then
+        // a set in user memory takes it, or the kernel its TCP socket); an
+        // established one goes TCP, and the kernel holds its socket.
+        if (op != EPOLL_CTL_DEL && !smc_ensure_sig(*c)) {
+            if (c->phase.load(std::memory_order_acquire) == Phase::Connecting &&
+                !await_connected(c))
+                return fail(ENOMEM);
+            if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
+                int rc = 0;
+                if (user_ctl(c, epfd, op, fd, ev, &rc)) return rc;
+                if (smc_ensure_sig(*c))
+                    return af_smc::epoll_ctl(epfd, op, fd, ev); // (freed meanwhile)
+                move_out(fd, c, false);
+            }
+            return sys::real().epoll_ctl(epfd, op, fd, ev);
         }
         std::unique_lock lock(c->epoll_mu);
         switch (c->phase.load(std::memory_order_acquire)) {

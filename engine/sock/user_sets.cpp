@@ -196,9 +196,14 @@ void demote_locked(SmcConn* c) {
     for (auto& r : regs) {
         epoll_event ev = r.ev;
         // (A dup registered beside it: one `sig` registration per set.)
-        if (kernel_ctl(c, S->epfd, EPOLL_CTL_ADD, &ev) != 0 && errno != EEXIST)
-            log::warn("fd {}: epoll registration lost falling back to the kernel: {}", r.fd,
-                      std::strerror(errno));
+        if (kernel_ctl(c, S->epfd, EPOLL_CTL_ADD, &ev) == 0 || errno == EEXIST) continue;
+        // No `sig` to be had (usmc's range full) for a connection on its
+        // way to TCP (the move that no `sig` caused): its socket instead.
+        if (c->phase.load(std::memory_order_acquire) != Phase::Active &&
+            (sys::real().epoll_ctl(S->epfd, EPOLL_CTL_ADD, r.fd, &ev) == 0 || errno == EEXIST))
+            continue;
+        log::warn("fd {}: epoll registration lost falling back to the kernel: {}", r.fd,
+                  std::strerror(errno));
     }
 }
 

@@ -383,7 +383,8 @@ class Session:
     """One SMC-D connection to the server, made the way a usmc client makes
     it; afterwards every descriptor and mapping is the caller's to abuse."""
 
-    def __init__(self, host, port, gid=None, serial=0, slots=1, key_from_token=False):
+    def __init__(self, host, port, gid=None, serial=0, slots=1, key_from_token=False,
+                 before_confirm=None):
         self.gid = gid or random64()
         self.pending = Pending(host, port)
         self.tcp = announced_connect(host, port, self.pending)
@@ -415,6 +416,8 @@ class Session:
             raise ConnectionError(f"attach refused: status {status}, {len(fds)} descriptors")
         self.theirs = Dmb(their_size, fds[0], their_offset)  # a slot of a segment
         self.server_gid = server_gid
+        if before_confirm:
+            before_confirm(token)
         self.tcp.sendall(confirm(self.gid, our_token, size))
         self.pending.end(self.tcp.getsockname()[1])  # the handshake is over, as for a client
 
@@ -1224,7 +1227,49 @@ def move_lies(args):
     s.close(flag_closed=not rings.server_flags() & MOVED_TOOK)
 
 
+def squat_sig(args):
+    """Binds the server side's `sig` name (its token came in the Accept)
+    before the Confirm: the server makes its `sig` only when a wait first
+    needs one, and then finds the name taken. `--expect stay`: the server
+    never needs one (an epoll set kept in user memory), and the rings echo.
+    `--expect move`: its first wait needs one (poll), so it moves the
+    connection to TCP with us (kMovedOut, before it read anything), and TCP
+    echoes. Either way byte for byte."""
+    squatters = []
+
+    def squat(token):
+        q = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        q.bind(sig_name(token))
+        squatters.append(q)
+
+    s = Session(args.host, args.port, before_confirm=squat)
+    rings = Rings(s)
+    data = pattern("squatted", 2000)
+    if args.expect == "move":
+        deadline = time.monotonic() + 30
+        while not rings.server_flags() & MOVED_OUT and time.monotonic() < deadline:
+            time.sleep(0.005)  # polling the server's flag, bounded by the deadline
+        moved = bool(rings.server_flags() & MOVED_OUT)
+        if moved:
+            s.tcp.settimeout(TIMEOUT)
+            s.tcp.sendall(data)
+            echo = "exact" if recv_exact(s.tcp, len(data)) == data else "WRONG"
+        else:
+            echo = "none"
+    else:
+        ok = rings.write(data)
+        s.wake_server()
+        echo = "exact" if ok and rings.wait_unread(len(data)) and rings.consume() == data else "WRONG"
+        moved = bool(rings.server_flags() & MOVED_OUT)
+    print(f"SQUAT moved={int(moved)} echo={echo}", flush=True)
+    hold(args, "squatted connection", 1)
+    s.close(flag_closed=not moved)
+    for q in squatters:
+        q.close()
+
+
 MODES = {
+    "squat-sig": squat_sig,
     "flip-flags": flip_flags,
     "garbage-cursors": garbage_cursors,
     "owner-refs": owner_refs,
@@ -1255,6 +1300,8 @@ def main():
                    help="bell-flood: a bell's id (hex), once per bell")
     p.add_argument("--token", action="append", default=[],
                    help="bell-flood: a `sig` token (hex) the bells' sets hold")
+    p.add_argument("--expect", choices=("stay", "move"), default="stay",
+                   help="squat-sig: whether the server's first wait needs a `sig`")
     p.add_argument("--variant", choices=MOVE_VARIANTS, default="good",
                    help="move-lies: which lie (see above)")
     args = p.parse_args()

@@ -597,7 +597,9 @@ def case_stray(env):
     nothing, or a poll() woken for nothing, drains what woke it. (At
     43bde49 an epoll server, told readable again at once, spun at 100 % CPU
     until the connection's peer wrote; a poll() server spun inside usmc's
-    poll.)"""
+    poll.) Since issue 44 an epoll server's connections make no wake-up
+    socket at all (its set is kept in user memory): nothing to reach, and
+    the stranger's attack on its bell is case_bells."""
     for selector in ("epoll", "poll"):
         print(f"  {selector}")
         stray_on(env, selector)
@@ -609,17 +611,28 @@ def stray_on(env, selector):
     server, port = start_server(env, config="clc_detect_timeout_ms = 2000\n",
                                 extra=("--selector", selector))
     # One wrapped connection, idle for a while after its connect.
+    before = env.stats()
     client = env.start(env.wrap(client_cmd(port, 1, "--pause-ms", "8000")),
                        stderr=log_file(env, "client"))
     deadline = time.monotonic() + 15
-    while server_sigs(server.pid) < 1 and time.monotonic() < deadline:
+    while stat_delta(before, env.stats(), "conn_smcd") < 2 and time.monotonic() < deadline:
         time.sleep(0.02)  # polling a condition, bounded by the deadline
-    if not check(server_sigs(server.pid) >= 1, "the idle connection is SMC-D at the server"):
+    if not check(stat_delta(before, env.stats(), "conn_smcd") == 2,
+                 "the idle connection is SMC-D at both ends"):
         env.stop(client)
         raise Abort()
+    if selector == "poll":  # (its first poll makes the `sig`)
+        while server_sigs(server.pid) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling a condition, bounded by the deadline
+    sigs = server_sigs(server.pid)
     cpu0, sw0 = cpu_and_switches(server.pid)
     out = run_peer(env, "stray-wakeups", port, "--pid", str(server.pid))
-    check(out.startswith("SENT") and int(out.split()[1]) >= 1, f"the stranger reached a wake-up socket ({out.strip()})")
+    if selector == "epoll":
+        check(sigs == 0 and out.startswith("SENT 0"),
+              f"the epoll server holds no wake-up socket: the stranger reaches none ({sigs}, {out.strip()})")
+    else:
+        check(sigs >= 1 and out.startswith("SENT") and int(out.split()[1]) >= 1,
+              f"the stranger reached a wake-up socket ({sigs}, {out.strip()})")
     time.sleep(1)  # measuring an idle interval: there is no event to wait for
     cpu1, sw1 = cpu_and_switches(server.pid)
     check(cpu1 - cpu0 < 0.3, f"the server does not spin on a stray wake-up "
@@ -768,10 +781,19 @@ def case_bells(env):
     sets = [t for t in kernel_parts.values() if any(x.startswith("usmc-b-") for x in t)]
     in_set = sets[0] if len(sets) == 1 else []
     set_bells = [x for x in in_set if x.startswith("usmc-b-")]
-    sigs = [name[1:].decode() for name in unix_names(server.pid, "usmc-s-")]
-    check(set_bells and not any(x.startswith("usmc-s-") for x in in_set) and len(sigs) >= n,
+    # No `sig` at all: an epoll server's connections make none (issue 44).
+    held_sigs = [name[1:].decode() for name in unix_names(server.pid, "usmc-s-")]
+    # The tokens of the server's sides, which the peers ring its bells with:
+    # no longer public (no `sig` names them); the test reads them as their
+    # owner can (`usmc ss -D`), as a stranger that guessed them would hold.
+    tokens = [r["smcd"]["token"] for r in env.ss_json("-D")
+              if r.get("pid") == server.pid and r.get("smcd")]
+    sigs = [f"usmc-s-{int(t, 16):016x}" for t in tokens]
+    check(set_bells and not any(x.startswith("usmc-s-") for x in in_set) and not held_sigs
+          and len(sigs) >= n,
           f"the server's epoll set keeps its {len(sigs)} SMC-D connections in user memory, with a "
-          f"bell (the epoll descriptors that hold the listener, and what else: {kernel_parts})")
+          f"bell, and no `sig` ({held_sigs}; the epoll descriptors that hold the listener, and "
+          f"what else: {kernel_parts})")
     bells = [name[1:].decode() for name in unix_names(server.pid, "usmc-b-")]
     print(f"  info the server's bells: {bells} (its set's: {set_bells}); its sigs: {sigs}")
     if not set_bells:
@@ -812,6 +834,38 @@ def case_bells(env):
 
 MOVE_LIES = ("cons", "cons-behind", "prod", "good", "flip")
 MOVE_FATE = re.compile(r"MOVE (\S+) fate=(\w+) tcp_bytes=(\d+)")
+
+
+def case_squat(env):
+    """The peer binds the name of the server side's `sig` (it learns the
+    token in the Accept) before the Confirm. A server side makes its `sig`
+    only when a wait first needs one (issue 44): an epoll server never does,
+    and the connection stays SMC-D and echoes through the rings; a poll
+    server needs it at its first poll, finds the name taken, and moves that
+    connection alone to TCP with its peer, where it echoes. Byte for byte
+    either way; the server serves everyone else, and idles without
+    spinning."""
+    for selector, expect_ in (("epoll", "stay"), ("poll", "move")):
+        print(f"  {selector}")
+        server, port = start_server(env, config="clc_detect_timeout_ms = 2000\n",
+                                    extra=("--selector", selector))
+        before = env.stats()
+        peer = hostile(env, "squat-sig", port, "--expect", expect_)
+        line = expect(peer, ("SQUAT", "ERROR"), 40)
+        want = f"SQUAT moved={int(expect_ == 'move')} echo=exact"
+        check(line == want, f"{selector}: the squatted connection echoes byte for byte, "
+                            f"{'moved to TCP' if expect_ == 'move' else 'still SMC-D'} ({line or tail(env, 'hostile', 500)!r})")
+        held(env, peer)
+        moved = stat_delta(before, env.stats(), "moved_to_tcp")
+        check(moved == (1 if expect_ == "move" else 0), f"{selector}: moves to TCP counted ({moved})")
+        check_served(env, port, f"{selector}, while the squatter holds its name")
+        cpu0, sw0 = cpu_and_switches(server.pid)
+        time.sleep(1)  # measuring an idle interval: there is no event to wait for
+        cpu1, sw1 = cpu_and_switches(server.pid)
+        check(cpu1 - cpu0 < 0.3, f"{selector}: the server does not spin ({cpu1 - cpu0:.2f} s CPU, "
+                                 f"{sw1 - sw0} context switches in 1 s)")
+        end_peer(env, peer)
+        stop_server(env, server)
 
 
 def case_move_lies(env):

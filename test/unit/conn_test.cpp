@@ -41,11 +41,18 @@ struct Pair {
     SmcConn a, b;
     ism::Dmb da, db;
     int tcp[2] = {-1, -1};
-    explicit Pair(uint32_t size = 64 * 1024) {
+    // `with_sig`: both `sig`s made at once, as a poll() or a blocking call
+    // makes them (the cases below look at them); without, as an epoll
+    // program's connections run: none until a wait needs one.
+    explicit Pair(uint32_t size = 64 * 1024, bool with_sig = true) {
         da = *ism::create_dmb(size);
         db = *ism::create_dmb(size);
         REQUIRE(smc_conn_init_wakeups(a, false, ism::random64()));
         REQUIRE(smc_conn_init_wakeups(b, false, ism::random64()));
+        if (with_sig) {
+            REQUIRE(smc_ensure_sig(a));
+            REQUIRE(smc_ensure_sig(b));
+        }
         a.transport.smcd().rx = da;
         a.transport.smcd().tx = db;
         b.transport.smcd().rx = db;
@@ -806,6 +813,7 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
         auto* c = new (mem) SmcConn;
         c->tcp_fd = sv[0];
         REQUIRE(smc_conn_init_wakeups(*c, false, ism::random64()));
+        REQUIRE(smc_ensure_sig(*c));
         peer_watch::add(c);
         REQUIRE(c->peer_watch_id != 0);
         return c;
@@ -1783,4 +1791,121 @@ TEST_CASE("bell requests (issue 44): the id rides in the request word, one take 
     CHECK(all.space);
     CHECK(all.data_bell == 11);
     CHECK_FALSE(all.data);
+}
+
+namespace {
+// Whether an abstract name is bound (a second bind finds it taken).
+bool name_bound(const wakeup::Name& n) {
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    REQUIRE(s >= 0);
+    bool taken =
+        bind(s, reinterpret_cast<const sockaddr*>(&n.sun), n.len) != 0 && errno == EADDRINUSE;
+    close(s);
+    return taken;
+}
+// Spares an earlier case parked would be taken at init: none here.
+void no_spares() {
+    while (auto spare = wakeup::take_spare())
+        close(spare->fd);
+}
+} // namespace
+
+TEST_CASE("lazy sig: none until a wait needs one; a nonblocking read asks the peer for nothing") {
+    no_spares();
+    Pair p(64 * 1024, false);
+    REQUIRE(p.b.sig == -1);
+    CHECK(p.a.sig == -1);
+    CHECK(p.b.sig_name.valid());
+    CHECK_FALSE(name_bound(p.b.sig_name));
+    char buf[16];
+    // Empty ring, nonblocking: EAGAIN, and no `sig` request in the peer's
+    // line (nobody would hear its wake-up): the peer's write sends nothing.
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
+    CHECK_FALSE(p.b.transport.wants_data());
+    CHECK(send_buf(p.a, "hi", 2) == 2);
+    CHECK(p.a.notifications.load() == 0);
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == 2);
+    CHECK(p.b.sig == -1);
+    // A full ring, nonblocking: EAGAIN without a fill (no sink made).
+    std::vector<uint8_t> big(p.a.transport.smcd().tx.ring_size() + 10, 'x');
+    CHECK(send_buf(p.a, big.data(), big.size(), true) > 0);
+    CHECK(send_buf(p.a, big.data(), 10, true) == -EAGAIN);
+    CHECK(p.a.sig == -1);
+    CHECK(p.a.sink.load() == -1);
+    std::vector<uint8_t> sink(big.size());
+    while (recv_buf(p.b, sink.data(), sink.size(), 0, true) > 0) {
+    }
+    CHECK(p.b.sig == -1);
+}
+
+TEST_CASE("lazy sig: made, bound to its name, once; a blocking read sleeps on it and wakes") {
+    no_spares();
+    Pair p(64 * 1024, false);
+    REQUIRE(p.b.sig == -1);
+    REQUIRE(smc_ensure_sig(p.b));
+    int made = p.b.sig;
+    CHECK(made >= 0);
+    CHECK(name_bound(p.b.sig_name));
+    CHECK(writable(made)); // open: not blocked
+    REQUIRE(smc_ensure_sig(p.b));
+    CHECK(p.b.sig == made); // the second is a no-op
+    // a: its first blocking read makes one, sleeps, and is woken by b's write.
+    char buf[8] = {};
+    ssize_t got = 0;
+    std::thread reader([&] { got = recv_buf(p.a, buf, sizeof buf, 0, false, 10000); });
+    // (Bounded: the reader's `sig` appears once it arms; then b writes.)
+    for (int i = 0; i < 10000 && !p.a.transport.wants_data(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(p.a.sig >= 0);
+    CHECK(send_buf(p.b, "wake", 4) == 4);
+    reader.join();
+    CHECK(got == 4);
+    CHECK(std::memcmp(buf, "wake", 4) == 0);
+}
+
+TEST_CASE("lazy sig: blocked while connecting, open once the handshake's unblock comes") {
+    no_spares();
+    Pair p(64 * 1024, false);
+    REQUIRE(p.b.sig == -1);
+    p.b.phase.store(Phase::Connecting);
+    REQUIRE(smc_ensure_sig(p.b));
+    CHECK_FALSE(writable(p.b.sig));
+    p.b.phase.store(Phase::Active);
+    smc_unblock(p.b);
+    CHECK(writable(p.b.sig));
+    // Connected before the make: an Unblock that came while there was no
+    // `sig` changed nothing, and the make sees the phase: open at once.
+    p.a.phase.store(Phase::Active);
+    smc_unblock(p.a);
+    REQUIRE(smc_ensure_sig(p.a));
+    CHECK(writable(p.a.sig));
+}
+
+TEST_CASE("lazy sig: refused after the close, and when its name is held by another socket") {
+    {
+        no_spares();
+        Pair p(64 * 1024, false);
+        REQUIRE(p.b.sig == -1);
+        smc_close_wakeups(p.b);
+        errno = 0;
+        CHECK_FALSE(smc_ensure_sig(p.b));
+        CHECK(errno == EBADF);
+        CHECK(p.b.sig == -1);
+    }
+    no_spares();
+    Pair p(64 * 1024, false);
+    REQUIRE(p.b.sig == -1);
+    int squatter = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    REQUIRE(squatter >= 0);
+    REQUIRE(bind(squatter, reinterpret_cast<const sockaddr*>(&p.b.sig_name.sun),
+                 p.b.sig_name.len) == 0);
+    errno = 0;
+    CHECK_FALSE(smc_ensure_sig(p.b));
+    CHECK(errno == EADDRINUSE);
+    CHECK(p.b.sig == -1);
+    // A blocking read that would sleep says so (the socket layer moves the
+    // connection to TCP), it never sleeps without a `sig`.
+    char buf[4];
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, false, 1000) == kSmcNoSig);
+    close(squatter);
 }
