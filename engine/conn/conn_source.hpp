@@ -11,6 +11,8 @@
 //        found none (TCP's SOCK_NOSPACE, then sk_write_space)
 //   all  the peer's connection flags that are set, and this side's close
 //        events (smc_close_event): each only turns on
+// While the connection is still connecting it shows nothing: its handshake's
+// end counts an `out` wake-up and rings the set (af_smc_connect.cpp).
 #include "engine/readiness/user_epoll.hpp"
 
 namespace usmc {

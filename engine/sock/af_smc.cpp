@@ -597,10 +597,12 @@ Closed on_close(int fd) {
     // The peer moved to TCP and we never looked: what we wrote that it did
     // not read goes over TCP before our close does.
     if (c->phase.load() == Phase::Active && smc_move_noticed(*c)) take_move(fd, c);
-    if (c->phase.load() == Phase::Active || c->moved.load())
+    if (c->phase.load() == Phase::Active || c->moved.load()) {
         release(c);
-    else
+    } else {
+        user_leave(c); // (a set held it while it connected: its end let go already)
         discard(c);
+    }
     return closed;
 }
 

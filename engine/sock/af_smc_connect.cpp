@@ -21,6 +21,7 @@
 #include "engine/sock/af_smc_internal.hpp"
 #include "engine/sock/learn.hpp"
 #include "engine/sock/runtime.hpp"
+#include "engine/sock/user_sets.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -45,8 +46,10 @@ constexpr int kTcpConnectWaitMs = 10000;
 constexpr int kTcpConnectWatchMs = 130000;
 
 // The worker is done: switch the application's view of the socket to what
-// the handshake gave, under epoll_mu so an epoll_ctl cannot slip between.
+// the handshake gave, under the sets' lock and epoll_mu so an epoll_ctl
+// cannot slip between.
 void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* reason_out) {
+    std::unique_lock user_lock(user_sets_mutex());
     std::unique_lock lock(c->epoll_mu);
     uint32_t reason = 0;
     if (std::holds_alternative<std::monostate>(result)) {
@@ -60,7 +63,11 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             c->epoll_members.push_back({r.epfd, sig_registration(r.ev), false});
             if (r.ev.events & EPOLLIN) want |= POLLIN; // ask the peer to wake us for data
         }
-        if (!c->connecting_regs.empty()) peer_watch::add(c);
+        // A set kept in user memory that holds it (since its epoll_ctl while
+        // connecting) is rung below: it finds it writable, as the kernel's
+        // set is told when a TCP connect completes.
+        const bool in_user_set = c->user_set != nullptr;
+        if (!c->connecting_regs.empty() || in_user_set) peer_watch::add(c);
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
@@ -71,7 +78,12 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         // lock (a futex and two context switches per connection when the
         // loop and the application share a CPU).
         lock.unlock();
+        user_lock.unlock();
         activated(fd, *c);
+        if (in_user_set) {
+            c->out_wakes.fetch_add(1, std::memory_order_acq_rel);
+            smc_wake_user(*c);
+        }
         smc_arm(*c, want, true);
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {
@@ -101,6 +113,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
             note_epoll_member(r.epfd, -1);
         }
         c->connecting_regs.clear();
+        user_connect_ended_locked(c); // one a set held: the kernel's, on the socket
         // Wake poll()ers on `sig`: they look again and see TCP. The pair
         // is of no more use: it goes as soon as they have left (a TCP
         // connection must not hold usmc's descriptors: kept until the

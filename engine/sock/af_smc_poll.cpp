@@ -212,6 +212,11 @@ int spin_probe(int timeout_ms, Probe probe) {
 } // namespace
 
 int detail::kernel_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
+    // (A set falling back may hold a connection that is still connecting.)
+    if (c->phase.load(std::memory_order_acquire) == Phase::Connecting) {
+        if (op == EPOLL_CTL_ADD && !smc_ensure_sig(*c)) return -1;
+        return connecting_ctl(c, epfd, op, ev);
+    }
     return active_ctl(c, epfd, op, ev);
 }
 
@@ -435,12 +440,10 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
         smc_move_noticed(*c))
         take_move(fd, c);
     if (is_smc(c)) {
-        if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
-            int rc = 0;
-            if (user_ctl(c, epfd, op, fd, ev, &rc)) return rc;
-        } else if (op == EPOLL_CTL_ADD) {
+        // Active or still connecting: a set kept in user memory takes it.
+        if (int rc = 0; user_ctl(c, epfd, op, fd, ev, &rc)) return rc;
+        if (c->phase.load(std::memory_order_acquire) != Phase::Active && op == EPOLL_CTL_ADD)
             user_set_prepare(epfd);
-        }
         // The kernel set waits on `sig`: made now if this is the first
         // wait that needs it (outside epoll_mu: a move takes it). None to
         // be had (usmc's quarter of the table full): a connecting one waits

@@ -313,7 +313,10 @@ void fall_back_locked(UserSet* S) {
 void arm_locked(UserSet* S, const readiness::Source* src) {
     SmcConn* c = conn_of_source(src);
     uint32_t want = S->set.interest(src);
-    if (c->transport.attached()) {
+    // (Still connecting: nothing to ask of a peer yet; its handshake's end
+    // rings the set.)
+    const bool active = c->phase.load(std::memory_order_acquire) == Phase::Active;
+    if (active && c->transport.attached()) {
         c->transport.want_data_bell(S->bell_id, gate_for(S, c));
         if ((want & EPOLLOUT) && smc_tx_unconsumed(*c) >= c->transport.tx_ring_size()) {
             c->nospace.store(true, std::memory_order_release);
@@ -327,7 +330,7 @@ void arm_locked(UserSet* S, const readiness::Source* src) {
     S->set.mark(src);
     // Found ready by that look: Hot, looked at by every collect, so the
     // request would only bring a datagram nobody needs.
-    if (S->set.heat(src) != readiness::Heat::Armed && c->transport.attached())
+    if (S->set.heat(src) != readiness::Heat::Armed && active && c->transport.attached())
         c->transport.unwant_data_bell();
 }
 
@@ -483,7 +486,11 @@ bool user_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev, int* rc) {
     if (!g_user_sets || static_cast<unsigned>(epfd) >= g_conns_capacity) return false;
     std::lock_guard user_lock(g_user_mu);
     std::lock_guard lock(c->epoll_mu);
-    if (c->phase.load(std::memory_order_acquire) != Phase::Active) return false;
+    // Connecting too: a set holds it from the start, and needs no `sig` for
+    // it (its handshake's end rings the set: user_connect_ended_locked).
+    const Phase phase = c->phase.load(std::memory_order_acquire);
+    if (phase == Phase::Tcp) return false;
+    const bool connecting = phase == Phase::Connecting;
     UserSet* S = set_at(epfd);
     if (S && S->fallen.load(std::memory_order_acquire)) return false;
     if (c->user_set && c->user_set != S) return false; // held in user memory elsewhere
@@ -491,7 +498,12 @@ bool user_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev, int* rc) {
         // Only an add (or a modify that takes over a `sig` registration)
         // brings a connection into user memory; never one another process
         // holds too (its requests would name two bells).
-        if (op == EPOLL_CTL_DEL || c->shared_by_fork() || !c->transport.attached()) return false;
+        if (op == EPOLL_CTL_DEL || c->shared_by_fork() || (!connecting && !c->transport.attached()))
+            return false;
+        // (A `sig` registration made while connecting stays the kernel's.)
+        if (connecting && std::any_of(c->connecting_regs.begin(), c->connecting_regs.end(),
+                                      [&](const SmcConn::EpollReg& r) { return r.epfd == epfd; }))
+            return false;
         auto it = std::find_if(c->epoll_members.begin(), c->epoll_members.end(),
                                [&](const SmcConn::EpollMember& m) { return m.epfd == epfd; });
         if (it != c->epoll_members.end()) {
@@ -525,7 +537,9 @@ bool user_ctl(SmcConn* c, int epfd, int op, int fd, epoll_event* ev, int* rc) {
         ring_sleepers(S);
         // The `sig` path's own arming on reads is for kernel registrations.
         if (c->epoll_members.empty()) c->epoll_watched.store(false, std::memory_order_relaxed);
-        peer_watch::add(c); // its TCP end rings the bell (once per connection)
+        // Its TCP end rings the bell (once per connection; a connecting
+        // one's from the handshake's end).
+        if (!connecting) peer_watch::add(c);
         *rc = 0;
         return true;
     }
@@ -636,6 +650,31 @@ void user_leave(SmcConn* c) {
     if (!S) return;
     S->set.remove_source(&c->source);
     detach(c);
+}
+
+std::mutex& user_sets_mutex() {
+    return g_user_mu;
+}
+
+void user_connect_ended_locked(SmcConn* c) {
+    auto* S = static_cast<UserSet*>(c->user_set);
+    if (!S) return;
+    // Gone TCP: its registrations are the kernel's, on the socket, with the
+    // application's events and data (none has reported: it never was ready).
+    auto regs = S->set.registrations(&c->source);
+    S->set.remove_source(&c->source);
+    S->by_token.erase(c->token);
+    if (c->user_slot) S->by_slot.erase(c->user_slot);
+    c->user_slot = 0;
+    c->user_set = nullptr;
+    c->user_bell.store(0, std::memory_order_release);
+    for (auto& r : regs) {
+        epoll_event ev = r.ev;
+        // (Each under its own descriptor: a dup registered beside it.)
+        if (sys::real().epoll_ctl(S->epfd, EPOLL_CTL_ADD, r.fd, &ev) != 0 && errno != EEXIST)
+            log::warn("fd {}: epoll registration lost falling back to TCP: {}", r.fd,
+                      std::strerror(errno));
+    }
 }
 
 void user_move_out(SmcConn* c) {

@@ -21,6 +21,7 @@
 #include "engine/sock/af_smc.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -58,6 +59,14 @@ void user_set_prepare(int epfd);
 void user_leave(SmcConn* c);
 // The connection moves to TCP: its registrations become `sig` ones first.
 void user_move_out(SmcConn* c);
+// The lock every change of a set's holdings takes (before any connection's
+// epoll_mu): a client handshake's end takes it too, so that an epoll_ctl
+// of the application sees the connection connecting or done, never between.
+std::mutex& user_sets_mutex();
+// Under user_sets_mutex() and c->epoll_mu: the handshake of `c`, held by a
+// set since it was connecting, went TCP: the set lets go of it and the
+// kernel part holds its socket instead, with the application's events.
+void user_connect_ended_locked(SmcConn* c);
 // The set of `epfd` falls back to the kernel for good (nested, polled,
 // duplicated); nothing if it has no user-memory part.
 void user_set_fallback(int epfd);
