@@ -176,7 +176,7 @@ bool await_connected(SmcConn* c) {
         nanosleep(&pause, nullptr);
     }
     log::warn("fd {}: no descriptor for its wake-up socket, and its handshake did not end in {} "
-              "ms: the epoll registration fails (ENOMEM)",
+              "ms (an epoll registration fails with ENOMEM, poll looks at the socket)",
               c->tcp_fd, kAwaitConnectedMs);
     return c->phase.load(std::memory_order_acquire) != Phase::Connecting;
 }
@@ -314,12 +314,15 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             bool active = built_smc[i] && c->phase.load(std::memory_order_acquire) == Phase::Active;
             short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
             // The kernel waits on `sig` for us: made now if this is the
-            // first wait that needs it. None to be had: the connection goes
-            // TCP, and the kernel answers for its socket (while connecting,
-            // for the TCP connection alone: a corner of a full table).
+            // first wait that needs it. None to be had: a connecting one
+            // waits for its handshake (which needs nothing of us), and an
+            // established one goes TCP; the kernel answers for its socket.
             if (built_smc[i] && (want & (POLLIN | POLLOUT | POLLPRI)) && !smc_ensure_sig(*c)) {
-                if (active) move_out(fds[i].fd, c, false);
-                built_smc[i] = active = false;
+                if (!active) await_connected(c);
+                if (c->phase.load(std::memory_order_acquire) == Phase::Active &&
+                    !smc_ensure_sig(*c))
+                    move_out(fds[i].fd, c, false);
+                active = built_smc[i] = c->phase.load(std::memory_order_acquire) == Phase::Active;
             }
             // A stash of the rings to read before the kernel's bytes.
             if (!built_smc[i] && reinterpret_cast<uintptr_t>(c) > 2 && (want & POLLIN) &&

@@ -77,7 +77,7 @@ def abandon(args):
 def client(args):
     if args.abandon:
         return abandon(args)
-    sel = selectors.DefaultSelector()
+    sel = selectors.PollSelector() if args.selector == "poll" else selectors.DefaultSelector()
     start = time.monotonic()
     conns = {}
     for i in range(args.n):
@@ -154,6 +154,7 @@ def main():
     p.add_argument("--probe-at", type=float, default=0)
     p.add_argument("--probe-file", default="")
     p.add_argument("--abandon", action="store_true", help="close every connect at once")
+    p.add_argument("--selector", choices=["epoll", "poll"], default="epoll", help="client: how it waits")
     p.add_argument("--nonblock-by", choices=["ioctl", "fcntl", "socket"], default="ioctl",
                    help="how the client's sockets are made nonblocking")
     args = p.parse_args()
