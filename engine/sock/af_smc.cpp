@@ -1209,6 +1209,7 @@ void on_fork_child() {
     g_engine.client_q.store(nullptr);
     new (&g_engine_mu) std::mutex();
     new (&g_listen_mu) std::mutex();
+    user_sets_after_fork_child();
     auto* conns = g_conns.load();
     for (uint32_t fd = 0; conns && fd < g_fds.high() && fd < g_conns_capacity; ++fd) {
         SmcConn* c = conns[fd].load();
@@ -1221,6 +1222,11 @@ void on_fork_child() {
         if (c && !is_late(c) && c->phase.load() == Phase::Connecting) {
             c->phase.store(Phase::Tcp);
             sync_tcp_options(int(fd), *c);
+            if (c->user_set) { // (taken into a new set after the fork's fallback)
+                std::lock_guard user_lock(user_sets_mutex());
+                std::lock_guard lock(c->epoll_mu);
+                user_connect_ended_locked(c);
+            }
             c->worker_done.store(true);
             // The parent's worker may have taken DMBs for it already: they
             // are the parent's (a slot given back from here would be freed

@@ -71,6 +71,9 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         c->connecting_regs.clear();
         set_mode(fd, SockMode::SmcD, 0);
         c->phase.store(Phase::Active, std::memory_order_release);
+        // (Counted under both locks: an epoll_ctl ADD or MOD after them
+        // sees it with the bits, not as a second edge.)
+        if (in_user_set) c->out_wakes.fetch_add(1, std::memory_order_acq_rel);
         tcp_options_active(*c);
         // Active and in every set: an epoll_ctl from here on goes through
         // active_ctl. Let go before `sig` turns writable: that wakes the
@@ -80,10 +83,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         lock.unlock();
         user_lock.unlock();
         activated(fd, *c);
-        if (in_user_set) {
-            c->out_wakes.fetch_add(1, std::memory_order_acq_rel);
-            smc_wake_user(*c);
-        }
+        if (in_user_set) smc_wake_user(*c);
         smc_arm(*c, want, true);
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {

@@ -169,14 +169,16 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
 // without the application (event loop, worker); waited for here, at most
 // kAwaitConnectedMs. False if it did not end.
 constexpr int kAwaitConnectedMs = 10000;
-bool await_connected(SmcConn* c) {
-    for (int ms = 0; ms < kAwaitConnectedMs; ++ms) {
+bool await_connected(SmcConn* c, int max_ms = kAwaitConnectedMs) {
+    for (int ms = 0; ms < max_ms; ++ms) {
         if (c->phase.load(std::memory_order_acquire) != Phase::Connecting) return true;
         timespec pause{0, 1000000};
         nanosleep(&pause, nullptr);
     }
+    if (max_ms < kAwaitConnectedMs)
+        return c->phase.load(std::memory_order_acquire) != Phase::Connecting;
     log::warn("fd {}: no descriptor for its wake-up socket, and its handshake did not end in {} "
-              "ms (an epoll registration fails with ENOMEM, poll looks at the socket)",
+              "ms (an epoll registration fails with ENOMEM)",
               c->tcp_fd, kAwaitConnectedMs);
     return c->phase.load(std::memory_order_acquire) != Phase::Connecting;
 }
@@ -303,6 +305,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         owner.clear();
         leave_all();
         int ready = 0;
+        bool look_again = false; // a connecting entry with no `sig` to wait on
         for (nfds_t i = 0; i < n; ++i) {
             fds[i].revents = 0;
             SmcConn* c = conn_of(fds[i].fd);
@@ -318,11 +321,21 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             // waits for its handshake (which needs nothing of us), and an
             // established one goes TCP; the kernel answers for its socket.
             if (built_smc[i] && (want & (POLLIN | POLLOUT | POLLPRI)) && !smc_ensure_sig(*c)) {
-                if (!active) await_connected(c);
+                if (!active) {
+                    int left = ms_left(start, timeout_ms);
+                    await_connected(c, left < 0 ? kAwaitConnectedMs
+                                                : std::min(left, kAwaitConnectedMs));
+                }
                 if (c->phase.load(std::memory_order_acquire) == Phase::Active &&
                     !smc_ensure_sig(*c))
                     move_out(fds[i].fd, c, false);
                 active = built_smc[i] = c->phase.load(std::memory_order_acquire) == Phase::Active;
+                if (c->phase.load(std::memory_order_acquire) == Phase::Connecting) {
+                    // Not ready, and nothing of the kernel's tells when it is:
+                    // looked at again in a moment, within the timeout.
+                    look_again = true;
+                    continue;
+                }
             }
             // A stash of the rings to read before the kernel's bytes.
             if (!built_smc[i] && reinterpret_cast<uintptr_t>(c) > 2 && (want & POLLIN) &&
@@ -370,6 +383,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         }
         int left = ms_left(start, timeout_ms);
         int wait_ms = ready ? 0 : left;
+        if (look_again && wait_ms != 0) wait_ms = wait_ms < 0 ? 1 : std::min(wait_ms, 1);
         // Only when the timeout has run out may a look that finds nothing be
         // reported (0 = timed out). Readiness seen while arming can be gone
         // after the kernel's poll, a wake-up can say nothing the
@@ -475,6 +489,14 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* ev) {
         case Phase::Tcp:
             break;
         }
+    } else if (reinterpret_cast<uintptr_t>(c) > 2 &&
+               !c->worker_done.load(std::memory_order_acquire)) {
+        // TCP already, while the handshake's thread hands the registrations
+        // made while connecting to the kernel: after it, so that a modify
+        // or delete finds them there.
+        std::lock_guard user_lock(user_sets_mutex());
+        std::lock_guard lock(c->epoll_mu);
+        return sys::real().epoll_ctl(epfd, op, fd, ev);
     } else if (reinterpret_cast<uintptr_t>(c) > 2 && moved_stash_waiting(c)) {
         // `sig` stands beside the socket while the stash waits: it follows.
         int rc = sys::real().epoll_ctl(epfd, op, fd, ev);

@@ -181,7 +181,11 @@ void detach(SmcConn* c) {
     c->user_slot = 0;
     c->user_set = nullptr;
     c->user_bell.store(0, std::memory_order_release);
-    if (c->transport.attached()) c->transport.unwant_data_bell();
+    // (Connecting: the handshake's thread may be attaching the transport
+    // now, and nothing was asked of the peer. Every caller holds both
+    // locks, so the phase stands.)
+    if (c->phase.load(std::memory_order_acquire) != Phase::Connecting && c->transport.attached())
+        c->transport.unwant_data_bell();
 }
 
 // Under g_user_mu and c->epoll_mu: every registration of `c` in its set
@@ -199,7 +203,9 @@ void demote_locked(SmcConn* c) {
         if (kernel_ctl(c, S->epfd, EPOLL_CTL_ADD, &ev) == 0 || errno == EEXIST) continue;
         // No `sig` to be had (usmc's range full) for a connection on its
         // way to TCP (the move that no `sig` caused): its socket instead.
-        if (c->phase.load(std::memory_order_acquire) != Phase::Active &&
+        // (Still connecting, with no `sig`: lost, and logged; a corner of a
+        // full range and a set falling back at once.)
+        if (c->phase.load(std::memory_order_acquire) == Phase::Tcp &&
             (sys::real().epoll_ctl(S->epfd, EPOLL_CTL_ADD, r.fd, &ev) == 0 || errno == EEXIST))
             continue;
         log::warn("fd {}: epoll registration lost falling back to the kernel: {}", r.fd,
@@ -670,8 +676,11 @@ void user_connect_ended_locked(SmcConn* c) {
     c->user_bell.store(0, std::memory_order_release);
     for (auto& r : regs) {
         epoll_event ev = r.ev;
-        // (Each under its own descriptor: a dup registered beside it.)
-        if (sys::real().epoll_ctl(S->epfd, EPOLL_CTL_ADD, r.fd, &ev) != 0 && errno != EEXIST)
+        // (Each under its own descriptor: a dup registered beside it; one
+        // closed meanwhile, or naming another socket now, goes under the
+        // connection's own.)
+        int fd = conn_of(r.fd) == c ? r.fd : c->tcp_fd;
+        if (sys::real().epoll_ctl(S->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
             log::warn("fd {}: epoll registration lost falling back to TCP: {}", r.fd,
                       std::strerror(errno));
     }
@@ -717,6 +726,12 @@ void user_sets_before_fork() {
     std::lock_guard user_lock(g_user_mu);
     for (uint32_t fd = 0; fd < g_user_sets_high.load(std::memory_order_relaxed); ++fd)
         if (UserSet* S = g_user_sets[fd].load(std::memory_order_acquire)) fall_back_locked(S);
+}
+
+void user_sets_after_fork_child() {
+    // (A thread of the parent's — the application's, the loop's finishing
+    // a connect — may have held it at the fork.)
+    new (&g_user_mu) std::mutex();
 }
 
 void user_sets_before_exec() {

@@ -63,6 +63,8 @@ void user_move_out(SmcConn* c);
 // epoll_mu): a client handshake's end takes it too, so that an epoll_ctl
 // of the application sees the connection connecting or done, never between.
 std::mutex& user_sets_mutex();
+// In a forked child: the sets' lock, which a parent's thread may have held.
+void user_sets_after_fork_child();
 // Under user_sets_mutex() and c->epoll_mu: the handshake of `c`, held by a
 // set since it was connecting, went TCP: the set lets go of it and the
 // kernel part holds its socket instead, with the application's events.
