@@ -245,9 +245,13 @@ const Advice& advice_of(fallback::Code code) {
         static constexpr Advice a{
             "An SMC-D connection moved to TCP with its peer, byte for byte: a process holding "
             "it executed a new program that inherits it, passed it to another process "
-            "(SCM_RIGHTS), set up an io_uring, or installed a seccomp filter.",
+            "(SCM_RIGHTS), set up an io_uring, or installed a seccomp filter; or it had to "
+            "wait (a blocking call, poll, an epoll set the kernel holds) and no wake-up "
+            "socket could be made for it: usmc's quarter of RLIMIT_NOFILE was full (or its "
+            "name was taken by someone who knows its token).",
             "Nothing is lost. Where SMC-D matters, do not hand SMC-D connections across "
-            "exec (close-on-exec) or start the sandbox before connecting.",
+            "exec (close-on-exec), start the sandbox before connecting, or raise "
+            "RLIMIT_NOFILE.",
             Origin::Usmc};
         return a;
     }
