@@ -643,6 +643,7 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
     // (Asked of the kernel when first needed: a connection already done
     // needs no answer. Other processes may hold the listener and change it.)
     int listener_nonblock = -1;
+    bool nonblock_hinted = false; // taken from our own record of the flag
     bool want_nonblock = use_accept4 && (flags & SOCK_NONBLOCK);
     bool want_cloexec = use_accept4 && (flags & SOCK_CLOEXEC);
     l->note_accept_flags((want_nonblock ? SOCK_NONBLOCK : 0) | (want_cloexec ? SOCK_CLOEXEC : 0));
@@ -661,7 +662,19 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
         }
         std::unique_lock intake_lock(l->intake_mu());
         bool full = check_backlog(l);
-        if (listener_nonblock < 0) listener_nonblock = fd_nonblocking(lfd);
+        if (listener_nonblock < 0 || (nonblock_hinted && l->in_handshake() > 0)) {
+            // An event loop's listener (O_NONBLOCK as it set it through us),
+            // with no handshake of ours in progress and room in the queue,
+            // needs no question to the kernel: the answer only matters where
+            // a blocking listener must not sleep in accept() (a handshake
+            // that would finish into our queue meanwhile, or EAGAIN when
+            // full). Should another process have made it blocking behind our
+            // back, accept() sleeps in the kernel as a blocking one does, and
+            // nothing can finish into our queue while we hold intake_mu.
+            nonblock_hinted =
+                !full && l->in_handshake() == 0 && (g_fds.get(lfd).hints & kHintNonblock);
+            listener_nonblock = nonblock_hinted ? 1 : fd_nonblocking(lfd);
+        }
         // Shared with processes that may accept too: one connection per
         // call, taken for this call. A blocking call waits for the
         // handshakes in progress here before it takes another (what it took

@@ -6,7 +6,11 @@
  * the address the kernel gives (cut to the buffer, with the full length).
  * Then the kernel's argument errors: unknown flags (EINVAL, nothing
  * taken), an address without a length (EFAULT; the kernel takes the
- * connection and closes it). Prints "OK <n>" or the first failure. */
+ * connection and closes it). Then O_NONBLOCK changed by another process
+ * (a forked child: the same open file) behind the listener's back: made
+ * blocking there, accept() here sleeps until a connection comes, never
+ * EAGAIN; made nonblocking there, accept() here returns EAGAIN at once.
+ * Prints "OK <n>" or the first failure. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,6 +68,73 @@ static int client(uint16_t port) {
     if (s < 0 || connect(s, (struct sockaddr*)&to, sizeof to) != 0) return 1;
     if (read_full(s, &end, 1) == 0) return 1; /* closed: EOF or a reset, never a byte */
     close(s);
+    return 0;
+}
+
+/* The state letter of process `pid` (/proc/PID/stat), 0 if unreadable. */
+static char proc_state(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char* r = strrchr(buf, ')');
+    return r && r[1] == ' ' ? r[2] : 0;
+}
+
+/* A child that sets (or clears) O_NONBLOCK on the listener, as another
+ * process holding the same open file may. */
+static int flip_elsewhere(int l, int nonblock) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fl = fcntl(l, F_GETFL);
+        _exit(fl < 0 || fcntl(l, F_SETFL, nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK)) != 0);
+    }
+    int st = 0;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Connects once the process `waiter` sleeps (in its accept()), or after 10 s. */
+static int connect_when_asleep(pid_t waiter, uint16_t port) {
+    for (int i = 0; i < 10000 && proc_state(waiter) != 'S'; ++i) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char ack;
+    if (s < 0 || connect(s, (struct sockaddr*)&to, sizeof to) != 0 || write(s, "b", 1) != 1 ||
+        read_full(s, &ack, 1) != 0)
+        return 1;
+    close(s);
+    return 0;
+}
+
+/* The listener's O_NONBLOCK as set by another process: it is the kernel's
+ * open file, whatever this process last set. */
+static int flags_behind_our_back(int l, uint16_t port) {
+    int on = 1, off = 0;
+    if (ioctl(l, FIONBIO, &on) != 0) return fail("FIONBIO", -1);
+    if (accept(l, NULL, NULL) != -1 || errno != EAGAIN) return fail("nonblocking, empty", -1);
+    if (flip_elsewhere(l, 0) != 0) return fail("made blocking elsewhere", -1);
+    pid_t self = getpid(), pid = fork();
+    if (pid == 0) _exit(connect_when_asleep(self, port));
+    int fd = accept(l, NULL, NULL);
+    if (fd < 0) return fail("made blocking elsewhere: accept()", -1);
+    char b;
+    if (read_full(fd, &b, 1) != 0 || b != 'b' || write(fd, "k", 1) != 1)
+        return fail("made blocking elsewhere: the connection", -1);
+    close(fd);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return fail("made blocking elsewhere: client", -1);
+    if (ioctl(l, FIONBIO, &off) != 0 || flip_elsewhere(l, 1) != 0)
+        return fail("made nonblocking elsewhere", -1);
+    if (accept(l, NULL, NULL) != -1 || errno != EAGAIN)
+        return fail("made nonblocking elsewhere: accept() did not return EAGAIN", -1);
     return 0;
 }
 
@@ -127,6 +199,7 @@ int main(void) {
     int st = 0;
     waitpid(pid, &st, 0);
     if (done < N || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return fail("client", k);
+    if (flags_behind_our_back(l, ntohs(at.sin_port)) != 0) return 1;
     printf("OK %d in %d calls\n", done, k);
     return 0;
 }
