@@ -24,7 +24,9 @@ Columns (--variants, comma-separated; default tcp,smcd):
   shim    both under usmc-run with mode = "tcp": interposition alone
   always  both under usmc-run with learn_smc = false: every connection
           tries SMC-D
---workloads picks among tpcb, tpcb-C, select (default: all three)."""
+--workloads picks among tpcb, tpcb-C, select (default: all three).
+--unpinned: nothing pinned (the scheduler places the server and pgbench
+on either core), as a user's machine runs them."""
 import argparse
 import json
 import os
@@ -89,13 +91,17 @@ def history_rows(pgdir, port, db):
     return int(r.stdout.strip()) if r.stdout.strip().isdigit() else 0
 
 
+def pin(args, cpu):
+    return [] if args.unpinned else ["taskset", "-c", cpu]
+
+
 def run(pgdir, env, wrap, args, results, name, rnd, stats_dir):
     port = free_port()
     server = postgres_cmd(pgdir, port, max_connections=50)
     if wrap is not None:
         server = [USMC_RUN, "--", *server]
     log = open(os.path.join(pgdir, "postgres.log"), "a")
-    srv = subprocess.Popen(["taskset", "-c", "0", *as_postgres(server)], env=env, stdout=log, stderr=log)
+    srv = subprocess.Popen([*pin(args, "0"), *as_postgres(server)], env=env, stdout=log, stderr=log)
     try:
         if not wait_postgres(pgdir, port, srv):
             raise SystemExit(f"postgres ({name}) did not start; see {pgdir}/postgres.log")
@@ -112,7 +118,7 @@ def run(pgdir, env, wrap, args, results, name, rnd, stats_dir):
                                   wrap)
                 busy0 = history_rows(pgdir, port, "busy") if busy else 0
                 srv0, cli0, t0 = tree_cpu(srv.pid), cpu_children(), time.monotonic()
-                r = subprocess.run(["taskset", "-c", "1", *cmd], env=env, capture_output=True, text=True,
+                r = subprocess.run([*pin(args, "1"), *cmd], env=env, capture_output=True, text=True,
                                    timeout=args.duration + 120)
                 wall = time.monotonic() - t0
                 srv_cpu = 100 * (tree_cpu(srv.pid) - srv0) / wall
@@ -138,6 +144,7 @@ def main():
     p.add_argument("--duration", type=int, default=10, help="seconds per pgbench run (-T)")
     p.add_argument("--scale", type=int, default=10, help="pgbench -i scale (10: 1M accounts)")
     p.add_argument("--busy", action="store_true", help="a second pgbench on another database meanwhile")
+    p.add_argument("--unpinned", action="store_true", help="pin neither side to a CPU")
     p.add_argument("--variants", default="tcp,smcd")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     args = p.parse_args()
@@ -184,7 +191,8 @@ def main():
                     env["USMC_CONFIG"] = cfg
                 run(pgdir, env, wrap, args, results, name, rnd, stats_dir)
         print()
-        print(f"postgres on CPU 0, pgbench (-j 2, -T {args.duration}) on CPU 1, scale {args.scale}, "
+        where = ("postgres and pgbench unpinned" if args.unpinned else "postgres on CPU 0, pgbench on CPU 1")
+        print(f"{where} (pgbench -j 2, -T {args.duration}), scale {args.scale}, "
               f"median of {args.runs} runs{', busy (a second pgbench meanwhile)' if args.busy else ''}")
         print("(cpu: % of one core, server = postmaster + backends, client = pgbench"
               + ("; load: the busy pgbench's own tps meanwhile)" if args.busy else ")"))
