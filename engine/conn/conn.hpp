@@ -283,10 +283,16 @@ bool smc_at_mark(const SmcConn& c);
 
 // Before sleeping in poll/epoll on `sig`: the poll bits of `want` already
 // true (`sig` is then made to show them), or 0 after arming the peer's
-// wake-ups so `sig` will fire. `for_epoll`: only epoll sets will see the
-// answer, which they take from `sig`; then, while this process's peer watch
-// watches the TCP socket, its end needs no look here (the watch wakes `sig`).
-short smc_arm(SmcConn& c, short want, bool for_epoll = false);
+// wake-ups so `sig` will fire. Who else watches the TCP socket's end (the
+// peer's crash), where the arm would otherwise look at it (a system call):
+//   Nobody      the arm looks
+//   EpollSets   only epoll sets see the answer, which they take from `sig`:
+//               while this process's peer watch watches the socket, its end
+//               needs no look (the watch wakes `sig`)
+//   TheWait     the caller's own wait (poll) has the socket in its set: an
+//               end that came already ends that wait at once
+enum class TcpEndWatch : uint8_t { Nobody, EpollSets, TheWait };
+short smc_arm(SmcConn& c, short want, TcpEndWatch watch = TcpEndWatch::Nobody);
 
 // After a wait that armed for urgent data only: `sig` readable again if
 // data is waiting (level-triggered watchers of it rely on that).

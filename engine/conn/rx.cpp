@@ -663,10 +663,11 @@ bool smc_note_tcp_end(SmcConn& c, short revents) {
     return true;
 }
 
-short smc_arm(SmcConn& c, short want, bool for_epoll) {
+short smc_arm(SmcConn& c, short want, TcpEndWatch watch) {
     short ready = smc_poll_events(c) & (want | POLLERR | POLLHUP | POLLRDHUP);
     bool drained = false;
-    bool look_at_tcp = !(for_epoll && peer_watch::armed(c));
+    bool look_at_tcp =
+        watch == TcpEndWatch::Nobody || (watch == TcpEndWatch::EpollSets && !peer_watch::armed(c));
     if ((want & POLLPRI) && !(want & POLLIN) && !(ready & POLLPRI)) {
         drained = true;
         // Only urgent data asked for: urgent data comes as a write, so ask

@@ -84,7 +84,7 @@ void finish_connect(int fd, SmcConn* c, const ConnectResult& result, uint32_t* r
         user_lock.unlock();
         activated(fd, *c);
         if (in_user_set) smc_wake_user(*c);
-        smc_arm(*c, want, true);
+        smc_arm(*c, want, TcpEndWatch::EpollSets);
     } else {
         if (auto* fb = std::get_if<Fallback>(&result)) {
             reason = fb->reason;

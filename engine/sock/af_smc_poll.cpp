@@ -161,7 +161,7 @@ int active_ctl(SmcConn* c, int epfd, int op, epoll_event* ev) {
     c->epoll_watched.store(true, std::memory_order_relaxed);
     // Make `sig` tell the truth now (level-triggered), or arm the peer's
     // wake-ups for when it becomes true.
-    if (newly) smc_arm(*c, newly, true);
+    if (newly) smc_arm(*c, newly, TcpEndWatch::EpollSets);
     return 0;
 }
 
@@ -256,6 +256,62 @@ int epoll_wait_spin(int epfd, epoll_event* evs, int max, int timeout_ms, const s
                 : sys::real().epoll_wait(epfd, evs, max, left);
 }
 
+// The kernel part of a poll (its descriptors that are not SMC connections)
+// is asked once every this many looks at user memory while spinning (and
+// always when a look found something: the answer is a snapshot of all).
+constexpr unsigned kPollKernelRatio = 16;
+
+// A poll whose SMC entries are all established connections, and whose other
+// entries are the kernel's alone (no listener, no connection that moved or
+// is connecting): the bits of the first from user memory. `kern` gets a
+// copy of the kernel's entries (fd -1 for the SMC ones, which the kernel
+// then skips); false if some entry needs the full path.
+bool split_for_looks(const pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern,
+                     std::pmr::vector<SmcConn*>& conns, bool* any_kernel) {
+    *any_kernel = false;
+    bool any_smc_entry = false;
+    for (nfds_t i = 0; i < n; ++i) {
+        SmcConn* c = conn_of(fds[i].fd);
+        if (reinterpret_cast<uintptr_t>(c) > 2) {
+            if (c->phase.load(std::memory_order_acquire) != Phase::Active || smc_move_noticed(*c))
+                return false;
+            conns.push_back(c);
+            kern.push_back({-1, 0, 0});
+            any_smc_entry = true;
+            continue;
+        }
+        if (fds[i].fd >= 0 && is_listener(fds[i].fd)) return false;
+        conns.push_back(nullptr);
+        kern.push_back({fds[i].fd, fds[i].events, 0});
+        *any_kernel |= fds[i].fd >= 0;
+    }
+    return any_smc_entry;
+}
+
+// One look: the SMC entries' bits from user memory, the kernel's from its
+// last answer in `kern` (asked now if `ask`, or if something is ready and it
+// was not asked). The number of entries with events, as poll() counts them;
+// -1 if the kernel failed (errno).
+int look_once(pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern,
+              const std::pmr::vector<SmcConn*>& conns, bool any_kernel, bool ask) {
+    int ready = 0;
+    for (nfds_t i = 0; i < n; ++i) {
+        if (!conns[i]) continue;
+        short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+        fds[i].revents = short(smc_poll_events(*conns[i]) & (want | POLLERR | POLLHUP));
+        if (fds[i].revents) ++ready;
+    }
+    if (any_kernel && (ask || ready)) {
+        if (sys::real().poll(kern.data(), kern.size(), 0) < 0) return -1;
+    }
+    for (nfds_t i = 0; i < n; ++i) {
+        if (conns[i]) continue;
+        fds[i].revents = any_kernel ? kern[i].revents : 0;
+        if (fds[i].revents) ++ready;
+    }
+    return ready;
+}
+
 bool any_smc(const pollfd* fds, nfds_t n) {
     if (!g_conns.load(std::memory_order_acquire)) return false;
     for (nfds_t i = 0; i < n; ++i) {
@@ -268,8 +324,10 @@ bool any_smc(const pollfd* fds, nfds_t n) {
 }
 
 // Room on the stack for a poll of up to 64 descriptors (two kernel entries
-// and their owners each, the connecting ones, the flags).
-constexpr size_t kPollArenaBytes = 64 * (2 * sizeof(pollfd) + 2 * 16 + sizeof(void*)) + 256;
+// and their owners each, the connecting ones, the flags)
+// (and the copy the looks at user memory take first).
+constexpr size_t kPollArenaBytes =
+    64 * (3 * sizeof(pollfd) + 2 * 16 + 2 * sizeof(void*) + sizeof(short)) + 256;
 
 int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
     // Each SMC entry becomes up to two kernel entries (`sig`, the TCP
@@ -289,6 +347,9 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
     std::pmr::vector<pollfd> k(&mem);
     std::pmr::vector<Owner> owner(&mem);
     std::pmr::vector<bool> built_smc(n, false, &mem);
+    // What the wait said of an established connection's TCP socket (in its
+    // set for the peer's end), -1 where it was not in the set.
+    std::pmr::vector<short> tcp_said(n, -1, &mem);
     std::pmr::vector<SmcConn*> entered(&mem); // Connecting: `sig` used (smc_sig_enter)
     k.reserve(n * 2);
     owner.reserve(n * 2);
@@ -300,9 +361,40 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
             smc_sig_leave(*c);
         entered.clear();
     };
+    // First the looks at user memory, spinning while spin.hpp lets us (no
+    // system call for the SMC entries, nothing asked of a peer, no `sig`
+    // made): what a peer wrote meanwhile is found without its wake-up. Only
+    // when they find nothing does the wait arm and sleep below.
+    bool looked = false; // (then the spin is over: the wait below does not spin again)
+    if (n > 0) {
+        std::pmr::vector<pollfd> kern(&mem);
+        std::pmr::vector<SmcConn*> conns(&mem);
+        kern.reserve(n);
+        conns.reserve(n);
+        bool any_kernel = false;
+        if (split_for_looks(fds, n, kern, conns, &any_kernel)) {
+            looked = true;
+            int r = look_once(fds, n, kern, conns, any_kernel, true);
+            if (r != 0) return r;
+            // (Not with a signal mask: ppoll lets its signals in for the
+            // wait, and a spin would hold them back.)
+            if (timeout_ms != 0 && !mask) {
+                unsigned turn = 0;
+                r = spin_probe(timeout_ms, [&] {
+                    int got =
+                        look_once(fds, n, kern, conns, any_kernel, ++turn % kPollKernelRatio == 0);
+                    return got < 0 && errno == EINTR ? 0 : got;
+                });
+                if (r != 0) return r;
+            }
+            for (nfds_t i = 0; i < n; ++i)
+                fds[i].revents = 0;
+        }
+    }
     while (true) {
         k.clear();
         owner.clear();
+        std::fill(tcp_said.begin(), tcp_said.end(), short(-1));
         leave_all();
         int ready = 0;
         bool look_again = false; // a connecting entry with no `sig` to wait on
@@ -352,7 +444,11 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
                     built_smc[i] = false;
             }
             if (built_smc[i]) {
-                short now = active ? smc_arm(*c, want & (POLLIN | POLLOUT | POLLPRI)) : 0;
+                // (The wait below watches the TCP socket's end: the arm
+                // need not look at it.)
+                short now =
+                    active ? smc_arm(*c, want & (POLLIN | POLLOUT | POLLPRI), TcpEndWatch::TheWait)
+                           : 0;
                 if (now) {
                     fds[i].revents = short((now & (want | POLLERR | POLLHUP)));
                     if (fds[i].revents) ++ready;
@@ -390,7 +486,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         // application asked about: then wait on for what is left.
         bool last = left == 0;
         int r = 0;
-        if (wait_ms != 0) {
+        if (wait_ms != 0 && !looked) {
             r = spin_probe(wait_ms, [&] {
                 int p = sys::real().poll(k.data(), k.size(), 0);
                 return p < 0 && errno == EINTR ? 0 : p;
@@ -404,6 +500,7 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         if (r < 0) return ready ? ready : -1;
         for (size_t j = 0; j < k.size(); ++j) {
             auto [i, kind] = owner[j];
+            if (kind == Kind::Smc && k[j].fd == fds[i].fd) tcp_said[i] = k[j].revents;
             if (kind == Kind::Plain) fds[i].revents |= k[j].revents;
             if (kind == Kind::Queue && (k[j].revents & POLLIN)) fds[i].revents |= POLLIN;
         }
@@ -420,7 +517,14 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
                     changed = true; // went TCP under us: ask the kernel instead
                 } else if (c->phase.load(std::memory_order_acquire) == Phase::Active) {
                     short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
-                    if (!c->peer_gone.load()) smc_check_peer(*c);
+                    // Its TCP socket's end, from the wait's own answer
+                    // where it was in the set.
+                    if (c->peer_gone.load()) {
+                    } else if (tcp_said[i] < 0 || c->tcp_fd != fds[i].fd) {
+                        smc_check_peer(*c);
+                    } else {
+                        smc_note_tcp_end(*c, tcp_said[i]);
+                    }
                     fds[i].revents = short(smc_poll_events(*c) & (want | POLLERR | POLLHUP));
                 }
             }

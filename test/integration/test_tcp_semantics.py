@@ -405,4 +405,30 @@ with Env(smcd_mechanics=True) as env:
           f"select()/poll() allocate no memory ({r.stdout.strip()} {r.stderr[-300:]})")
     check(st["conn_smcd"] >= 2,
           f"select()/poll(): the probe's connection ran SMC-D ({st['conn_smcd']}, {st['fallback_reasons']})")
+# poll() on an SMC-D connection whose data is already there answers from
+# user memory: no system call between the probe's markers (no kernel poll,
+# no wake-up socket made, nothing sent to the peer), and the same answer
+# as plain TCP (poll_look_probe.c).
+POLL_LOOK = os.path.join(BIN, "usmc-poll-look-probe")
+with Env(smcd_mechanics=True) as env:
+    plain = env.run([POLL_LOOK], timeout=60)
+    check(plain.returncode == 0 and plain.stdout.strip() == "OK",
+          f"plain TCP: poll() on a connection with data waiting ({plain.stdout.strip()} {plain.stderr[-300:]})")
+    trace = os.path.join(env.dir, "poll-look.strace")
+    if strace_runs():
+        cmd = ["strace", "-qq", "-o", trace, "-e", "trace=write,poll,ppoll,socket,bind,sendto,sendmsg,recvmmsg",
+               *env.wrap([POLL_LOOK])]
+    else:
+        cmd = env.wrap([POLL_LOOK])
+    r = env.run(cmd, timeout=60)
+    st = env.stats()
+    check(r.returncode == 0 and r.stdout.strip() == "OK",
+          f"wrapped (SMC-D): poll() on a connection with data waiting ({r.stdout.strip()} {r.stderr[-300:]})")
+    check(st["conn_smcd"] >= 2, f"wrapped (SMC-D): the probe's connection ran SMC-D ({st['conn_smcd']})")
+    if os.path.exists(trace):
+        lines = open(trace).read().splitlines()
+        a = [i for i, x in enumerate(lines) if '"MARK-A"' in x]
+        b = [i for i, x in enumerate(lines) if '"MARK-B"' in x]
+        between = lines[a[0] + 1:b[0]] if a and b else None
+        check(between == [], f"wrapped (SMC-D): no system call inside that poll() ({between})")
 finish()
