@@ -34,7 +34,9 @@ enum SockFlags : uint8_t {
 // status flags are shared with dups, children and any process the socket
 // was passed to, which may change them behind our back; a hint may only
 // pick between two answers that are both correct (a bypass to TCP or an
-// SMC attempt), never decide what a call does.
+// SMC attempt; whether accept() asks the kernel for O_NONBLOCK where a
+// blocking and a nonblocking listener act alike), never decide what a call
+// does.
 enum SockHints : uint8_t {
     kHintNonblock = 1, // O_NONBLOCK as set through socket(), fcntl() or ioctl(FIONBIO)
 };

@@ -309,10 +309,11 @@ bool smc_withdraw_requests(SmcConn& c) {
 }
 
 void smc_arm_for_data(SmcConn& c, bool read_nothing) {
-    wait_wake_landed(c);
     // No `sig`: nothing to wake (a set kept in user memory asks with its
-    // bell). A wait that needs one makes it first, then arms.
+    // bell), and no drain for a wake-up on its way to wait for. A wait that
+    // needs one makes it first, then arms.
     if (c.sig.load(std::memory_order_acquire) < 0) return;
+    wait_wake_landed(c);
     smc_drain_wakeup(c, read_nothing);
     c.ever_asked.store(true, std::memory_order_relaxed);
     c.asked_since_drain.store(true, std::memory_order_release);
@@ -569,9 +570,13 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // (Its TCP socket gone without a word: its end is in the state now.
         // Only a read that would say EAGAIN looks: one that returns data
         // needs no end, and one that sleeps watches the TCP socket in its
-        // sleep, which finds the end at once.)
+        // sleep, which finds the end at once. Nor while this process's peer
+        // watch watches the socket, as for an epoll set's arm (smc_arm): an
+        // event loop reads until EAGAIN and then waits, and the watch ends
+        // that wait with the end in the state.)
         if (end == core::AtEnd::Wait && nonblock && got == 0 &&
-            !c.peer_gone.load(std::memory_order_acquire) && smc_check_peer(c))
+            !c.peer_gone.load(std::memory_order_acquire) && !peer_watch::armed(c) &&
+            smc_check_peer(c))
             end = core::recv_at_end(smc_close_state(c));
         if (end != core::AtEnd::Wait) {
             // The peer publishes its last bytes before its flags, and both

@@ -662,17 +662,18 @@ int accept_smc(SmcListener* l, int lfd, sockaddr* addr, socklen_t* len, int flag
         }
         std::unique_lock intake_lock(l->intake_mu());
         bool full = check_backlog(l);
-        if (listener_nonblock < 0 || (nonblock_hinted && l->in_handshake() > 0)) {
+        if (listener_nonblock < 0 || nonblock_hinted) {
             // An event loop's listener (O_NONBLOCK as it set it through us),
-            // with no handshake of ours in progress and room in the queue,
-            // needs no question to the kernel: the answer only matters where
-            // a blocking listener must not sleep in accept() (a handshake
-            // that would finish into our queue meanwhile, or EAGAIN when
-            // full). Should another process have made it blocking behind our
-            // back, accept() sleeps in the kernel as a blocking one does, and
-            // nothing can finish into our queue while we hold intake_mu.
-            nonblock_hinted =
-                !full && l->in_handshake() == 0 && (g_fds.get(lfd).hints & kHintNonblock);
+            // on this call's first pass with no handshake of ours in
+            // progress, nothing in our queue and room in it, needs no
+            // question to the kernel: there the answer changes nothing.
+            // Should the flag have changed where we could not see it (another
+            // process, a dup, a vfork child), accept() sleeps in the kernel
+            // as a blocking one does, and nothing can reach our queue while
+            // we hold intake_mu. Any other state asks the kernel (a blocking
+            // listener must not sleep past our queue, nor say EAGAIN).
+            nonblock_hinted = !took && !full && l->in_handshake() == 0 && l->queued() == 0 &&
+                              (g_fds.get(lfd).hints & kHintNonblock);
             listener_nonblock = nonblock_hinted ? 1 : fd_nonblocking(lfd);
         }
         // Shared with processes that may accept too: one connection per

@@ -263,9 +263,13 @@ constexpr unsigned kPollKernelRatio = 16;
 
 // A poll whose SMC entries are all established connections, and whose other
 // entries are the kernel's alone (no listener, no connection that moved or
-// is connecting): the bits of the first from user memory. `kern` gets a
-// copy of the kernel's entries (fd -1 for the SMC ones, which the kernel
-// then skips); false if some entry needs the full path.
+// is connecting): the bits of the first from user memory. Each connection's
+// TCP socket is watched for the peer's end by this process's peer watch
+// (added now if it is not: once per connection), which puts a vanished
+// peer's end in the state the looks read; without that, only the full path
+// (which has the socket in its wait) would see it. `kern` gets a copy of
+// the kernel's entries (fd -1 for the SMC ones, which the kernel then
+// skips); false if some entry needs the full path.
 bool split_for_looks(const pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern,
                      std::pmr::vector<SmcConn*>& conns, bool* any_kernel) {
     *any_kernel = false;
@@ -275,6 +279,14 @@ bool split_for_looks(const pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern
         if (reinterpret_cast<uintptr_t>(c) > 2) {
             if (c->phase.load(std::memory_order_acquire) != Phase::Active || smc_move_noticed(*c))
                 return false;
+            if (!c->peer_gone.load(std::memory_order_acquire) && !peer_watch::armed(*c)) {
+                peer_watch::add(c);
+                if (!peer_watch::armed(*c) && !c->peer_gone.load(std::memory_order_acquire))
+                    return false;
+                // An end that came before the watch is looked at now (the
+                // watch reports it too, but from the loop, a moment later).
+                smc_check_peer(*c);
+            }
             conns.push_back(c);
             kern.push_back({-1, 0, 0});
             any_smc_entry = true;
@@ -291,12 +303,17 @@ bool split_for_looks(const pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern
 // One look: the SMC entries' bits from user memory, the kernel's from its
 // last answer in `kern` (asked now if `ask`, or if something is ready and it
 // was not asked). The number of entries with events, as poll() counts them;
-// -1 if the kernel failed (errno).
+// -1 if the kernel failed (errno); kLookOff if an entry changed under us
+// (closed by another thread, moved to TCP): the full path answers.
+constexpr int kLookOff = -2;
 int look_once(pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern,
               const std::pmr::vector<SmcConn*>& conns, bool any_kernel, bool ask) {
     int ready = 0;
     for (nfds_t i = 0; i < n; ++i) {
         if (!conns[i]) continue;
+        // Read again each time, as the full path does around its wait: a
+        // connection another thread closes is not read after it went.
+        if (conn_of(fds[i].fd) != conns[i] || smc_move_noticed(*conns[i])) return kLookOff;
         short want = fds[i].events & (POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
         fds[i].revents = short(smc_poll_events(*conns[i]) & (want | POLLERR | POLLHUP));
         if (fds[i].revents) ++ready;
@@ -327,7 +344,7 @@ bool any_smc(const pollfd* fds, nfds_t n) {
 // and their owners each, the connecting ones, the flags)
 // (and the copy the looks at user memory take first).
 constexpr size_t kPollArenaBytes =
-    64 * (3 * sizeof(pollfd) + 2 * 16 + 2 * sizeof(void*) + sizeof(short)) + 256;
+    64 * (3 * sizeof(pollfd) + 2 * 16 + 3 * sizeof(void*) + sizeof(uint64_t) + sizeof(short)) + 256;
 
 int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
     // Each SMC entry becomes up to two kernel entries (`sig`, the TCP
@@ -350,6 +367,11 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
     // What the wait said of an established connection's TCP socket (in its
     // set for the peer's end), -1 where it was not in the set.
     std::pmr::vector<short> tcp_said(n, -1, &mem);
+    // The connection (and its token) whose socket that was: the descriptor
+    // may name another by the time the answer is read (closed and reused
+    // by another thread meanwhile).
+    std::pmr::vector<const SmcConn*> tcp_conn(n, nullptr, &mem);
+    std::pmr::vector<uint64_t> tcp_token(n, 0, &mem);
     std::pmr::vector<SmcConn*> entered(&mem); // Connecting: `sig` used (smc_sig_enter)
     k.reserve(n * 2);
     owner.reserve(n * 2);
@@ -375,17 +397,18 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
         if (split_for_looks(fds, n, kern, conns, &any_kernel)) {
             looked = true;
             int r = look_once(fds, n, kern, conns, any_kernel, true);
-            if (r != 0) return r;
+            if (r != 0 && r != kLookOff) return r;
+            if (r == 0 && timeout_ms == 0) return 0; // (the kernel's were asked)
             // (Not with a signal mask: ppoll lets its signals in for the
             // wait, and a spin would hold them back.)
-            if (timeout_ms != 0 && !mask) {
+            if (r == 0 && !mask) {
                 unsigned turn = 0;
                 r = spin_probe(timeout_ms, [&] {
                     int got =
                         look_once(fds, n, kern, conns, any_kernel, ++turn % kPollKernelRatio == 0);
-                    return got < 0 && errno == EINTR ? 0 : got;
+                    return got == -1 && errno == EINTR ? 0 : got;
                 });
-                if (r != 0) return r;
+                if (r != 0 && r != kLookOff) return r;
             }
             for (nfds_t i = 0; i < n; ++i)
                 fds[i].revents = 0;
@@ -464,6 +487,8 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
                     // writer waiting for space must learn it too).
                     k.push_back({fds[i].fd, POLLRDHUP, 0});
                     owner.push_back({i, Kind::Smc});
+                    tcp_conn[i] = c;
+                    tcp_token[i] = c->token;
                 }
                 continue;
             }
@@ -520,7 +545,8 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
                     // Its TCP socket's end, from the wait's own answer
                     // where it was in the set.
                     if (c->peer_gone.load()) {
-                    } else if (tcp_said[i] < 0 || c->tcp_fd != fds[i].fd) {
+                    } else if (tcp_said[i] < 0 || c->tcp_fd != fds[i].fd || tcp_conn[i] != c ||
+                               tcp_token[i] != c->token) {
                         smc_check_peer(*c);
                     } else {
                         smc_note_tcp_end(*c, tcp_said[i]);

@@ -185,6 +185,27 @@ def slow_machine_config(env):
     return path
 
 
+def stop_and_wait(pid, timeout=10.0):
+    """SIGSTOP to `pid`, then waits until every thread of it is stopped
+    (state T in /proc): kill() returns before a thread running on another
+    CPU has stopped, and such a thread could still answer a peer. True once
+    all are stopped; False after `timeout`, or if the process is gone."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            return False
+        if states and all(st in ("T", "t") for st in states):
+            return True
+        time.sleep(0.001)
+    return False
+
+
 def cpu_children():
     """CPU seconds of this process's children that have ended (benchmarks)."""
     import resource

@@ -2,15 +2,19 @@
 /* poll() on a connection whose data is already there: under usmc (SMC-D
  * between this process and a forked client) the answer comes from user
  * memory, with no system call at all (no kernel poll, no wake-up socket
- * made, nothing sent to the peer). The poll under test sits between two
+ * made, nothing sent to the peer) once the connection's first poll has set
+ * up usmc's watch of the peer's end. The poll under test sits between two
  * markers the test finds in strace's output (write(-1, "MARK-A") and
- * write(-1, "MARK-B"), which fail with EBADF). Prints "OK" when poll()
- * reported POLLIN (and only it) for the connection, as plain TCP does. */
+ * write(-1, "MARK-B"), which fail with EBADF). Then a client that writes a
+ * byte and is killed: once it is reaped, poll() for POLLIN|POLLOUT|POLLRDHUP
+ * reports what plain TCP does (the byte, and the end). Prints "OK" and
+ * that answer when poll() first reported POLLIN (and only it). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,6 +33,16 @@ static int client(uint16_t port) {
     if (poll(&p, 1, 10000) != 1 || read(s, buf, 4) != 4 || memcmp(buf, "pong", 4) != 0) return 1;
     close(s);
     return 0;
+}
+
+static int killed_client(uint16_t port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s < 0 || connect(s, (struct sockaddr*)&to, sizeof to) != 0 || write(s, "x", 1) != 1)
+        return 1;
+    raise(SIGKILL);
+    return 1;
 }
 
 int main(void) {
@@ -64,6 +78,12 @@ int main(void) {
         return 1;
     }
     struct pollfd p = {fd, POLLIN | POLLPRI | POLLRDHUP, 0};
+    /* The connection's first poll (usmc then sets up its watch of the
+     * peer's end, once per connection); the one after it is measured. */
+    if (poll(&p, 1, 0) != 1) {
+        printf("FAIL the first poll\n");
+        return 1;
+    }
     if (write(-1, "MARK-A", 6) != -1) return 1;
     int n = poll(&p, 1, 5000);
     if (write(-1, "MARK-B", 6) != -1) return 1;
@@ -81,6 +101,17 @@ int main(void) {
         return 1;
     }
     close(fd);
-    printf("OK\n");
+    pid = fork();
+    if (pid == 0) _exit(killed_client(ntohs(at.sin_port)));
+    fd = accept(l, NULL, NULL);
+    if (fd < 0 || waitpid(pid, &st, 0) != pid || !WIFSIGNALED(st)) {
+        printf("FAIL the killed client\n");
+        return 1;
+    }
+    p.fd = fd;
+    p.events = POLLIN | POLLOUT | POLLRDHUP;
+    p.revents = 0;
+    n = poll(&p, 1, 5000);
+    printf("OK killed peer: poll %d revents %#x\n", n, (unsigned)p.revents);
     return 0;
 }

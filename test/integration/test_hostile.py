@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from harness import APPS, HERE, PYTHON, Env, check, finish
+from harness import APPS, HERE, PYTHON, Env, check, finish, stop_and_wait
 
 APP = os.path.join(APPS, "steady_app.py")
 PEER = os.path.join(HERE, "..", "hostile", "hostile_peer.py")
@@ -427,7 +427,7 @@ def case_lookalike(env):
     does: the server is stopped (SIGSTOP) until all ten connections have
     sent."""
     server, port = start_server(env)
-    os.kill(server.pid, signal.SIGSTOP)
+    check(stop_and_wait(server.pid), "the server stopped (SIGSTOP, every thread)")
     try:
         peer = hostile(env, "plain-lookalike", port, "--count", "10")
         sent = expect(peer, ("SENT", "ERROR"), 30)

@@ -45,7 +45,7 @@ import signal
 import subprocess
 import time
 
-from harness import APPS, PYTHON, USMC, Env, Lines, check, finish, tell
+from harness import APPS, PYTHON, USMC, Env, Lines, check, finish, stop_and_wait, tell
 
 APP = os.path.join(APPS, "late_accept_app.py")
 MODES = ("blocking", "nonblocking", "timeout")
@@ -325,7 +325,7 @@ def gave_up_run(env, family, warm):
     if warm:
         clients, warmed = warm_clients(env, run, port, family, MODES)
         check(all(w.startswith("WARM") for w in warmed), f"{tag}: the clients' warm-up connections ({warmed})")
-    server.send_signal(signal.SIGSTOP)
+    check(stop_and_wait(server.pid), f"{tag}: the server stopped (SIGSTOP, every thread)")
     try:
         if warm:
             for p, _ in clients:
@@ -429,7 +429,7 @@ def listener_close_run(env, wrapped, gave_up):
     warmed = ""
     if gave_up:  # (warm: so it sends its Proposal, see gave_up_run)
         [(p, lines)], [warmed] = warm_clients(env, run, port, 4, ["blocking"], ("--then-read", "10"))
-        server.send_signal(signal.SIGSTOP)
+        check(stop_and_wait(server.pid), f"{tag}: the server stopped (SIGSTOP, every thread)")
     try:
         if gave_up:
             tell(p, "GO")
