@@ -25,7 +25,7 @@ run iperf3 iperf3.py --runs 5 --duration 5
 run apps apps_smcd.py --runs 5 --duration 5 --requests 100000 --busy-poll-us 0
 run apps-hogs2 apps_smcd.py --runs 5 --duration 5 --requests 100000 --busy-poll-us -1 --hogs 2
 run short-lived short_lived.py --runs 5 --duration 5 --connections 1000 --variants tcp,off,on,always
-run pgbench pgbench.py --runs 5 --duration 5
+run pgbench pgbench.py --runs 5 --duration 10 --unpinned
 run proxy proxy.py --runs 5 --duration 3 --connections 50
 run syscalls syscalls.py --runs 3 --by-call
 echo "done: $out/index"
