@@ -606,6 +606,15 @@ ssize_t smc_recv(SmcConn& c, const iovec* iov, int iovcnt, int flags, bool nonbl
         // Arm: drain `sig`, ask the peer to wake us, look once more. (A
         // sleep needs `sig`: made now if this is the first.)
         if (!nonblock && !smc_ensure_sig(c)) return got ? ssize_t(got) : kSmcNoSig;
+        // A nonblocking read that finds nothing arms only for a kernel
+        // epoll set on `sig`, whose watcher waits on it next; poll, select
+        // and blocking calls arm themselves before they sleep. (Armed here,
+        // a poll that then finds the data while it spins has cost the peer
+        // a wake-up datagram and us its drain, for nothing.)
+        if (nonblock && !c.epoll_watched.load(std::memory_order_relaxed)) {
+            if (smc_move_noticed(c)) return got ? ssize_t(got) : kSmcMoved;
+            return got ? ssize_t(got) : -EAGAIN;
+        }
         smc_arm_for_data(c, got == 0);
         drained = true;
         if (woken_meanwhile(c, hidden)) continue;

@@ -191,8 +191,18 @@ TEST_CASE("send and recv through the DMBs; no wake-up when nobody waits") {
     CHECK(p.a.notifications_suppressed.load() == 1);
     // The ring ran empty: the consumer cursor was announced at once.
     CHECK(smc_tx_unconsumed(p.a) == 0);
+    // An empty nonblocking read of a connection no kernel epoll set watches
+    // asks for nothing (poll and blocking calls arm themselves before they
+    // sleep): the next send wakes nobody.
     CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
-    // b found the ring empty and said it waits: the next send wakes it, once.
+    CHECK(send_buf(p.a, "first", 5) == 5);
+    CHECK_FALSE(readable(p.b.sig));
+    CHECK(p.a.notifications.load() == 0);
+    CHECK(recv_buf(p.b, buf, sizeof buf) == 5);
+    // Watched by a kernel epoll set (on `sig`): b found the ring empty and
+    // said it waits: the next send wakes it, once.
+    p.b.epoll_watched = true;
+    CHECK(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
     CHECK_FALSE(readable(p.b.sig));
     CHECK(send_buf(p.a, "again", 5) == 5);
     CHECK(readable(p.b.sig));
@@ -755,7 +765,9 @@ TEST_CASE("MSG_MORE and TCP_CORK hold bytes back (no wake-up), the last part pub
     Pair p;
     p.a.autocorking_size = 64 * 1024;
     char buf[256];
-    // b arms for data (an empty nonblocking read), as a reader going to sleep.
+    // b arms for data (an empty nonblocking read of a connection a kernel
+    // epoll set watches), as a reader going to sleep.
+    p.b.epoll_watched = true;
     REQUIRE(recv_buf(p.b, buf, sizeof buf, 0, true) == -EAGAIN);
     iovec part{const_cast<char*>("hello "), 6};
     REQUIRE(smc_send(p.a, &part, 1, true, -1, /*more=*/true) == 6);
