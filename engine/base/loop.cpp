@@ -48,7 +48,12 @@ struct Watch {
 };
 
 std::mutex g_mu;
+// Written under g_mu (start, fork); read without it by raw watches.
+std::atomic<int> g_epfd_atomic{-1};
 int g_epfd = -1;
+// Raw watches' epoll data carry this bit (ids of the table never reach it).
+constexpr uint64_t kRawBit = uint64_t{1} << 63;
+std::atomic<RawHandler> g_raw_handler{nullptr};
 int g_wake = -1; // eventfd in the set (epoll data 0): an earlier deadline is news
 uint64_t g_sleep_until = UINT64_MAX; // the deadline the thread sleeps to, under g_mu
 uint64_t g_tick_until = 0;           // it ticks until then (kLingerMs), under g_mu
@@ -124,6 +129,7 @@ void run(int epfd) {
         int n = sys::real().epoll_wait(epfd, ev, 64, timeout);
         if (n < 0 && errno != EINTR) return;
         std::vector<std::pair<std::function<void(uint32_t)>, uint32_t>> ready;
+        std::vector<std::pair<uint64_t, uint32_t>> raw;
         bool wakeup = false, batch = false;
         uint32_t handshakes = 0;
         {
@@ -133,6 +139,10 @@ void run(int epfd) {
                     uint64_t v;
                     ssize_t rc = sys::real().read(g_wake, &v, sizeof v);
                     (void)rc;
+                    continue;
+                }
+                if (ev[i].data.u64 & kRawBit) {
+                    raw.emplace_back(ev[i].data.u64 & ~kRawBit, uint32_t(ev[i].events));
                     continue;
                 }
                 auto it = g_watches->find(ev[i].data.u64);
@@ -165,6 +175,9 @@ void run(int epfd) {
         // Outside the lock: a handler may add (or cancel) watches.
         for (auto& [h, events] : ready)
             h(events);
+        if (RawHandler h = g_raw_handler.load(std::memory_order_acquire))
+            for (auto [key, events] : raw)
+                h(key, events);
     }
 }
 
@@ -183,6 +196,7 @@ bool start() {
         return false;
     }
     g_wake = wake;
+    g_epfd_atomic.store(g_epfd, std::memory_order_release);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = 0;
@@ -266,6 +280,32 @@ size_t pending() {
     return g_watches ? g_watches->size() : 0;
 }
 
+void set_raw_handler(RawHandler h) {
+    g_raw_handler.store(h, std::memory_order_release);
+}
+
+bool start_now() {
+    std::lock_guard lock(g_mu);
+    return start();
+}
+
+bool add_raw(int fd, uint32_t events, uint64_t key) {
+    int epfd = g_epfd_atomic.load(std::memory_order_acquire);
+    if (epfd < 0 || fd < 0 || (key & kRawBit)) return false;
+    epoll_event ev{};
+    ev.events = events | EPOLLONESHOT;
+    ev.data.u64 = key | kRawBit;
+    // (A registration a fired one-shot watch of the same file left, disabled:
+    // re-armed. The parked hint stays; it only saves a failing call.)
+    if (sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+    return errno == EEXIST && sys::real().epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
+void cancel_raw(int fd) {
+    int epfd = g_epfd_atomic.load(std::memory_order_acquire);
+    if (epfd >= 0 && fd >= 0) sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+}
+
 bool batched() {
     return g_batched.load(std::memory_order_relaxed);
 }
@@ -275,6 +315,7 @@ void on_fork_child() {
     if (g_epfd >= 0) sys::real().close(g_epfd);
     if (g_wake >= 0) sys::real().close(g_wake);
     g_epfd = g_wake = -1;
+    g_epfd_atomic.store(-1, std::memory_order_relaxed);
     g_sleep_until = UINT64_MAX;
     g_tick_until = 0;
     g_watches = nullptr; // the parent's (its memory is a copy here)

@@ -49,6 +49,22 @@ bool cancel(uint64_t id);
 // under an id no watch has: ignored, as a cancelled watch's event is.
 bool cancel_closing(uint64_t id);
 
+// Raw watches, for a caller that must not allocate or take a lock (poll()
+// and select() add the peer watch: a signal handler may run them over a
+// thread inside malloc or inside the engine). No table entry and no
+// std::function: the epoll data is the caller's `key` (< 2^63), handed to
+// the one raw handler (set once, before the first raw watch) on the loop
+// thread, with the events that came; one-shot, no deadline. add_raw needs
+// the thread running already (start_now), and fails otherwise.
+using RawHandler = void (*)(uint64_t key, uint32_t events);
+void set_raw_handler(RawHandler h);
+bool start_now(); // starts the thread if it is not (allocates)
+bool add_raw(int fd, uint32_t events, uint64_t key);
+// Takes a raw watch's registration out (fired or not), before the caller
+// closes nothing: the descriptor stays open. (When the caller closes it,
+// the kernel drops the registration with the file.)
+void cancel_raw(int fd);
+
 // `fd` is about to be closed: a registration a fired watch left parked
 // (disabled) goes with it, and a watch of a new file under the same number
 // is added, not re-armed (a hint: saves the failing EPOLL_CTL_MOD).

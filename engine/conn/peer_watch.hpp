@@ -14,7 +14,12 @@
 
 namespace usmc::peer_watch {
 
-void add(SmcConn* c);    // once per connection
+// Once per connection (repeats are ignored). `from_poll`: called inside
+// poll() or select(), which a signal handler may run over a thread inside
+// malloc or inside this module: no allocation, no lock waited for, no
+// thread started; it gives up instead (false), and the caller looks at the
+// TCP socket itself. True if the connection is watched now.
+bool add(SmcConn* c, bool from_poll = false);
 void remove(SmcConn* c); // before the connection's memory goes
 // remove, when the TCP socket's descriptor is closed next (release()):
 // its registration goes with the file (loop::cancel_closing).

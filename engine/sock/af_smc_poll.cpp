@@ -265,7 +265,9 @@ constexpr unsigned kPollKernelRatio = 16;
 // entries are the kernel's alone (no listener, no connection that moved or
 // is connecting): the bits of the first from user memory. Each connection's
 // TCP socket is watched for the peer's end by this process's peer watch
-// (added now if it is not: once per connection), which puts a vanished
+// (added now if it is not: once per connection, without allocating, as
+// every poll must; given up if the engine's loop thread has not run in
+// this process yet), which puts a vanished
 // peer's end in the state the looks read; without that, only the full path
 // (which has the socket in its wait) would see it. `kern` gets a copy of
 // the kernel's entries (fd -1 for the SMC ones, which the kernel then
@@ -280,8 +282,7 @@ bool split_for_looks(const pollfd* fds, nfds_t n, std::pmr::vector<pollfd>& kern
             if (c->phase.load(std::memory_order_acquire) != Phase::Active || smc_move_noticed(*c))
                 return false;
             if (!c->peer_gone.load(std::memory_order_acquire) && !peer_watch::armed(*c)) {
-                peer_watch::add(c);
-                if (!peer_watch::armed(*c) && !c->peer_gone.load(std::memory_order_acquire))
+                if (!peer_watch::add(c, true) && !c->peer_gone.load(std::memory_order_acquire))
                     return false;
                 // An end that came before the watch is looked at now (the
                 // watch reports it too, but from the loop, a moment later).

@@ -853,6 +853,66 @@ TEST_CASE("peer watch: a hang-up seen for a removed connection never wakes a new
     drop(b, b_sv);
 }
 
+TEST_CASE("peer watch: the peer's end reaches the connection through the loop thread") {
+    Pair p;
+    REQUIRE(peer_watch::add(&p.b));
+    CHECK(peer_watch::armed(p.b));
+    CHECK(peer_watch::add(&p.b, true)); // poll's repeat: watched already, nothing made
+    char v;
+    while (recv(p.b.sig, &v, 1, MSG_DONTWAIT) == 1) {
+    }
+    close(p.tcp[0]); // the peer process died
+    p.tcp[0] = -1;
+    // The loop thread delivers the hang-up: `sig` turns readable.
+    pollfd w{p.b.sig, POLLIN, 0};
+    CHECK(poll(&w, 1, 10000) == 1);
+    CHECK_FALSE(peer_watch::armed(p.b)); // fired: poll looks at the socket itself again
+    CHECK(p.b.peer_gone.load());
+    peer_watch::remove(&p.b);
+    CHECK(p.b.peer_watch_id == 0);
+}
+
+TEST_CASE("peer watch: a connection whose descriptor number another one takes loses its "
+          "watch and says so") {
+    // A connection's first descriptor closed, a dup of it kept (its tcp_fd
+    // moved): the number, and the watch's slot, go to a new connection.
+    Pair p;
+    REQUIRE(peer_watch::add(&p.b));
+    const uint64_t old_key = p.b.peer_watch_id;
+    int number = p.b.tcp_fd;
+    int moved = dup(number);
+    REQUIRE(moved >= 0);
+    p.b.tcp_fd = p.tcp[1] = moved;
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    REQUIRE(dup2(sv[0], number) == number);
+    close(sv[0]);
+    SmcConn c;
+    c.tcp_fd = number;
+    REQUIRE(smc_conn_init_wakeups(c, false, ism::random64()));
+    REQUIRE(smc_ensure_sig(c));
+    REQUIRE(peer_watch::add(&c, true)); // from poll: no allocation needed for it either
+    CHECK(peer_watch::armed(c));
+    CHECK_FALSE(peer_watch::armed(p.b)); // its own looks at the socket are back
+    CHECK(p.b.peer_watch_id == 0);
+    peer_watch::remove(&p.b); // nothing of the new one's goes
+    CHECK(peer_watch::armed(c));
+    // The old registration's late event (its file is still open) wakes
+    // nobody: its key is not the slot's any more.
+    char v;
+    while (recv(c.sig, &v, 1, MSG_DONTWAIT) == 1) {
+    }
+    peer_watch::deliver(old_key, EPOLLHUP | EPOLLRDHUP);
+    CHECK(recv(c.sig, &v, 1, MSG_DONTWAIT) == -1);
+    CHECK(peer_watch::armed(c));
+    CHECK_FALSE(c.peer_gone.load());
+    peer_watch::remove(&c);
+    CHECK_FALSE(peer_watch::armed(c));
+    smc_close_wakeups(c);
+    close(number);
+    close(sv[1]);
+}
+
 namespace {
 struct sockaddr_un_name {
     sockaddr_un sun{};
