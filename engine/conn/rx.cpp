@@ -265,14 +265,33 @@ bool smc_at_mark(const SmcConn& c) {
 }
 
 namespace {
+// Landed already, though the peer has not cleared its mark: `sig` holds a
+// datagram and none of it is ours. The peer queues its datagram, then wakes
+// us, then clears the mark; woken on its CPU, we run before it has. (A
+// stranger's datagram, or one of an earlier request the last arm did not
+// drain, can pass for it: the late one then makes `sig` readable once for
+// nothing, which a read that finds nothing handles.)
+bool wake_seems_landed(const SmcConn& c) {
+    int sig = c.sig.load(std::memory_order_acquire);
+    if (sig < 0 || c.self_woken.load(std::memory_order_acquire)) return false;
+    pollfd p{sig, POLLIN, 0};
+    return sys::real().poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 // A wake-up the peer is writing now must land before we drain. The peer
 // may be descheduled mid-way (or hostile): bounded, then go on. A peer
 // that once held it past the bound gets only the short spin from then
 // on: one that holds the flag for good would otherwise cost every arm
 // on its connection 2 ms of this thread (an event loop's, serving all).
+// `trust_sig`: a readable `sig` counts as landed (wake_seems_landed)
+// instead of spinning and yielding to the peer; not where a wrong
+// guess puts a datagram in the next connection's `sig` (a spare's).
 // False if it had not landed.
-bool wait_wake_landed(SmcConn& c) {
+bool wait_wake_landed(SmcConn& c, bool trust_sig = false) {
     if (c.transport.data_wake_coming()) {
+        // Looked at first: a peer preempted by its wake-up of us, on its
+        // CPU, gets that CPU back only when we let go of it.
+        if (trust_sig && wake_seems_landed(c)) return true;
         bool patient = !c.waking_overrun.load(std::memory_order_relaxed);
         timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -313,7 +332,7 @@ void smc_arm_for_data(SmcConn& c, bool read_nothing) {
     // bell), and no drain for a wake-up on its way to wait for. A wait that
     // needs one makes it first, then arms.
     if (c.sig.load(std::memory_order_acquire) < 0) return;
-    wait_wake_landed(c);
+    wait_wake_landed(c, true);
     smc_drain_wakeup(c, read_nothing);
     c.ever_asked.store(true, std::memory_order_relaxed);
     c.asked_since_drain.store(true, std::memory_order_release);
