@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "engine/clc/clc.hpp"
 
+#include "engine/base/wire_be.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -8,35 +10,14 @@ namespace usmc::clc {
 
 namespace {
 
-// ---- big-endian field access (all CLC fields are network byte order) ----
-void put16(uint8_t* p, uint16_t v) {
-    p[0] = uint8_t(v >> 8);
-    p[1] = uint8_t(v);
-}
-void put32(uint8_t* p, uint32_t v) {
-    for (int i = 0; i < 4; ++i)
-        p[i] = uint8_t(v >> (24 - 8 * i));
-}
-void put64(uint8_t* p, uint64_t v) {
-    for (int i = 0; i < 8; ++i)
-        p[i] = uint8_t(v >> (56 - 8 * i));
-}
-void put24(uint8_t* p, uint32_t v) {
-    for (int i = 0; i < 3; ++i)
-        p[i] = uint8_t(v >> (16 - 8 * i));
-}
-uint16_t get16(const uint8_t* p) {
-    return uint16_t(p[0] << 8 | p[1]);
-}
-uint32_t get32(const uint8_t* p) {
-    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-uint32_t get24(const uint8_t* p) {
-    return uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | p[2];
-}
-uint64_t get64(const uint8_t* p) {
-    return uint64_t(get32(p)) << 32 | get32(p + 4);
-}
+using be::get16;
+using be::get24;
+using be::get32;
+using be::get64;
+using be::put16;
+using be::put24;
+using be::put32;
+using be::put64;
 
 bool is_eyecatcher(const uint8_t* p) {
     return std::equal(kEyeR.begin(), kEyeR.end(), p) || std::equal(kEyeD.begin(), kEyeD.end(), p);

@@ -4,10 +4,12 @@
 // messages as the kernel delivers them (ism_wire), in the input layouts the
 // targets document. The config seeds are TOML files kept as text.
 //
-//   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire must exist)
+//   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire, DIR/smcr_msg must exist)
 #include "engine/clc/clc.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/ism_wire.hpp"
+#include "engine/smcr/cdc_msg.hpp"
+#include "engine/smcr/llc_msg.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -177,6 +179,40 @@ void ism_wire_seeds() {
 
 } // namespace
 
+// SMC-R link messages: one of each kind the decoders accept.
+void smcr_seeds() {
+    auto w = [](const std::string& name, const smcr::Msg& m) {
+        write("smcr_msg/" + name, std::vector<uint8_t>(m.begin(), m.end()));
+    };
+    smcr::CdcMsg c;
+    c.seqno = 0xFFFF;
+    c.token = 0x01020304;
+    c.prod = {1, 4096};
+    c.cons = {0, 100};
+    c.prod_flags = smcr::kUrgPresent;
+    c.conn_flags = 0x80;
+    w("cdc", smcr::encode(c));
+    smcr::llc::ConfirmLink cl;
+    cl.qpn = 0x123;
+    cl.link_num = 1;
+    cl.max_links = 2;
+    w("confirm_link", smcr::llc::encode(cl));
+    smcr::llc::ConfirmRkey cr;
+    cr.others = 2;
+    cr.rt[1].link_id = 2;
+    cr.rt[2].link_id = 3;
+    w("confirm_rkey", smcr::llc::encode(cr));
+    smcr::llc::DeleteRkey dr;
+    dr.count = 8;
+    w("delete_rkey", smcr::llc::encode(dr));
+    smcr::llc::DeleteLink dl;
+    dl.all = true;
+    dl.reason = smcr::llc::kProgInit;
+    w("delete_link", smcr::llc::encode(dl));
+    w("test_link", smcr::llc::encode(smcr::llc::TestLink{}));
+    w("add_link", smcr::llc::encode(smcr::llc::Unsupported{smcr::llc::kAddLink, false}));
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) {
         std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
@@ -186,5 +222,6 @@ int main(int argc, char** argv) {
     clc_seeds();
     cdc_seeds();
     ism_wire_seeds();
+    smcr_seeds();
     return 0;
 }
