@@ -10,14 +10,14 @@
 #   --seconds N   run each target N seconds (default 60)
 #   --smoke       a short fixed number of runs per target, from a fixed seed
 #                 (what ctest's fuzz_smoke runs)
-#   TARGET        clc, cdc, ism_wire, config, smcr_msg (default: all)
+#   TARGET        clc, cdc, ism_wire, config, smcr_msg, soft_qp (default: all)
 #
 # One fuzzer process at a time, one job each: the machine is shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-all_targets=(clc cdc ism_wire config smcr_msg)
+all_targets=(clc cdc ism_wire config smcr_msg soft_qp)
 seconds=60
 smoke=0
 targets=()

@@ -4,12 +4,14 @@
 // messages as the kernel delivers them (ism_wire), in the input layouts the
 // targets document. The config seeds are TOML files kept as text.
 //
-//   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire, DIR/smcr_msg must exist)
+//   usmc-fuzz-seeds DIR    (DIR/clc, DIR/cdc, DIR/ism_wire, DIR/smcr_msg, DIR/soft_qp
+//                          must exist)
 #include "engine/clc/clc.hpp"
 #include "engine/smcd/cdc_line.hpp"
 #include "engine/smcd/ism_wire.hpp"
 #include "engine/smcr/cdc_msg.hpp"
 #include "engine/smcr/llc_msg.hpp"
+#include "engine/smcr/soft_qp.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -213,6 +215,26 @@ void smcr_seeds() {
     w("add_link", smcr::llc::encode(smcr::llc::Unsupported{smcr::llc::kAddLink, false}));
 }
 
+// A soft QP's stream as a peer sends it: the target's two leading bytes
+// (split size, receives to post), then WRITE, SEND and ACK frames from a
+// real QP aimed at the target's first region (its rkey and address are the
+// first a fresh QP gives out).
+void soft_qp_seeds() {
+    smcr::soft::Qp probe, peer;
+    std::vector<uint8_t> region(1000);
+    smcr::soft::Qp::Region r = probe.reg_mr(region.data(), region.size());
+    peer.post_write(1, "hello", 5, r.rkey, r.vaddr + 10, true);
+    peer.post_send(2, "cdc", 3, true);
+    peer.post_write(3, "tail", 4, r.rkey, r.vaddr + 996, false);
+    std::vector<uint8_t> bytes = {16, 1};
+    peer.take_output(bytes);
+    write("soft_qp/write_send_write", bytes);
+    std::vector<uint8_t> rnr = {255, 0};
+    peer.post_send(4, "waits", 5, true);
+    peer.take_output(rnr);
+    write("soft_qp/send_without_receive", rnr);
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) {
         std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
@@ -223,5 +245,6 @@ int main(int argc, char** argv) {
     cdc_seeds();
     ism_wire_seeds();
     smcr_seeds();
+    soft_qp_seeds();
     return 0;
 }
