@@ -14,8 +14,10 @@ ContactGate::Turn ContactGate::enter(const PeerKey& key, const std::function<boo
         }
         // (One condition for every peer: a finish wakes all waiters, and
         // each looks at its own peer again.)
-        if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && in_flight_.count(key))
-            return Turn::TimedOut;
+        ++waiting_;
+        bool timed_out = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+        --waiting_;
+        if (timed_out && in_flight_.count(key)) return Turn::TimedOut;
     }
 }
 
@@ -25,6 +27,11 @@ void ContactGate::finish(const PeerKey& key) {
         in_flight_.erase(key);
     }
     cv_.notify_all();
+}
+
+size_t ContactGate::waiting() const {
+    std::lock_guard lock(mu_);
+    return waiting_;
 }
 
 size_t ContactGate::in_flight() const {

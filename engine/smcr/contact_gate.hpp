@@ -25,6 +25,10 @@
 namespace usmc::smcr {
 
 struct PeerKey {
+    // Our role: a group is a client's or a server's, never both, and two
+    // processes that connect to each other at once must not wait for each
+    // other's first contacts (the kernel keeps two pending locks for this).
+    Role role = Role::Client;
     SystemId peer{};
     uint32_t device = 0; // our device (a group is per pair of devices too)
     auto operator<=>(const PeerKey&) const = default;
@@ -45,11 +49,13 @@ class ContactGate {
     // again.
     void finish(const PeerKey& key);
     size_t in_flight() const;
+    size_t waiting() const; // callers waiting now (tests)
 
   private:
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::set<PeerKey> in_flight_;
+    size_t waiting_ = 0;
 };
 
 } // namespace usmc::smcr

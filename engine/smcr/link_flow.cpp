@@ -46,8 +46,8 @@ FirstContact::Step FirstContact::on_llc(const llc::Message& m) {
     // (client), from the QP the peer named in CLC. Anything else ends the
     // wait as the kernel's does, empty.
     if (!c || c->resp != server_ || c->qpn != peer_qpn_) return fail(fallback::TIMEOUT_CL);
-    if ((c->flags & llc::kNoRmbeEyecatcher) != llc::kNoRmbeEyecatcher)
-        return fail(fallback::RMBE_EC);
+    // (Either bit of the flag will do, as smc_llc_rx_confirm_link reads it.)
+    if ((c->flags & llc::kNoRmbeEyecatcher) == 0) return fail(fallback::RMBE_EC);
     peer_ = *c;
     verdict_ = Verdict::Active;
     Step s;

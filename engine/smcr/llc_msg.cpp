@@ -112,7 +112,8 @@ Decoded decode(const uint8_t* p, size_t n) {
         m.orderly = flags & kDeleteOrderly;
         m.link_num = m.all ? 0 : p[4]; // (all links: the number means nothing)
         m.reason = be::get32(p + 5);
-        if (!m.all && m.link_num == 0) return bad(Error::BadField);
+        // (Link 0 without "all": no link of ours; the group answers it,
+        // unknown link, as the kernel does. Not malformed.)
         return {m};
     }
     case kConfirmRkey: {

@@ -77,7 +77,7 @@ struct DeleteLink {
     bool resp = false;
     bool all = false;
     bool orderly = false;
-    uint8_t link_num = 0; // 0 with `all`
+    uint8_t link_num = 0; // 0 with `all` (then not read)
     uint32_t reason = 0;
     bool operator==(const DeleteLink&) const = default;
 };

@@ -4,8 +4,9 @@
 // uses (net/smc/smc_ib.c): INIT with local and remote write access; RTR
 // toward the peer's GID, MAC, QP number and starting PSN, with the smaller
 // of the two path MTUs, one incoming read or atomic, min_rnr_timer 5; RTS
-// with timeout 15 (4.096 us * 2^15), retry_cnt 7 and rnr_retry 7 (both
-// infinite), our starting PSN, one outstanding read. A server's link goes
+// with timeout 15 (4.096 us * 2^15), retry_cnt 7 (seven retries: the
+// kernel's comment says infinite, which only rnr_retry 7 is) and rnr_retry 7
+// (infinite), our starting PSN, one outstanding read. A server's link goes
 // to RTS at once; a client's after the server's CONFIRM LINK (ready_link,
 // then to_rts). ERR ends it: every posted work request completes flushed.
 #include "engine/smcr/llc_msg.hpp"
@@ -17,7 +18,7 @@ namespace usmc::smcr::verbs {
 
 inline constexpr uint8_t kMinRnrTimer = 5;
 inline constexpr uint8_t kTimeout = 15;
-inline constexpr uint8_t kRetryCnt = 7; // 7: infinite
+inline constexpr uint8_t kRetryCnt = 7; // 7 retries (the most there are)
 inline constexpr uint8_t kRnrRetry = 7; // 7: infinite
 
 struct LinkParams {

@@ -13,6 +13,11 @@
 
 namespace usmc::smcr::soft {
 
+namespace {
+// The peer's bytes a link holds unacted before it stops reading.
+constexpr size_t kMaxBacklog = 1u << 20;
+} // namespace
+
 bool Link::open(int fd, uint32_t user_timeout_ms) {
     std::lock_guard lock(mu_);
     fd_ = fd;
@@ -91,8 +96,10 @@ bool Link::service() {
     if (!qp_.in_error()) {
         uint8_t buf[16384];
         // Bounded: the loop serves other links too; the rest is read at
-        // the next readable event (level-triggered).
-        for (int i = 0; i < 16; ++i) {
+        // the next readable event (level-triggered). And not past what the
+        // QP holds unacted (a SEND waiting for a receive holds what follows
+        // it): the peer's stream backs up in TCP, not in our memory.
+        for (int i = 0; i < 16 && qp_.input_backlog() < kMaxBacklog; ++i) {
             ssize_t n = sys::real().recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
             if (n > 0) {
                 qp_.on_input(buf, size_t(n));
@@ -134,8 +141,10 @@ void Link::flush_locked() {
         out_off_ = 0;
         break;
     }
-    if (out_off_ == out_.size()) {
-        out_.clear();
+    // What the socket took goes (a socket that takes a little at a time
+    // must not leave the buffer holding everything ever sent).
+    if (out_off_ > 0) {
+        out_.erase(out_.begin(), out_.begin() + long(out_off_));
         out_off_ = 0;
     }
 }

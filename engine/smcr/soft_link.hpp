@@ -10,6 +10,12 @@
 // The socket's end is the port's: EOF, a reset, or TCP_USER_TIMEOUT (data
 // unacknowledged that long: the peer host or the path gone) puts the QP in
 // the error state, and every outstanding request completes flushed.
+//
+// Known limit: the peer's ACKs and NAKs travel in the same stream as its
+// requests, so while one of its SENDs waits for a receive here, the answers
+// behind it wait too (our completions come late, never wrong). SMC-R posts
+// its receives ahead (48 per link), so a wait is rare; the cure is
+// receive credits the sender honours, so the receiver never waits.
 #include "engine/smcr/soft_qp.hpp"
 
 #include <cstdint>
@@ -20,6 +26,7 @@ namespace usmc::smcr::soft {
 
 class Link {
   public:
+    explicit Link(const Qp::Options& o = {}) : qp_(o) {}
     // Takes `fd` (a connected stream socket; closed with the link). Sets it
     // nonblocking, with TCP_NODELAY and TCP_USER_TIMEOUT `user_timeout_ms`
     // where it is TCP (0: the kernel's default). False if the completion

@@ -15,6 +15,12 @@ bool psn_le(uint32_t a, uint32_t b) {
 }
 } // namespace
 
+Qp::Qp(const Options& o) : opt_(o), next_psn_(o.first_psn), expect_psn_(o.peer_first_psn) {}
+
+bool Qp::room_for(uint32_t len) const {
+    return unacked_.size() < opt_.max_send_wr && unacked_bytes_ + len <= opt_.max_unacked_bytes;
+}
+
 Qp::Region Qp::reg_mr(void* base, size_t len) {
     if (!base || len == 0 || len > (size_t{1} << 32)) return {};
     Mr m{next_rkey_, next_vaddr_, static_cast<uint8_t*>(base), len};
@@ -50,7 +56,7 @@ void Qp::frame(uint8_t type, uint8_t syndrome, uint32_t psn, uint32_t rkey, uint
 
 bool Qp::post_write(uint64_t wr_id, const void* src, uint32_t len, uint32_t rkey,
                     uint64_t remote_addr, bool signaled) {
-    if (error_) return false;
+    if (error_ || !room_for(len)) return false;
     const uint8_t* p = static_cast<const uint8_t*>(src);
     uint32_t off = 0;
     uint32_t psn = 0;
@@ -61,14 +67,16 @@ bool Qp::post_write(uint64_t wr_id, const void* src, uint32_t len, uint32_t rkey
         off += n;
     } while (off < len);
     unacked_.push_back({wr_id, IBV_WC_RDMA_WRITE, len, psn, signaled});
+    unacked_bytes_ += len;
     return true;
 }
 
 bool Qp::post_send(uint64_t wr_id, const void* src, uint32_t len, bool signaled) {
-    if (error_ || len > kMaxSend) return false;
+    if (error_ || len > kMaxSend || !room_for(len)) return false;
     uint32_t psn = next_psn_++;
     frame(kSend, 0, psn, 0, len, 0, src);
     unacked_.push_back({wr_id, IBV_WC_SEND, len, psn, signaled});
+    unacked_bytes_ += len;
     return true;
 }
 
@@ -81,10 +89,6 @@ bool Qp::post_recv(uint64_t wr_id, void* buf, uint32_t len) {
 
 void Qp::on_input(const uint8_t* p, size_t n) {
     if (error_ || n == 0) return;
-    if (in_off_ > 0 && in_off_ == in_.size()) {
-        in_.clear();
-        in_off_ = 0;
-    }
     in_.insert(in_.end(), p, p + n);
     act_on_frames();
 }
@@ -119,7 +123,8 @@ const Qp::Mr* Qp::region_for(uint32_t rkey, uint64_t addr, uint32_t len) const {
 }
 
 bool Qp::act_on_frames() {
-    uint32_t placed = 0; // the last of the peer's frames placed in this call
+    bool any_placed = false; // (PSN 0 is a PSN too, after the wrap)
+    uint32_t placed = 0;     // the last of the peer's frames placed in this call
     bool go = true;
     while (go && !error_) {
         size_t have = in_.size() - in_off_;
@@ -131,19 +136,24 @@ bool Qp::act_on_frames() {
                           (type == kSend && len <= kMaxSend) ||
                           ((type == kAck || type == kNak) && len == 0);
         if (!payload_ok) {
-            to_error(true, kRemoteInvalid, be::get32(h + 4));
+            to_error(true, kRemoteInvalid, expect_psn_);
             break;
         }
         if (have < kHeaderLen + len) break; // the rest of the frame is on its way
         uint32_t psn = be::get32(h + 4);
         go = act(h, h + kHeaderLen);
         if (!go) break; // a SEND waits for a receive (RNR): this frame stays
-        if (type == kWrite || type == kSend) placed = psn;
+        if (type == kWrite || type == kSend) {
+            placed = psn;
+            any_placed = true;
+        }
         in_off_ += kHeaderLen + len;
     }
-    if (placed && !error_) frame(kAck, 0, placed, 0, 0, 0, nullptr);
-    if (in_off_ == in_.size()) {
-        in_.clear();
+    if (any_placed && !error_) frame(kAck, 0, placed, 0, 0, 0, nullptr);
+    // What was acted on goes: the buffer holds at most the frame in hand
+    // (or, behind a waiting SEND, what the caller's bound lets in).
+    if (in_off_ > 0) {
+        in_.erase(in_.begin(), in_.begin() + long(in_off_));
         in_off_ = 0;
     }
     return !error_;
@@ -157,7 +167,7 @@ bool Qp::act(const uint8_t* h, const uint8_t* payload) {
     case kWrite:
     case kSend: {
         if (psn != expect_psn_) { // a frame lost or forged: the stream is not an RC peer's
-            to_error(true, kRemoteInvalid, psn);
+            to_error(true, kRemoteInvalid, expect_psn_);
             return false;
         }
         if (type == kWrite) {
@@ -185,7 +195,7 @@ bool Qp::act(const uint8_t* h, const uint8_t* payload) {
     }
     case kAck:
         if (!psn_le(psn, next_psn_ - 1)) { // acknowledges what was never sent
-            to_error(true, kRemoteInvalid, psn);
+            to_error(true, kRemoteInvalid, expect_psn_);
             return false;
         }
         acked(psn);
@@ -201,6 +211,7 @@ bool Qp::act(const uint8_t* h, const uint8_t* payload) {
         if (!unacked_.empty()) {
             SendWr w = unacked_.front();
             unacked_.pop_front();
+            unacked_bytes_ -= w.byte_len;
             done_.push_back({w.wr_id,
                              h[1] == kRemoteAccess ? IBV_WC_REM_ACCESS_ERR : IBV_WC_REM_INV_REQ_ERR,
                              w.opcode, 0});
@@ -209,7 +220,7 @@ bool Qp::act(const uint8_t* h, const uint8_t* payload) {
         return false;
     }
     default:
-        to_error(true, kRemoteInvalid, psn);
+        to_error(true, kRemoteInvalid, expect_psn_);
         return false;
     }
 }
@@ -218,6 +229,7 @@ void Qp::acked(uint32_t psn) {
     while (!unacked_.empty() && psn_le(unacked_.front().last_psn, psn)) {
         SendWr w = unacked_.front();
         unacked_.pop_front();
+        unacked_bytes_ -= w.byte_len;
         if (w.signaled) done_.push_back({w.wr_id, IBV_WC_SUCCESS, w.opcode, w.byte_len});
     }
 }
@@ -230,6 +242,7 @@ void Qp::to_error(bool tell_peer, uint8_t syndrome, uint32_t psn) {
     for (const SendWr& w : unacked_)
         done_.push_back({w.wr_id, IBV_WC_WR_FLUSH_ERR, w.opcode, 0});
     unacked_.clear();
+    unacked_bytes_ = 0;
     for (const RecvWr& r : recvs_)
         done_.push_back({r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0});
     recvs_.clear();

@@ -46,6 +46,15 @@ struct Completion {
 
 class Qp {
   public:
+    struct Options {
+        uint32_t max_send_wr = 1024;          // requests posted and not yet acknowledged
+        size_t max_unacked_bytes = 16u << 20; // their bytes (frames are built at post)
+        uint32_t first_psn = 1;               // our first frame's PSN
+        uint32_t peer_first_psn = 1;          // the peer's
+    };
+    Qp() : Qp(Options{}) {}
+    explicit Qp(const Options& o);
+
     // A region the peer may WRITE into: its rkey and the address it is
     // named by (what CONFIRM RKEY carries), or 0 when the table is full.
     struct Region {
@@ -55,7 +64,9 @@ class Qp {
     Region reg_mr(void* base, size_t len);
     void dereg_mr(uint32_t rkey);
 
-    // False when the QP is in the error state (nothing posted).
+    // False when the QP is in the error state, or its send queue is full
+    // (max_send_wr requests or max_unacked_bytes outstanding: the caller is
+    // busy until completions come), and nothing is posted.
     bool post_write(uint64_t wr_id, const void* src, uint32_t len, uint32_t rkey,
                     uint64_t remote_addr, bool signaled);
     bool post_send(uint64_t wr_id, const void* src, uint32_t len, bool signaled);
@@ -73,6 +84,11 @@ class Qp {
     bool in_error() const { return error_; }
     // Counted for tests and stats: WRITE frames refused by the rkey check.
     uint64_t access_errors() const { return access_errors_; }
+    // The peer's bytes held and not yet acted on: a whole frame at most,
+    // unless a SEND waits for a receive (the caller stops reading from the
+    // peer above a bound, so its stream backs up, not our memory).
+    size_t input_backlog() const { return in_.size() - in_off_; }
+    size_t input_buffered() const { return in_.size(); } // (tests: consumed bytes are dropped)
 
   private:
     struct Mr {
@@ -102,11 +118,15 @@ class Qp {
     void acked(uint32_t psn);
     const Mr* region_for(uint32_t rkey, uint64_t addr, uint32_t len) const;
 
+    bool room_for(uint32_t len) const;
+
+    Options opt_;
     std::vector<Mr> mrs_;
     uint32_t next_rkey_ = 0x5a17;
     uint64_t next_vaddr_ = uint64_t{1} << 40;
     uint32_t next_psn_ = 1;
     uint32_t expect_psn_ = 1; // the peer's next frame
+    size_t unacked_bytes_ = 0;
     std::deque<SendWr> unacked_;
     std::deque<RecvWr> recvs_;
     std::deque<Completion> done_;

@@ -6,6 +6,9 @@
 // ring's end: the kernel's smc_tx_rdma_writes, which is why a link's send
 // queue holds three work requests per CDC slot). The ring starts at the
 // RMB's first byte: usmc's CONFIRM LINK says "no RMBE eyecatcher".
+// The same offsets in both rings: usmc sizes a connection's send buffer to
+// the RMB its peer named in CLC (the kernel, whose send buffer is sized
+// apart, splits each WRITE at either ring's end, up to 2 x 2 pieces).
 #include "engine/core/cursor.hpp"
 
 #include <array>

@@ -64,6 +64,11 @@ TEST_CASE("smcr CDC sequence: each flagged urgent byte counts once") {
     rx.take(msg(4, 25, kUrgPresent | kUrgPending));
     CHECK(rx.urg_count() == 2);
     CHECK(rx.urg_mark().count == 25);
+    rx.take(msg(5, 25, kUrgPresent)); // the flag, but nothing produced: no byte to mark
+    CHECK(rx.urg_count() == 2);
+    CdcRx first;
+    first.take(msg(1, 0, kUrgPresent)); // nothing produced yet
+    CHECK(first.urg_count() == 0);
 }
 
 TEST_CASE("smcr CDC sequence: a failover replay is set aside, whatever its number") {

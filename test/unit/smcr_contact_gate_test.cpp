@@ -32,16 +32,12 @@ TEST_CASE("contact gate: the second connection to a peer waits, then reuses the 
     auto reuse = [&] { return group_made.load(); };
     REQUIRE(g.enter(key(1), reuse, far()) == ContactGate::Turn::First);
     std::promise<ContactGate::Turn> second;
-    std::atomic<bool> second_asked{false};
-    std::thread t([&] {
-        second_asked = true;
-        second.set_value(g.enter(key(1), reuse, far()));
-    });
+    std::thread t([&] { second.set_value(g.enter(key(1), reuse, far())); });
     auto fut = second.get_future();
-    while (!second_asked.load())
+    for (int i = 0; i < 10000000 && g.waiting() == 0; ++i)
         std::this_thread::yield();
-    // It cannot pass while the first contact is in flight (a bounded look).
-    CHECK(fut.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+    REQUIRE(g.waiting() == 1); // it waits while the first contact is in flight
+    CHECK(fut.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
     group_made = true;
     g.finish(key(1));
     CHECK(fut.get() == ContactGate::Turn::Reuse);
@@ -72,13 +68,11 @@ TEST_CASE("contact gate: a failed first contact lets a waiter make its own") {
     ContactGate g;
     auto none = [] { return false; };
     REQUIRE(g.enter(key(3), none, far()) == ContactGate::Turn::First);
-    std::atomic<bool> asked{false};
-    auto waiter = std::async(std::launch::async, [&] {
-        asked = true;
-        return g.enter(key(3), none, far());
-    });
-    while (!asked.load())
+    auto waiter = std::async(std::launch::async, [&] { return g.enter(key(3), none, far()); });
+    // Until it waits on the gate (bounded: it has nothing else to do).
+    for (int i = 0; i < 10000000 && g.waiting() == 0; ++i)
         std::this_thread::yield();
+    REQUIRE(g.waiting() == 1);
     g.finish(key(3)); // no group made
     CHECK(waiter.get() == ContactGate::Turn::First);
     CHECK(g.in_flight() == 1);
@@ -118,4 +112,22 @@ TEST_CASE("contact gate: many connections to one peer, one first contact") {
         t.join();
     CHECK(firsts == 1);
     CHECK(reuses == 7);
+}
+
+TEST_CASE("contact gate: our client's and our server's first contacts to one peer never wait "
+          "for each other") {
+    // Two processes connecting to each other at once: each one's server
+    // holds the peer's key while its client meets the peer's Accept. With
+    // one key for both roles each client waited for its own server, which
+    // waited for the other's client: both stalled to the deadline.
+    ContactGate g;
+    auto none = [] { return false; };
+    PeerKey as_server = key(6);
+    as_server.role = Role::Server;
+    PeerKey as_client = key(6);
+    as_client.role = Role::Client;
+    REQUIRE(g.enter(as_server, none, far()) == ContactGate::Turn::First);
+    CHECK(g.enter(as_client, none, Clock::now()) == ContactGate::Turn::First);
+    g.finish(as_server);
+    g.finish(as_client);
 }

@@ -78,8 +78,14 @@ TEST_CASE("smcr first contact: the wrong message, the wrong QP, no eyecatcher fl
     }
     {
         FirstContact client(false, self(2), self(1).qpn, 0);
+        llc::ConfirmLink part = req;
+        part.flags = 0x01; // either bit will do, as the kernel reads it
+        CHECK(client.on_llc(part).verdict == FirstContact::Verdict::Active);
+    }
+    {
+        FirstContact client(false, self(2), self(1).qpn, 0);
         llc::ConfirmLink eyec = req;
-        eyec.flags = 0x01; // only part of the flag
+        eyec.flags = 0; // the peer wants RMBE eyecatchers
         FirstContact::Step s = client.on_llc(eyec);
         CHECK(s.verdict == FirstContact::Verdict::Failed);
         CHECK(s.decline == fallback::RMBE_EC);

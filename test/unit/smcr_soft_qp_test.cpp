@@ -231,3 +231,90 @@ TEST_CASE("soft QP: the port going away flushes every request") {
     a.on_input(out.data(), out.size()); // and nothing acts any more
     CHECK(drain(a).empty());
 }
+
+TEST_CASE("soft QP: what was acted on is dropped, however the stream is split") {
+    Qp a, b;
+    std::vector<uint8_t> rmb(4096);
+    Qp::Region r = b.reg_mr(rmb.data(), rmb.size());
+    std::vector<uint8_t> bytes;
+    for (int i = 0; i < 1000; ++i) { // (within the default send queue)
+        REQUIRE(a.post_write(uint64_t(i), "0123456789", 10, r.rkey, r.vaddr, false));
+        a.take_output(bytes);
+    }
+    // Reads of 35 bytes against frames of 34: a read rarely ends on a frame
+    // boundary, and what was acted on must not stay behind.
+    size_t most = 0;
+    for (size_t off = 0; off < bytes.size(); off += 35) {
+        b.on_input(bytes.data() + off, std::min<size_t>(35, bytes.size() - off));
+        most = std::max(most, b.input_buffered());
+    }
+    CHECK_FALSE(b.in_error());
+    CHECK(most < 2 * (kHeaderLen + 10) + 35); // never more than the frame in hand
+    CHECK(std::string(reinterpret_cast<char*>(rmb.data()), 10) == "0123456789");
+}
+
+TEST_CASE("soft QP: the send queue is bounded; completions make room") {
+    Qp::Options o;
+    o.max_send_wr = 3;
+    o.max_unacked_bytes = 100;
+    Qp a(o), b;
+    char buf[8][16];
+    for (auto& x : buf)
+        REQUIRE(b.post_recv(0, x, sizeof x));
+    REQUIRE(a.post_send(1, "a", 1, true));
+    REQUIRE(a.post_send(2, "b", 1, true));
+    REQUIRE(a.post_send(3, "c", 1, true));
+    CHECK_FALSE(a.post_send(4, "d", 1, true)); // three outstanding: full
+    pump(a, b);
+    CHECK(drain(a).size() == 3);
+    REQUIRE(a.post_send(4, "d", 1, true));
+    std::vector<uint8_t> big(101);
+    CHECK_FALSE(a.post_write(5, big.data(), uint32_t(big.size()), 1, 0, true)); // bytes bound
+    CHECK_FALSE(a.in_error());
+}
+
+TEST_CASE("soft QP: PSNs wrap through 0 and are still acknowledged") {
+    Qp::Options oa, ob;
+    oa.first_psn = 0xFFFFFFFEu;
+    ob.peer_first_psn = 0xFFFFFFFEu;
+    Qp a(oa), b(ob);
+    char buf[4][8];
+    for (auto& x : buf)
+        REQUIRE(b.post_recv(0, x, sizeof x));
+    REQUIRE(a.post_send(1, "x", 1, true)); // PSN 0xFFFFFFFE
+    REQUIRE(a.post_send(2, "y", 1, true)); // 0xFFFFFFFF
+    pump(a, b);
+    REQUIRE(a.post_send(3, "z", 1, true)); // 0: the last of its batch
+    pump(a, b);
+    auto c = drain(a);
+    REQUIRE(c.size() == 3);
+    CHECK(c[2].wr_id == 3);
+    REQUIRE(a.post_send(4, "w", 1, true)); // 1
+    pump(a, b);
+    CHECK(drain(a).size() == 1);
+}
+
+TEST_CASE("soft QP: a NAK for a forged frame fails only what was not placed") {
+    Qp a, b;
+    std::vector<uint8_t> rmb(64);
+    Qp::Region r = b.reg_mr(rmb.data(), rmb.size());
+    REQUIRE(a.post_write(1, "ok", 2, r.rkey, r.vaddr, true));
+    REQUIRE(a.post_write(2, "no", 2, r.rkey, r.vaddr + 8, true));
+    std::vector<uint8_t> bytes;
+    a.take_output(bytes);
+    // The second frame's PSN changed on the way (as a forger would).
+    be::put32(&bytes[kHeaderLen + 2 + 4], 77);
+    b.on_input(bytes.data(), bytes.size());
+    CHECK(b.in_error());
+    CHECK(rmb[0] == 'o');
+    CHECK(rmb[8] == 0);
+    std::vector<uint8_t> back;
+    b.take_output(back);
+    a.on_input(back.data(), back.size());
+    auto c = drain(a);
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].wr_id == 1);
+    CHECK(c[0].status == IBV_WC_SUCCESS); // it was placed
+    CHECK(c[1].wr_id == 2);
+    CHECK(c[1].status == IBV_WC_REM_INV_REQ_ERR);
+}
